@@ -1,0 +1,3 @@
+module github.com/craig/retention/migrations
+
+go 1.26.0
