@@ -1,0 +1,65 @@
+// Package lease is the single-runner guard: a PostgreSQL session advisory
+// lock taken with pg_try_advisory_lock on a connection taken OUT of the pool
+// (pgx Hijack) and closed when the holder is done.
+//
+// A session lock taken on a pooled connection would stay on that connection
+// when it went back to the pool, and every later try-lock by another replica
+// would fail forever: retention would silently switch itself off (seed 000,
+// D5). Closing the hijacked connection ends the session, so PostgreSQL
+// releases the lock on every exit path: return, error, panic, and a killed
+// process or connection.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// closeTimeout bounds the graceful close of a lease connection; the lock is
+// released by the server when the socket goes away in any case.
+const closeTimeout = 5 * time.Second
+
+// Keys of the advisory locks. Each service has its own database, so a fixed
+// key fences only the replicas of one service.
+const (
+	// TransportKey guards the outbox + inbox sweep.
+	TransportKey int64 = 0x4352_4149_4701_0001
+	// ArchiveKey guards archive passes.
+	ArchiveKey int64 = 0x4352_4149_4701_0002
+)
+
+// Func runs while the lease is held, on the lease's own connection.
+type Func func(ctx context.Context, conn *pgx.Conn) error
+
+// ErrNotAcquired is returned by Run when another session holds the lock.
+var ErrNotAcquired = errors.New("lease: held by another session")
+
+// TryRun takes the lock for key on a connection hijacked from pool and, if it
+// got it, runs fn on that connection. It never blocks waiting for the lock:
+// acquired is false when another session holds it, and fn does not run. The
+// connection is closed before TryRun returns (or panics), which releases the
+// lock.
+func TryRun(ctx context.Context, pool *pgxpool.Pool, key int64, fn Func) (acquired bool, err error) {
+	pc, err := pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("lease: acquire connection: %w", err)
+	}
+	conn := pc.Hijack()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		_ = conn.Close(cctx) // closing the socket releases the session lock
+	}()
+	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&acquired); err != nil {
+		return false, fmt.Errorf("lease: try lock %#x: %w", key, err)
+	}
+	if !acquired {
+		return false, nil
+	}
+	return true, fn(ctx, conn)
+}

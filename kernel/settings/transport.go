@@ -1,0 +1,146 @@
+package settings
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Defaults of the transport keys. Each is what a service on one machine with
+// the local PostgreSQL and RabbitMQ needs; production overrides the URLs.
+const (
+	// DefaultOutboxRetentionDays keeps published outbox rows for 30 days,
+	// the documented replay horizon (ADR-022 as corrected by ADR-058).
+	DefaultOutboxRetentionDays = 30
+	// DefaultInboxRetentionDays is one day longer than the outbox window:
+	// the inbox dedup record must outlive every replayable outbox row by
+	// more than one prune cadence plus clock skew (seed 000, D3.1).
+	DefaultInboxRetentionDays = 31
+	// DefaultLocalRetentionDays is the window of a service-local sweep
+	// (exchange_send_jobs, subsidy_reconcile_queue) unless configured.
+	DefaultLocalRetentionDays = 30
+	// MaxRetentionDays is the longest window accepted: ten years. A larger
+	// value is a typo (days for hours, say), not a policy.
+	MaxRetentionDays = 3650
+	// MinInboxMarginDays is how much longer the inbox window must be than the
+	// outbox window when both sweeps are on.
+	MinInboxMarginDays = 1
+	// DefaultPruneBatchSize matches prune.DefaultBatchSize (seed 000).
+	DefaultPruneBatchSize = 5_000
+	// MaxPruneBatchSize bounds one DELETE; beyond it a batch holds locks and
+	// WAL for seconds, which is what batching exists to avoid.
+	MaxPruneBatchSize = 100_000
+	// DefaultPruneCycleCap matches prune.DefaultCycleCap (seed 000).
+	DefaultPruneCycleCap = 1_000_000
+	// DefaultHTTPAddr serves /metrics, /healthz and the admin API on
+	// loopback only unless an operator exposes it.
+	DefaultHTTPAddr = "127.0.0.1:8080"
+	// DefaultAMQPURL is the broker every machine of this kind runs.
+	DefaultAMQPURL = "amqp://guest:guest@127.0.0.1:5672/"
+	// DefaultAMQPExchange is the topic exchange events are published to.
+	DefaultAMQPExchange = "craig.events"
+	// DefaultLogLevel logs work done and problems, not idle cycles.
+	DefaultLogLevel = "info"
+)
+
+// Transport holds the keys every service shares: where its database and
+// broker are, and the transport sweep's windows and bounds.
+type Transport struct {
+	// DatabaseURL is the service's PostgreSQL database (required).
+	DatabaseURL string `koanf:"database_url"`
+	// HTTPAddr is where serve listens.
+	HTTPAddr string `koanf:"http_addr"`
+	// AMQPURL is the RabbitMQ broker the outbox drain publishes to.
+	AMQPURL string `koanf:"amqp_url"`
+	// AMQPExchange is the topic exchange events are published to.
+	AMQPExchange string `koanf:"amqp_exchange"`
+	// EventOutboxRetentionDays is the published-outbox window; 0 disables
+	// the outbox sweep.
+	EventOutboxRetentionDays int `koanf:"event_outbox_retention_days"`
+	// EventInboxRetentionDays is the inbox window; 0 disables the inbox sweep.
+	EventInboxRetentionDays int `koanf:"event_inbox_retention_days"`
+	// PruneBatchSize is the most rows one DELETE removes.
+	PruneBatchSize int `koanf:"prune_batch_size"`
+	// PruneCycleCap is the most rows one table's prune deletes per cycle.
+	PruneCycleCap int64 `koanf:"prune_cycle_cap"`
+	// AdminToken, when set, is the bearer token the admin API requires.
+	AdminToken string `koanf:"admin_token"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `koanf:"log_level"`
+}
+
+// DefaultTransport returns the transport defaults for a service whose
+// database is databaseURL.
+func DefaultTransport(databaseURL string) Transport {
+	return Transport{
+		DatabaseURL:              databaseURL,
+		HTTPAddr:                 DefaultHTTPAddr,
+		AMQPURL:                  DefaultAMQPURL,
+		AMQPExchange:             DefaultAMQPExchange,
+		EventOutboxRetentionDays: DefaultOutboxRetentionDays,
+		EventInboxRetentionDays:  DefaultInboxRetentionDays,
+		PruneBatchSize:           DefaultPruneBatchSize,
+		PruneCycleCap:            DefaultPruneCycleCap,
+		LogLevel:                 DefaultLogLevel,
+	}
+}
+
+// Problems checks the transport keys.
+func (t Transport) Problems() []Problem {
+	var ps []Problem
+	ps = append(ps, WindowProblems("event_outbox_retention_days", t.EventOutboxRetentionDays)...)
+	ps = append(ps, WindowProblems("event_inbox_retention_days", t.EventInboxRetentionDays)...)
+	if t.EventOutboxRetentionDays > 0 && t.EventInboxRetentionDays > 0 &&
+		t.EventInboxRetentionDays < t.EventOutboxRetentionDays+MinInboxMarginDays {
+		ps = append(ps, Problem{
+			Key:   "event_inbox_retention_days",
+			Value: t.EventInboxRetentionDays,
+			Reason: fmt.Sprintf("must be at least event_outbox_retention_days + %d = %d (event_outbox_retention_days=%d): the inbox dedup record must outlive every replayable outbox row; set 0 to disable one sweep instead",
+				MinInboxMarginDays, t.EventOutboxRetentionDays+MinInboxMarginDays, t.EventOutboxRetentionDays),
+			Related: []string{"event_outbox_retention_days"},
+		})
+	}
+	if t.DatabaseURL == "" {
+		ps = append(ps, Problem{Key: "database_url", Value: `""`, Reason: "required: a PostgreSQL URL such as postgres://user@host:5432/db"})
+	} else if u, err := url.Parse(t.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		ps = append(ps, Problem{Key: "database_url", Value: redact(t.DatabaseURL), Reason: "must be a postgres:// or postgresql:// URL"})
+	}
+	if u, err := url.Parse(t.AMQPURL); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
+		ps = append(ps, Problem{Key: "amqp_url", Value: redact(t.AMQPURL), Reason: "must be an amqp:// or amqps:// URL"})
+	}
+	if strings.TrimSpace(t.AMQPExchange) == "" {
+		ps = append(ps, Problem{Key: "amqp_exchange", Value: `""`, Reason: "required: the topic exchange events are published to"})
+	}
+	if t.HTTPAddr == "" {
+		ps = append(ps, Problem{Key: "http_addr", Value: `""`, Reason: "required: host:port to listen on"})
+	}
+	if t.PruneBatchSize < 1 || t.PruneBatchSize > MaxPruneBatchSize {
+		ps = append(ps, Problem{Key: "prune_batch_size", Value: t.PruneBatchSize, Reason: fmt.Sprintf("must be between 1 and %d", MaxPruneBatchSize)})
+	}
+	if t.PruneCycleCap < int64(t.PruneBatchSize) || t.PruneCycleCap < 1 {
+		ps = append(ps, Problem{Key: "prune_cycle_cap", Value: t.PruneCycleCap, Reason: "must be at least prune_batch_size", Related: []string{"prune_batch_size"}})
+	}
+	switch t.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		ps = append(ps, Problem{Key: "log_level", Value: t.LogLevel, Reason: "must be debug, info, warn or error"})
+	}
+	return ps
+}
+
+// WindowProblems checks one retention window: 0 (disabled) to
+// MaxRetentionDays.
+func WindowProblems(key string, days int) []Problem {
+	if days < 0 || days > MaxRetentionDays {
+		return []Problem{{Key: key, Value: days, Reason: fmt.Sprintf("must be between 0 (sweep disabled) and %d days", MaxRetentionDays)}}
+	}
+	return nil
+}
+
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparseable url>"
+	}
+	return u.Redacted()
+}

@@ -1,0 +1,282 @@
+// Package sweep runs sweep cycles: groups of prune policies, each group under
+// its own advisory lease, with metrics and logs for every table.
+//
+// A service has one transport group (event_outbox THEN event_inbox, under
+// lease.TransportKey) and zero or more local groups (exchange_send_jobs,
+// subsidy_reconcile_queue, ...), each with a lock key of its own so a slow
+// local sweep never holds up the transport sweep of another replica.
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/lease"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/prune"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Table names of the transport sweep.
+const (
+	OutboxTable = "event_outbox"
+	InboxTable  = "event_inbox"
+)
+
+// TransportGroupName names the transport group in reports and metrics.
+const TransportGroupName = "transport"
+
+// Group is a set of policies pruned in order under one lease.
+type Group struct {
+	// Name labels the group in logs and metrics.
+	Name string
+	// LockKey is the advisory lock key fencing the group's runners.
+	LockKey int64
+	// Policies are pruned in this order; the group stops at the first error.
+	Policies []prune.Policy
+}
+
+// TransportConfig holds the windows and bounds of the transport sweep.
+type TransportConfig struct {
+	OutboxWindowDays int
+	InboxWindowDays  int
+	BatchSize        int
+	CycleCap         int64
+}
+
+// Transport returns the transport group: the published-only outbox policy,
+// THEN the inbox policy.
+//
+// The order is load-bearing (seed 000, D3.1): if the cycle fails between the
+// two, the outbox is pruned and the inbox kept, so every consumer's dedup
+// record still outlives the outbox rows that could be replayed. Never reorder
+// them and never put both in one transaction (it would double the lock and
+// WAL window).
+func Transport(c TransportConfig) Group {
+	return Group{
+		Name:    TransportGroupName,
+		LockKey: lease.TransportKey,
+		Policies: []prune.Policy{
+			{
+				Table: OutboxTable, WindowDays: c.OutboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
+				DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
+					return queries.New(db).DeletePublishedOutboxBatch(ctx, queries.DeletePublishedOutboxBatchParams{WindowDays: p.WindowDays, BatchLimit: p.Limit})
+				},
+			},
+			{
+				Table: InboxTable, WindowDays: c.InboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
+				DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
+					return queries.New(db).DeleteInboxBatch(ctx, queries.DeleteInboxBatchParams{WindowDays: p.WindowDays, BatchLimit: p.Limit})
+				},
+			},
+		},
+	}
+}
+
+// Why a table was not swept in a cycle.
+const (
+	SkipDisabled   = "disabled"    // its window is 0
+	SkipLockHeld   = "lock_held"   // another runner holds the group's lease
+	SkipNotReached = "not_reached" // an earlier table of its group failed
+)
+
+// TableReport is one table's line in a cycle report.
+type TableReport struct {
+	Table      string  `json:"table"`
+	Group      string  `json:"group"`
+	Deleted    int64   `json:"deleted"`
+	Capped     bool    `json:"capped"`
+	Batches    int     `json:"batches"`
+	DurationMS float64 `json:"duration_ms"`
+	Skipped    string  `json:"skipped,omitempty"`
+	Error      string  `json:"error,omitempty"`
+}
+
+// Report is the outcome of one cycle.
+type Report struct {
+	// LockAcquired is false when any group was skipped because another
+	// runner held its lease.
+	LockAcquired bool `json:"lock_acquired"`
+	// Tables has one entry per registered table, in sweep order.
+	Tables []TableReport `json:"tables"`
+}
+
+// Deleted is the total number of rows the cycle deleted.
+func (r Report) Deleted() int64 {
+	var n int64
+	for _, t := range r.Tables {
+		n += t.Deleted
+	}
+	return n
+}
+
+// Sweeper runs sweep cycles over a fixed set of groups.
+type Sweeper struct {
+	pool    *pgxpool.Pool
+	groups  []Group
+	logger  *slog.Logger
+	metrics *metrics.Prune
+}
+
+// ErrInvalidGroups is returned (wrapped) by New for an unusable group set.
+var ErrInvalidGroups = errors.New("sweep: invalid groups")
+
+// New validates the groups and returns a Sweeper. Table names and lock keys
+// must be unique across groups.
+func New(pool *pgxpool.Pool, groups []Group, logger *slog.Logger, m *metrics.Prune) (*Sweeper, error) {
+	if pool == nil || logger == nil || m == nil {
+		return nil, fmt.Errorf("%w: pool, logger and metrics are required", ErrInvalidGroups)
+	}
+	tables, keys := map[string]bool{}, map[int64]string{}
+	for _, g := range groups {
+		if g.Name == "" || len(g.Policies) == 0 {
+			return nil, fmt.Errorf("%w: group %q needs a name and at least one policy", ErrInvalidGroups, g.Name)
+		}
+		if other, dup := keys[g.LockKey]; dup {
+			return nil, fmt.Errorf("%w: groups %q and %q share lock key %#x", ErrInvalidGroups, other, g.Name, g.LockKey)
+		}
+		keys[g.LockKey] = g.Name
+		for _, p := range g.Policies {
+			if err := p.Validate(); err != nil {
+				return nil, fmt.Errorf("%w: group %q: %w", ErrInvalidGroups, g.Name, err)
+			}
+			if tables[p.Table] {
+				return nil, fmt.Errorf("%w: table %q registered twice", ErrInvalidGroups, p.Table)
+			}
+			tables[p.Table] = true
+		}
+	}
+	return &Sweeper{pool: pool, groups: groups, logger: logger, metrics: m}, nil
+}
+
+// Groups returns the sweeper's groups.
+func (s *Sweeper) Groups() []Group { return s.groups }
+
+// RunOnce runs one cycle: every group in order, each under its own lease.
+// A group whose lease is held elsewhere is skipped without blocking. An error
+// in one group stops that group only; the errors of all groups are joined.
+func (s *Sweeper) RunOnce(ctx context.Context) (Report, error) {
+	rep := Report{LockAcquired: true}
+	var errs []error
+	for _, g := range s.groups {
+		tables, acquired, err := s.runGroup(ctx, g)
+		rep.Tables = append(rep.Tables, tables...)
+		if !acquired {
+			rep.LockAcquired = false
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return rep, errors.Join(errs...)
+}
+
+func (s *Sweeper) runGroup(ctx context.Context, g Group) ([]TableReport, bool, error) {
+	out := make([]TableReport, len(g.Policies))
+	enabled := false
+	for i, p := range g.Policies {
+		out[i] = TableReport{Table: p.Table, Group: g.Name}
+		if p.WindowDays == 0 {
+			out[i].Skipped = SkipDisabled
+		} else {
+			enabled = true
+		}
+	}
+	if !enabled {
+		return out, true, nil // nothing to do: do not even take the lease
+	}
+	acquired, err := lease.TryRun(ctx, s.pool, g.LockKey, func(ctx context.Context, conn *pgx.Conn) error {
+		for i, p := range g.Policies {
+			if p.WindowDays == 0 {
+				continue
+			}
+			r, err := prune.PruneTable(ctx, conn, p)
+			s.record(g, &out[i], r, err)
+			if err != nil {
+				for j := i + 1; j < len(out); j++ {
+					if out[j].Skipped == "" {
+						out[j].Skipped = SkipNotReached
+					}
+				}
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil && !acquired {
+		err = fmt.Errorf("sweep group %s: %w", g.Name, err)
+		for i := range out {
+			if out[i].Skipped == "" {
+				out[i].Skipped = SkipNotReached
+				out[i].Error = err.Error()
+			}
+		}
+		s.logError(ctx, "sweep group could not start", err, slog.String("group", g.Name))
+		return out, true, err
+	}
+	if !acquired {
+		for i := range out {
+			if out[i].Skipped == "" {
+				out[i].Skipped = SkipLockHeld
+			}
+		}
+		s.metrics.LockSkipped.WithLabelValues(g.Name).Inc()
+		s.logger.DebugContext(ctx, "sweep group skipped: lease held by another runner", slog.String("group", g.Name))
+		return out, false, nil
+	}
+	if err != nil {
+		return out, true, fmt.Errorf("sweep group %s: %w", g.Name, err)
+	}
+	return out, true, nil
+}
+
+func (s *Sweeper) record(g Group, tr *TableReport, r prune.Report, err error) {
+	tr.Deleted, tr.Capped, tr.Batches = r.Deleted, r.Capped, r.Batches
+	tr.DurationMS = float64(r.Duration.Microseconds()) / 1000
+	s.metrics.RowsPruned.WithLabelValues(r.Table).Add(float64(r.Deleted))
+	s.metrics.Duration.WithLabelValues(r.Table).Observe(r.Duration.Seconds())
+	attrs := []any{
+		slog.String("group", g.Name), slog.String("table", r.Table),
+		slog.Int64("deleted", r.Deleted), slog.Int("batches", r.Batches),
+		slog.Duration("duration", r.Duration),
+	}
+	if err != nil {
+		tr.Error = err.Error()
+		s.metrics.Failures.WithLabelValues(r.Table).Inc()
+		s.logError(context.Background(), "retention prune failed", err, attrs...)
+		return
+	}
+	if r.Capped {
+		s.metrics.Capped.WithLabelValues(r.Table).Inc()
+		s.logger.Warn("retention prune stopped at the cycle cap: possible clock jump or backlog; rows remain",
+			append(attrs, slog.Int64("cycle_cap", capOf(g, r.Table)))...)
+		return
+	}
+	if r.Deleted > 0 {
+		s.logger.Info("retention prune deleted rows", attrs...)
+	}
+}
+
+func (s *Sweeper) logError(ctx context.Context, msg string, err error, attrs ...any) {
+	if errors.Is(err, context.Canceled) {
+		s.logger.DebugContext(ctx, msg+" (cancelled)", attrs...)
+		return
+	}
+	s.logger.ErrorContext(ctx, msg, append(attrs, slog.Any("error", err))...)
+}
+
+func capOf(g Group, table string) int64 {
+	for _, p := range g.Policies {
+		if p.Table == table {
+			if p.CycleCap == 0 {
+				return prune.DefaultCycleCap
+			}
+			return p.CycleCap
+		}
+	}
+	return 0
+}
