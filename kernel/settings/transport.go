@@ -2,6 +2,7 @@ package settings
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"strings"
 )
@@ -111,8 +112,11 @@ func (t Transport) Problems() []Problem {
 	if strings.TrimSpace(t.AMQPExchange) == "" {
 		ps = append(ps, Problem{Key: "amqp_exchange", Value: `""`, Reason: "required: the topic exchange events are published to"})
 	}
-	if t.HTTPAddr == "" {
-		ps = append(ps, Problem{Key: "http_addr", Value: `""`, Reason: "required: host:port to listen on"})
+	if host, _, err := net.SplitHostPort(t.HTTPAddr); err != nil {
+		ps = append(ps, Problem{Key: "http_addr", Value: t.HTTPAddr, Reason: "must be host:port to listen on"})
+	} else if t.AdminToken == "" && !isLoopback(host) {
+		ps = append(ps, Problem{Key: "admin_token", Value: `""`,
+			Reason: "required when http_addr is not a loopback address: the admin API can re-publish events", Related: []string{"http_addr"}})
 	}
 	if t.PruneBatchSize < 1 || t.PruneBatchSize > MaxPruneBatchSize {
 		ps = append(ps, Problem{Key: "prune_batch_size", Value: t.PruneBatchSize, Reason: fmt.Sprintf("must be between 1 and %d", MaxPruneBatchSize)})
@@ -135,6 +139,14 @@ func WindowProblems(key string, days int) []Problem {
 		return []Problem{{Key: key, Value: days, Reason: fmt.Sprintf("must be between 0 (sweep disabled) and %d days", MaxRetentionDays)}}
 	}
 	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func redact(raw string) string {

@@ -1,0 +1,139 @@
+// Package app is the service binary every CRAIG service shares: its
+// subcommands (serve, migrate, sweep), its HTTP surface (/metrics, /healthz,
+// /readyz and the admin API) and the wiring of the kernel's workers. A
+// service contributes a Spec (its name, settings type and local sweeps); its
+// main function is one line:
+//
+//	func main() { os.Exit(app.Main(exchange.Spec(), os.Args[1:], os.Stdout, os.Stderr, os.Environ())) }
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/kernel/sweep"
+	"github.com/craig/retention/migrations"
+)
+
+// Exit codes of a service binary.
+const (
+	ExitOK    = 0 // the command did what was asked
+	ExitFail  = 1 // the command ran and failed
+	ExitUsage = 2 // bad arguments or invalid configuration: nothing was touched
+)
+
+// Spec describes one service to the shared binary.
+type Spec[T any] struct {
+	// Name is the service name: it selects the migration sets, the
+	// environment prefix CRAIG_<NAME>__ and the prune jitter.
+	Name string
+	// Defaults is the settings value before the file and environment.
+	Defaults T
+	// Transport extracts the shared transport settings.
+	Transport func(T) settings.Transport
+	// LocalGroups returns the service's own sweep groups (each with its own
+	// lock key); nil for a service with none.
+	LocalGroups func(T) []sweep.Group
+}
+
+// DefaultDatabaseURL is the local development database of a service.
+func DefaultDatabaseURL(service string) string {
+	return "postgres://postgres@127.0.0.1:5432/craig_" + service + "?sslmode=disable"
+}
+
+const usage = `usage: %[1]s <command> [flags]
+
+commands:
+  serve                         run the outbox worker (drain + hourly sweep) and the HTTP server
+  migrate                       apply the transport and %[1]s migrations (idempotent)
+  sweep --once [--json]         run one full sweep cycle now and print a per-table report
+
+every command accepts --config FILE (YAML); environment variables CRAIG_%[2]s__<KEY> override it.
+`
+
+// Main runs one command and returns the process exit code.
+func Main[T any](spec Spec[T], args []string, stdout, stderr io.Writer, environ []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(stderr, usage, spec.Name, strings.ToUpper(spec.Name))
+		if len(args) == 0 {
+			return ExitUsage
+		}
+		return ExitOK
+	}
+	cmd, rest := args[0], args[1:]
+	fs := flag.NewFlagSet(spec.Name+" "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "YAML settings file")
+	var once, asJSON *bool
+	switch cmd {
+	case "sweep":
+		once = fs.Bool("once", false, "run one sweep cycle now (required)")
+		asJSON = fs.Bool("json", false, "print the report as one JSON object")
+	case "serve", "migrate":
+	default:
+		fmt.Fprintf(stderr, "%s: unknown command %q\n", spec.Name, cmd)
+		fmt.Fprintf(stderr, usage, spec.Name, strings.ToUpper(spec.Name))
+		return ExitUsage
+	}
+	if err := fs.Parse(rest); err != nil {
+		return ExitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s %s: unexpected arguments %v\n", spec.Name, cmd, fs.Args())
+		return ExitUsage
+	}
+	if cmd == "sweep" && !*once {
+		fmt.Fprintf(stderr, "%s sweep: --once is required (the scheduled sweep runs inside serve)\n", spec.Name)
+		return ExitUsage
+	}
+
+	cfg, err := settings.Load(spec.Name, spec.Defaults, settings.Source{ConfigPath: *configPath, Environ: environ})
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
+		return ExitUsage
+	}
+	tr := spec.Transport(cfg)
+	logger := newLogger(stderr, tr.LogLevel)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	sets, err := migrations.ForService(spec.Name)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
+		return ExitUsage
+	}
+	rt := runtime[T]{spec: spec, cfg: cfg, tr: tr, logger: logger, sets: sets, stdout: stdout}
+	switch cmd {
+	case "migrate":
+		err = rt.migrate(ctx)
+	case "sweep":
+		err = rt.sweepOnce(ctx, *asJSON)
+	case "serve":
+		err = rt.serve(ctx)
+	}
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			logger.Info("stopped", slog.String("command", cmd))
+			return ExitFail
+		}
+		logger.Error("command failed", slog.String("command", cmd), slog.Any("error", err))
+		return ExitFail
+	}
+	return ExitOK
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level)) // validated by settings
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}

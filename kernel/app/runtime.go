@@ -1,0 +1,217 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"text/tabwriter"
+	"time"
+
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/migrate"
+	"github.com/craig/retention/kernel/outbox"
+	"github.com/craig/retention/kernel/rabbitmq"
+	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/kernel/sweep"
+	"github.com/craig/retention/migrations"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Timeouts of the HTTP server and its shutdown.
+const (
+	// readHeaderTimeout bounds slow-header clients (Slowloris).
+	readHeaderTimeout = 10 * time.Second
+	// shutdownTimeout is how long in-flight HTTP requests get on stop.
+	shutdownTimeout = 10 * time.Second
+)
+
+type runtime[T any] struct {
+	spec   Spec[T]
+	cfg    T
+	tr     settings.Transport
+	logger *slog.Logger
+	sets   []migrations.Set
+	stdout io.Writer
+}
+
+func (r *runtime[T]) pool(ctx context.Context) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, r.tr.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("database pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database %s unreachable: %w", redactURL(r.tr.DatabaseURL), err)
+	}
+	return pool, nil
+}
+
+func (r *runtime[T]) migrate(ctx context.Context) error {
+	pool, err := r.pool(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	db := stdlib.OpenDBFromPool(pool)
+	defer func() { _ = db.Close() }()
+	n, err := migrate.Up(ctx, db, r.sets, nil)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		r.logger.Info("migrations applied", slog.String("service", r.spec.Name), slog.Int("applied", n))
+	} else {
+		r.logger.Debug("migrations already current", slog.String("service", r.spec.Name))
+	}
+	return nil
+}
+
+// Groups returns every sweep group of a service: the transport group first,
+// then the service's own.
+func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
+	tr := spec.Transport(cfg)
+	groups := []sweep.Group{sweep.Transport(sweep.TransportConfig{
+		OutboxWindowDays: tr.EventOutboxRetentionDays,
+		InboxWindowDays:  tr.EventInboxRetentionDays,
+		BatchSize:        tr.PruneBatchSize,
+		CycleCap:         tr.PruneCycleCap,
+	})}
+	if spec.LocalGroups != nil {
+		groups = append(groups, spec.LocalGroups(cfg)...)
+	}
+	return groups
+}
+
+func (r *runtime[T]) sweeper(pool *pgxpool.Pool, reg prometheus.Registerer) (*sweep.Sweeper, error) {
+	m, err := metrics.NewPrune(reg)
+	if err != nil {
+		return nil, err
+	}
+	return sweep.New(pool, Groups(r.spec, r.cfg), r.logger, m)
+}
+
+func (r *runtime[T]) sweepOnce(ctx context.Context, asJSON bool) error {
+	pool, err := r.pool(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	s, err := r.sweeper(pool, prometheus.NewRegistry())
+	if err != nil {
+		return err
+	}
+	rep, runErr := s.RunOnce(ctx)
+	if asJSON {
+		enc := json.NewEncoder(r.stdout)
+		if err := enc.Encode(rep); err != nil {
+			return errors.Join(runErr, fmt.Errorf("write report: %w", err))
+		}
+	} else if err := writeTable(r.stdout, rep); err != nil {
+		return errors.Join(runErr, fmt.Errorf("write report: %w", err))
+	}
+	return runErr
+}
+
+func writeTable(w io.Writer, rep sweep.Report) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "lock acquired: %v\n", rep.LockAcquired)
+	fmt.Fprintln(tw, "TABLE\tGROUP\tDELETED\tBATCHES\tCAPPED\tMS\tSKIPPED\tERROR")
+	for _, t := range rep.Tables {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\t%.1f\t%s\t%s\n", t.Table, t.Group, t.Deleted, t.Batches, t.Capped, t.DurationMS, dash(t.Skipped), dash(t.Error))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (r *runtime[T]) serve(ctx context.Context) error {
+	pool, err := r.pool(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	sweeper, err := r.sweeper(pool, reg)
+	if err != nil {
+		return err
+	}
+	pub, err := rabbitmq.NewPublisher(ctx, r.tr.AMQPURL, r.tr.AMQPExchange, r.logger)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	defer func() { _ = pub.Close() }()
+	drainer := &outbox.Drainer{Pool: pool, Publisher: pub, Logger: r.logger}
+	worker := &outbox.Worker{
+		Service: r.spec.Name,
+		Drain: func(ctx context.Context) error {
+			_, err := drainer.DrainOnce(ctx)
+			return err
+		},
+		Sweep: func(ctx context.Context) error {
+			_, err := sweeper.RunOnce(ctx)
+			return err
+		},
+		Logger: r.logger,
+	}
+
+	ln, err := net.Listen("tcp", r.tr.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", r.tr.HTTPAddr, err)
+	}
+	srv := &http.Server{
+		Handler: Handler(HandlerDeps{
+			Pool: pool, Gatherer: reg, OutboxWindowDays: r.tr.EventOutboxRetentionDays,
+			AdminToken: r.tr.AdminToken, Logger: r.logger,
+		}),
+		ReadHeaderTimeout: readHeaderTimeout,
+	}
+	r.logger.Info("serving", slog.String("service", r.spec.Name), slog.String("addr", ln.Addr().String()))
+
+	wctx, stopWorker := context.WithCancel(ctx)
+	defer stopWorker()
+	httpErr := make(chan error, 1)
+	go func() { httpErr <- srv.Serve(ln) }()
+	workerErr := make(chan error, 1)
+	go func() { workerErr <- worker.Run(wctx) }()
+
+	var runErr error
+	workerDone := false
+	select {
+	case <-ctx.Done():
+	case err := <-httpErr:
+		runErr = fmt.Errorf("http server: %w", err)
+	case err := <-workerErr:
+		workerDone = true
+		runErr = fmt.Errorf("outbox worker stopped: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		runErr = errors.Join(runErr, fmt.Errorf("http shutdown: %w", err))
+	}
+	// Stop the worker and wait for it, so no batch runs on a closed pool.
+	stopWorker()
+	if !workerDone {
+		if err := <-workerErr; err != nil && !errors.Is(err, context.Canceled) {
+			runErr = errors.Join(runErr, fmt.Errorf("outbox worker: %w", err))
+		}
+	}
+	if runErr == nil {
+		r.logger.Info("stopped", slog.String("service", r.spec.Name))
+	}
+	return runErr
+}

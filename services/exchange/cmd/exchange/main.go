@@ -1,0 +1,12 @@
+// Command exchange is the exchange service: serve, migrate and sweep. Run it with no
+// arguments for usage.
+package main
+
+import (
+	"os"
+
+	"github.com/craig/retention/kernel/app"
+	"github.com/craig/retention/services/exchange"
+)
+
+func main() { os.Exit(app.Main(exchange.Spec(), os.Args[1:], os.Stdout, os.Stderr, os.Environ())) }

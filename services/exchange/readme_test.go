@@ -1,0 +1,17 @@
+package exchange_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/services/exchange"
+	"github.com/stretchr/testify/require"
+)
+
+func TestREADMEDocumentsEveryKey(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	require.Empty(t, settings.Undocumented[exchange.Settings](exchange.Name, string(readme)))
+}

@@ -1,0 +1,12 @@
+// Command financial is the financial service: serve, migrate and sweep. Run it with no
+// arguments for usage.
+package main
+
+import (
+	"os"
+
+	"github.com/craig/retention/kernel/app"
+	"github.com/craig/retention/services/financial"
+)
+
+func main() { os.Exit(app.Main(financial.Spec(), os.Args[1:], os.Stdout, os.Stderr, os.Environ())) }

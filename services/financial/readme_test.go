@@ -1,0 +1,17 @@
+package financial_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/services/financial"
+	"github.com/stretchr/testify/require"
+)
+
+func TestREADMEDocumentsEveryKey(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	require.Empty(t, settings.Undocumented[financial.Settings](financial.Name, string(readme)))
+}
