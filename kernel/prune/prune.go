@@ -127,9 +127,10 @@ func (p Policy) cycleCap() int64 {
 // batch comes back short (nothing left) or the next batch could pass the cycle
 // cap. It checks ctx between batches, so cancellation stops it within one
 // statement. The count in the report is exact: the sum of rows affected.
-func PruneTable(ctx context.Context, db DB, p Policy) (Report, error) {
+func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 	start := time.Now()
-	rep := Report{Table: p.Table}
+	rep.Table = p.Table
+	defer func() { rep.Duration = time.Since(start) }()
 	if err := p.Validate(); err != nil {
 		return rep, err
 	}
@@ -142,10 +143,8 @@ func PruneTable(ctx context.Context, db DB, p Policy) (Report, error) {
 		return rep, fmt.Errorf("prune %s: window: %w", p.Table, err)
 	}
 	batch, capRows := p.batchSize(), p.cycleCap()
-	defer func() { rep.Duration = time.Since(start) }()
 	for {
 		if err := ctx.Err(); err != nil {
-			rep.Duration = time.Since(start)
 			return rep, fmt.Errorf("prune %s: %w", p.Table, err)
 		}
 		remaining := capRows - rep.Deleted

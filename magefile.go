@@ -1,0 +1,803 @@
+//go:build mage
+
+// Workspace tasks for the CRAIG retention toolkit, run from the repo root as
+// "go tool mage <target>". Aliases: "test" runs test:all and "migrate" runs
+// migrate:up (a mage target cannot share its name with a namespace).
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/craig/retention/kernel/migrate"
+	"github.com/craig/retention/migrations"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for goose
+	"github.com/magefile/mage/mg"
+	"github.com/magefile/mage/sh"
+	"gopkg.in/yaml.v3"
+)
+
+// Aliases gives the README's commands their short names.
+var Aliases = map[string]any{
+	"test":    Test.All,
+	"migrate": Migrate.Up,
+}
+
+const (
+	// defaultServerURL is the local PostgreSQL server (any database on it).
+	defaultServerURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	// defaultAMQPURL is the local RabbitMQ broker.
+	defaultAMQPURL = "amqp://guest:guest@127.0.0.1:5672/"
+	// adminDatabase is the database connected to for CREATE/DROP DATABASE.
+	adminDatabase = "postgres"
+	// dialTimeout bounds every server probe and admin connection.
+	dialTimeout = 5 * time.Second
+)
+
+// ---------------------------------------------------------------- generate
+
+// Generate regenerates the sqlc query code (go tool sqlc generate).
+func Generate() error {
+	fmt.Println("==> go tool sqlc generate")
+	if err := sh.RunV(mg.GoCmd(), "tool", "sqlc", "generate"); err != nil {
+		return fmt.Errorf("sqlc generate: %w", err)
+	}
+	return nil
+}
+
+// Gen groups the code-generation checks.
+type Gen mg.Namespace
+
+// Verify fails when the committed sqlc code or any module's go.mod/go.sum is stale.
+func (Gen) Verify() error {
+	mg.Deps(Generate)
+	mods, err := workspaceModules()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, dir := range mods {
+		fmt.Printf("==> go mod tidy (%s)\n", relPath(dir))
+		if err := goIn(dir, "mod", "tidy"); err != nil {
+			errs = append(errs, fmt.Errorf("go mod tidy in %s: %w", relPath(dir), err))
+		}
+	}
+	paths, err := generatedPaths(mods)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if err := changedSinceCommit(paths); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		fmt.Println("generated code and every go.mod/go.sum match the commit")
+	}
+	return errors.Join(errs...)
+}
+
+// changedSinceCommit fails, printing the status and the diff, when git sees
+// changes (tracked or untracked) under paths.
+func changedSinceCommit(paths []string) error {
+	changed, err := sh.Output("git", append([]string{"status", "--porcelain", "--untracked-files=all", "--"}, paths...)...)
+	if err != nil {
+		return fmt.Errorf("git status: %w", err)
+	}
+	if changed == "" {
+		return nil
+	}
+	fmt.Println(changed)
+	if err := sh.RunV("git", append([]string{"--no-pager", "diff", "--"}, paths...)...); err != nil {
+		return fmt.Errorf("git diff: %w", err)
+	}
+	return fmt.Errorf("stale: generated code or go.mod/go.sum differ from the commit "+
+		"(run `go tool mage generate` and `go mod tidy` in the module, then commit):\n%s", changed)
+}
+
+// generatedPaths lists what gen:verify checks: every module's go.mod and
+// go.sum and every sqlc output directory.
+func generatedPaths(mods []string) ([]string, error) {
+	var paths []string
+	for _, dir := range mods {
+		paths = append(paths, filepath.Join(dir, "go.mod"), filepath.Join(dir, "go.sum"))
+	}
+	outs, err := sqlcOutputDirs("sqlc.yaml")
+	if err != nil {
+		return nil, err
+	}
+	return append(paths, outs...), nil
+}
+
+// sqlcOutputDirs returns the gen.go.out directory of every sqlc package.
+func sqlcOutputDirs(config string) ([]string, error) {
+	raw, err := os.ReadFile(config)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", config, err)
+	}
+	var cfg struct {
+		SQL []struct {
+			Gen struct {
+				Go struct {
+					Out string `yaml:"out"`
+				} `yaml:"go"`
+			} `yaml:"gen"`
+		} `yaml:"sql"`
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", config, err)
+	}
+	var outs []string
+	for _, s := range cfg.SQL {
+		if s.Gen.Go.Out != "" {
+			outs = append(outs, s.Gen.Go.Out)
+		}
+	}
+	return outs, nil
+}
+
+// ----------------------------------------------------------------- migrate
+
+// Migrate groups the goose migration targets.
+type Migrate mg.Namespace
+
+// Up applies pending migrations to every service database, creating missing databases (alias: migrate).
+func (Migrate) Up(ctx context.Context) error {
+	for _, service := range migrations.ServiceNames() {
+		dbURL := serviceDatabaseURL(service)
+		if err := ensureDatabase(ctx, dbURL); err != nil {
+			return fmt.Errorf("%s: %w", service, err)
+		}
+		sets, err := migrations.ForService(service)
+		if err != nil {
+			return err
+		}
+		err = withDB(ctx, dbURL, func(db *sql.DB) error {
+			n, err := migrate.Up(ctx, db, sets, nil)
+			fmt.Printf("%s: %d migration(s) applied (%s)\n", service, n, redact(dbURL))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", service, err)
+		}
+	}
+	return nil
+}
+
+// Status prints every migration of every service database and whether it is applied.
+func (Migrate) Status(ctx context.Context) error {
+	for _, service := range migrations.ServiceNames() {
+		dbURL := serviceDatabaseURL(service)
+		fmt.Printf("\n%s (%s)\n", service, redact(dbURL))
+		exists, err := databaseExists(ctx, dbURL)
+		if err != nil {
+			return fmt.Errorf("%s: %w", service, err)
+		}
+		if !exists {
+			fmt.Println("  database does not exist: run `go tool mage migrate`")
+			continue
+		}
+		sets, err := migrations.ForService(service)
+		if err != nil {
+			return err
+		}
+		err = withDB(ctx, dbURL, func(db *sql.DB) error {
+			rows, err := migrate.Status(ctx, db, sets)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "  SET\tVERSION\tSTATE\tAPPLIED AT\tFILE")
+			for _, r := range rows {
+				state := "pending"
+				if r.Applied {
+					state = "applied"
+				}
+				fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%s\n", r.Set, r.Version, state, r.AppliedAt, r.Source)
+			}
+			return w.Flush()
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", service, err)
+		}
+	}
+	return nil
+}
+
+var (
+	migrationNameRx = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	migrationFileRx = regexp.MustCompile(`^(\d+)_.+\.sql$`)
+)
+
+// New creates migrations/<set>/NNNNN_<name>.sql, the next goose migration of a set (args: set name).
+func (Migrate) New(set, name string) error {
+	sets := append([]string{migrations.TransportSetName}, migrations.ServiceNames()...)
+	if !slices.Contains(sets, set) {
+		return fmt.Errorf("unknown migration set %q (known: %s)", set, strings.Join(sets, ", "))
+	}
+	if len(name) > 60 || !migrationNameRx.MatchString(name) {
+		return fmt.Errorf("bad migration name %q: use lower_snake_case (a-z, 0-9, _), at most 60 characters", name)
+	}
+	dir := filepath.Join("migrations", set)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", dir, err)
+	}
+	var last int64
+	for _, e := range entries {
+		if m := migrationFileRx.FindStringSubmatch(e.Name()); m != nil {
+			v, err := strconv.ParseInt(m[1], 10, 64)
+			if err != nil {
+				return fmt.Errorf("migration %s: version: %w", e.Name(), err)
+			}
+			last = max(last, v)
+		}
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%05d_%s.sql", last+1, name))
+	body := fmt.Sprintf("-- %s: describe the change and why. Migrations are append-only:\n"+
+		"-- once this file has landed, never edit it; add a new one.\n\n"+
+		"-- +goose Up\n\n-- +goose Down\n", strings.ReplaceAll(name, "_", " "))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("create migration: %w", err)
+	}
+	if _, err := io.WriteString(f, body); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	fmt.Println("created", path)
+	return nil
+}
+
+// serviceDatabaseURL is CRAIG_<SERVICE>__DATABASE_URL or the local craig_<service>.
+func serviceDatabaseURL(service string) string {
+	def := "postgres://postgres@127.0.0.1:5432/craig_" + service + "?sslmode=disable"
+	return envOr(serviceDatabaseEnv(service), def)
+}
+
+func serviceDatabaseEnv(service string) string {
+	return "CRAIG_" + strings.ToUpper(service) + "__DATABASE_URL"
+}
+
+// withDB opens a database/sql handle (pgx driver) for goose.
+func withDB(ctx context.Context, dbURL string, fn func(*sql.DB) error) error {
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", redact(dbURL), err)
+	}
+	defer db.Close()
+	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		return fmt.Errorf("connect %s: %w", redact(dbURL), err)
+	}
+	return fn(db)
+}
+
+// ---------------------------------------------------------------- database
+
+// withAdmin connects to the admin database of the server dbURL names.
+func withAdmin(ctx context.Context, dbURL string, fn func(conn *pgx.Conn, database string) error) error {
+	cfg, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		return fmt.Errorf("parse database url %s: %w", redact(dbURL), err)
+	}
+	database := cfg.Database
+	cfg.Database = adminDatabase
+	cctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(cctx, cfg)
+	if err != nil {
+		return fmt.Errorf("connect to %s on %s:%d: %w", adminDatabase, cfg.Host, cfg.Port, err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	return fn(conn, database)
+}
+
+func databaseExists(ctx context.Context, dbURL string) (bool, error) {
+	var exists bool
+	err := withAdmin(ctx, dbURL, func(conn *pgx.Conn, database string) error {
+		return conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", database).Scan(&exists)
+	})
+	if err != nil {
+		return false, fmt.Errorf("look up database: %w", err)
+	}
+	return exists, nil
+}
+
+// ensureDatabase creates the database dbURL names if it does not exist.
+func ensureDatabase(ctx context.Context, dbURL string) error {
+	return withAdmin(ctx, dbURL, func(conn *pgx.Conn, database string) error {
+		var exists bool
+		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", database).Scan(&exists); err != nil {
+			return fmt.Errorf("look up database %s: %w", database, err)
+		}
+		if exists {
+			return nil
+		}
+		_, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{database}.Sanitize())
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P04" { // duplicate_database: created concurrently
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("create database %s: %w", database, err)
+		}
+		fmt.Println("created database", database)
+		return nil
+	})
+}
+
+// recreateDatabase drops (disconnecting its sessions) and creates the database dbURL names.
+func recreateDatabase(ctx context.Context, dbURL string) error {
+	return withAdmin(ctx, dbURL, func(conn *pgx.Conn, database string) error {
+		ident := pgx.Identifier{database}.Sanitize()
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("drop database %s: %w", database, err)
+		}
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
+			return fmt.Errorf("create database %s: %w", database, err)
+		}
+		return nil
+	})
+}
+
+// withDatabase returns the server URL with its database replaced.
+func withDatabase(serverURL, database string) (string, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", fmt.Errorf("parse server url: %w", err)
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return "", fmt.Errorf("server url %s must be a postgres:// URL", redact(serverURL))
+	}
+	u.Path = "/" + database
+	return u.String(), nil
+}
+
+// redact hides the password of a URL for printing.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return "<database url>"
+	}
+	return u.Redacted()
+}
+
+// -------------------------------------------------------------------- test
+
+// Test groups the test runs; every one iterates all workspace modules.
+type Test mg.Namespace
+
+// All runs EVERYTHING: unit and scratch-database suites in every workspace module; needs PostgreSQL and RabbitMQ (alias: test).
+func (Test) All() error { return runTests(true) }
+
+// Unit runs the unit tests (no scratch tag) of every workspace module; no servers needed.
+func (Test) Unit() error { return runTests(false) }
+
+// Scratch runs the scratch-database suites of every workspace module; like test, it includes each package's unit tests.
+func (Test) Scratch() error { return runTests(true) }
+
+// runTests runs go test in every workspace module, printing output live, and
+// fails when any module fails (after running them all). The scratch suites
+// are the files tagged `//go:build scratch`; they need real servers.
+func runTests(scratch bool) error {
+	tags := ""
+	if scratch {
+		if err := checkServers(); err != nil {
+			return err
+		}
+		tags = "scratch"
+	}
+	return eachModule("test", tags, "-count=1")
+}
+
+// eachModule runs `go <verb> [-tags <tags>] <flags> ./...` in every workspace
+// module that has packages, printing output live, and joins the failures
+// after running them all.
+func eachModule(verb, tags string, flags ...string) error {
+	mods, err := workspaceModules()
+	if err != nil {
+		return err
+	}
+	args := []string{verb}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	args = append(append(args, flags...), "./...")
+	var errs []error
+	for _, dir := range mods {
+		ok, err := hasPackages(dir, tags)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !ok {
+			fmt.Printf("==> go %s: no packages in %s, skipped\n", verb, relPath(dir))
+			continue
+		}
+		fmt.Printf("==> go %s (%s)\n", strings.Join(args, " "), relPath(dir))
+		if err := goIn(dir, args...); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", relPath(dir), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// hasPackages reports whether the module in dir has any package under the
+// build tags (go test and go vet fail on a module that has none, such as the
+// root module while it holds only this magefile). Broken packages still
+// count (-e): the real command reports them.
+func hasPackages(dir, tags string) (bool, error) {
+	var out bytes.Buffer
+	_, err := sh.Exec(nil, &out, io.Discard, mg.GoCmd(), "-C", dir, "list", "-e", "-tags="+tags, "./...")
+	if err != nil {
+		return false, fmt.Errorf("go list in %s: %w", relPath(dir), err)
+	}
+	return strings.TrimSpace(out.String()) != "", nil
+}
+
+// checkServers fails naming every test server that does not accept TCP
+// connections (it does not start them; .ci/run does). The addresses are those
+// the scratch harness uses: CRAIG_TEST_DATABASE_URL and CRAIG_TEST_AMQP_URL,
+// defaulting to the local servers.
+func checkServers() error {
+	pg, err := pgconn.ParseConfig(envOr("CRAIG_TEST_DATABASE_URL", defaultServerURL))
+	if err != nil {
+		return fmt.Errorf("CRAIG_TEST_DATABASE_URL: %w", err)
+	}
+	amqp, err := url.Parse(envOr("CRAIG_TEST_AMQP_URL", defaultAMQPURL))
+	if err != nil {
+		return fmt.Errorf("CRAIG_TEST_AMQP_URL: %w", err)
+	}
+	var errs []error
+	for _, s := range []struct{ name, addr, env string }{
+		{"PostgreSQL", net.JoinHostPort(pg.Host, strconv.Itoa(int(pg.Port))), "CRAIG_TEST_DATABASE_URL"},
+		{"RabbitMQ", net.JoinHostPort(amqp.Hostname(), cmp.Or(amqp.Port(), "5672")), "CRAIG_TEST_AMQP_URL"},
+	} {
+		conn, err := net.DialTimeout("tcp", s.addr, dialTimeout)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s is down: nothing answers at %s (start it, or point %s elsewhere): %w", s.name, s.addr, s.env, err))
+			continue
+		}
+		_ = conn.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// -------------------------------------------------------------------- lint
+
+// Lint fails on unformatted Go files (gofmt -l) and on go vet findings in every module and the magefile.
+func Lint() error {
+	var errs []error
+	if err := gofmtCheck(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := eachModule("vet", "scratch"); err != nil {
+		errs = append(errs, fmt.Errorf("go vet: %w", err))
+	}
+	fmt.Println("==> go vet -tags mage magefile.go")
+	if err := sh.RunV(mg.GoCmd(), "vet", "-tags", "mage", "magefile.go"); err != nil {
+		errs = append(errs, fmt.Errorf("go vet magefile.go: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// gofmtCheck runs gofmt -l on every Go file git knows of (tracked, or
+// untracked and not ignored).
+func gofmtCheck() error {
+	fmt.Println("==> gofmt -l")
+	out, err := sh.Output("git", "ls-files", "--cached", "--others", "--exclude-standard", "--", "*.go")
+	if err != nil {
+		return fmt.Errorf("git ls-files: %w", err)
+	}
+	var files []string
+	for f := range strings.Lines(out) {
+		f = strings.TrimSpace(f)
+		if _, err := os.Stat(f); err == nil && !slices.Contains(files, f) {
+			files = append(files, f) // skip deleted-but-tracked files and duplicates
+		}
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	goroot, err := sh.Output(mg.GoCmd(), "env", "GOROOT")
+	if err != nil {
+		return fmt.Errorf("go env GOROOT: %w", err)
+	}
+	unformatted, err := sh.Output(filepath.Join(goroot, "bin", "gofmt"), append([]string{"-l"}, files...)...)
+	if err != nil {
+		return fmt.Errorf("gofmt: %w", err)
+	}
+	if unformatted != "" {
+		return fmt.Errorf("gofmt: these files need formatting (run gofmt -w):\n%s", unformatted)
+	}
+	return nil
+}
+
+// -------------------------------------------------------------------- demo
+
+// demoServices are swept by the demo, in order.
+var demoServices = migrations.ServiceNames()
+
+// sweepReport is the JSON `<service> sweep --once --json` prints.
+type sweepReport struct {
+	LockAcquired bool `json:"lock_acquired"`
+	Tables       []struct {
+		Table   string `json:"table"`
+		Deleted int64  `json:"deleted"`
+	} `json:"tables"`
+}
+
+// demoRow is one line of the demo's before/after table.
+type demoRow struct {
+	service, table         string
+	before, deleted, after int64
+	reported               bool // the sweep report names the table
+}
+
+// Demo seeds craig_demo_<service> databases with aged and fresh rows, runs one sweep per service and prints before/after counts.
+func Demo(ctx context.Context) error {
+	server := envOr("CRAIG_DEMO_SERVER_URL", defaultServerURL)
+	if _, err := withDatabase(server, adminDatabase); err != nil {
+		return fmt.Errorf("CRAIG_DEMO_SERVER_URL: %w", err)
+	}
+	mg.Deps(buildServices)
+	var rows []demoRow
+	reports := map[string]string{}
+	for _, service := range demoServices {
+		r, report, err := demoService(ctx, server, service)
+		if err != nil {
+			return fmt.Errorf("demo %s: %w", service, err)
+		}
+		rows = append(rows, r...)
+		reports[service] = report
+	}
+	printDemoTable(rows)
+	for _, service := range demoServices {
+		fmt.Printf("\n%s sweep --once --json:\n%s\n", service, reports[service])
+	}
+	return nil
+}
+
+// buildServices builds every service binary into bin/<service>.
+func buildServices() error {
+	for _, service := range demoServices {
+		fmt.Printf("==> go build -o bin/%[1]s ./services/%[1]s/cmd/%[1]s\n", service)
+		if err := sh.RunV(mg.GoCmd(), "build", "-o", serviceBinary(service), "./services/"+service+"/cmd/"+service); err != nil {
+			return fmt.Errorf("build %s: %w", service, err)
+		}
+	}
+	return nil
+}
+
+func serviceBinary(service string) string { return filepath.Join("bin", service) }
+
+// demoService recreates, migrates and seeds one service's demo database, then
+// counts its tables around one sweep. It returns the table rows and the
+// sweep's JSON report (indented).
+func demoService(ctx context.Context, server, service string) ([]demoRow, string, error) {
+	dbURL, err := withDatabase(server, "craig_demo_"+service)
+	if err != nil {
+		return nil, "", err
+	}
+	fmt.Printf("\n==> %s: recreate %s\n", service, redact(dbURL))
+	if err := recreateDatabase(ctx, dbURL); err != nil {
+		return nil, "", err
+	}
+	env := map[string]string{serviceDatabaseEnv(service): dbURL}
+	bin := serviceBinary(service)
+	fmt.Printf("==> %s migrate\n", bin)
+	if err := sh.RunWithV(env, bin, "migrate"); err != nil {
+		return nil, "", fmt.Errorf("%s migrate: %w", bin, err)
+	}
+
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("connect %s: %w", redact(dbURL), err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+
+	seed := filepath.Join("queries", "demo", service+".sql")
+	fmt.Printf("==> seed %s\n", seed)
+	if err := execFile(ctx, conn, seed); err != nil {
+		return nil, "", err
+	}
+	tables, err := userTables(ctx, conn, service)
+	if err != nil {
+		return nil, "", err
+	}
+	before, err := countRows(ctx, conn, tables)
+	if err != nil {
+		return nil, "", err
+	}
+
+	fmt.Printf("==> %s sweep --once --json\n", bin)
+	out, err := sh.OutputWith(env, bin, "sweep", "--once", "--json")
+	if err != nil {
+		return nil, "", fmt.Errorf("%s sweep: %w", bin, err)
+	}
+	report, pretty, err := parseSweepReport(out)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s sweep: %w", bin, err)
+	}
+	if !report.LockAcquired {
+		fmt.Printf("WARNING: %s sweep did not acquire its lock; nothing was swept\n", service)
+	}
+
+	after, err := countRows(ctx, conn, tables)
+	if err != nil {
+		return nil, "", err
+	}
+	rows := make([]demoRow, 0, len(tables))
+	for _, t := range tables {
+		r := demoRow{service: service, table: t, before: before[t], after: after[t]}
+		for _, rt := range report.Tables {
+			if rt.Table == t {
+				r.deleted += rt.Deleted
+				r.reported = true
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows, pretty, nil
+}
+
+// execFile runs a SQL file of several statements (simple protocol).
+func execFile(ctx context.Context, conn *pgx.Conn, path string) error {
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read seed: %w", err)
+	}
+	if _, err := conn.PgConn().Exec(ctx, string(body)).ReadAll(); err != nil {
+		return fmt.Errorf("seed %s: %w", path, err)
+	}
+	return nil
+}
+
+// userTables lists the service's tables in the public schema, without the
+// goose version tables.
+func userTables(ctx context.Context, conn *pgx.Conn, service string) ([]string, error) {
+	sets, err := migrations.ForService(service)
+	if err != nil {
+		return nil, err
+	}
+	var versionTables []string
+	for _, s := range sets {
+		versionTables = append(versionTables, s.VersionTable)
+	}
+	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables
+		WHERE table_schema = 'public' AND table_type = 'BASE TABLE' AND NOT (table_name = ANY ($1))
+		ORDER BY table_name`, versionTables)
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	return tables, nil
+}
+
+func countRows(ctx context.Context, conn *pgx.Conn, tables []string) (map[string]int64, error) {
+	counts := make(map[string]int64, len(tables))
+	for _, t := range tables {
+		var n int64
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{"public", t}.Sanitize()).Scan(&n); err != nil {
+			return nil, fmt.Errorf("count %s: %w", t, err)
+		}
+		counts[t] = n
+	}
+	return counts, nil
+}
+
+// parseSweepReport decodes the one JSON object of `sweep --once --json` and
+// returns it indented (field order kept) for printing.
+func parseSweepReport(out string) (sweepReport, string, error) {
+	var report sweepReport
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&report); err != nil {
+		return report, "", fmt.Errorf("stdout is not a JSON report: %w\n%s", err, out)
+	}
+	if dec.More() {
+		return report, "", fmt.Errorf("stdout holds more than one JSON value:\n%s", out)
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, []byte(strings.TrimSpace(out)), "", "  "); err != nil {
+		return report, "", fmt.Errorf("indent report: %w", err)
+	}
+	return report, pretty.String(), nil
+}
+
+// printDemoTable prints the markdown before/after table and notes any table
+// whose count change disagrees with what the sweep reported.
+func printDemoTable(rows []demoRow) {
+	fmt.Println("\n| service | table | before | deleted | after |")
+	fmt.Println("|---|---|---:|---:|---:|")
+	var notes []string
+	for _, r := range rows {
+		deleted := "–" // not swept: the report does not name the table
+		if r.reported {
+			deleted = strconv.FormatInt(r.deleted, 10)
+		}
+		fmt.Printf("| %s | %s | %d | %s | %d |\n", r.service, r.table, r.before, deleted, r.after)
+		expected := r.before
+		if r.reported {
+			expected -= r.deleted
+		}
+		if r.after != expected {
+			notes = append(notes, fmt.Sprintf("%s.%s: before - deleted != after", r.service, r.table))
+		}
+	}
+	for _, n := range notes {
+		fmt.Println("NOTE:", n)
+	}
+}
+
+// ------------------------------------------------------------------ shared
+
+// workspaceModules returns the directory of every module of go.work.
+func workspaceModules() ([]string, error) {
+	work, err := sh.Output(mg.GoCmd(), "env", "GOWORK")
+	if err != nil {
+		return nil, fmt.Errorf("go env GOWORK: %w", err)
+	}
+	if work == "" || work == "off" {
+		return nil, errors.New("not in workspace mode (GOWORK is off or go.work is missing): run from the repo root")
+	}
+	out, err := sh.Output(mg.GoCmd(), "list", "-m", "-f", "{{.Dir}}")
+	if err != nil {
+		return nil, fmt.Errorf("go list -m: %w", err)
+	}
+	var dirs []string
+	for d := range strings.Lines(out) {
+		if d = strings.TrimSpace(d); d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs, nil
+}
+
+// goIn runs `go <args>` in dir, printing output live.
+func goIn(dir string, args ...string) error {
+	return sh.RunV(mg.GoCmd(), append([]string{"-C", dir}, args...)...)
+}
+
+// relPath shows a path relative to the working directory when it can.
+func relPath(path string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	rel, err := filepath.Rel(wd, path)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return path
+	}
+	return rel
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
