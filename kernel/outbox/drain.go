@@ -1,0 +1,242 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+const (
+	// DefaultDrainBatch is how many pending rows one DrainOnce claims. The
+	// claim transaction holds the row locks while every publish in it waits
+	// for its broker confirm, so the batch bounds the lock hold time (a
+	// hundred confirm round trips: well under a second on a healthy broker)
+	// and how much is published again if the transaction fails after some
+	// confirms. At the one-second poll it still moves 100 events/s per
+	// replica, and replicas share a backlog through SKIP LOCKED.
+	DefaultDrainBatch = 100
+
+	// DefaultPublishTimeout bounds one publish-and-confirm. A healthy broker
+	// confirms a persistent message in milliseconds; ten seconds rides out an
+	// fsync stall but not a broker that has stopped confirming (memory or
+	// disk alarm), and a timeout ends the batch so one stuck broker costs one
+	// timeout per drain, not one per claimed row.
+	DefaultPublishTimeout = 10 * time.Second
+
+	// finishTimeout bounds each statement that records an outcome the broker
+	// already decided (a mark, the commit, the rollback). They run even when
+	// the drain's context was cancelled mid-batch: confirms already received
+	// are worth recording so shutdown does not publish them again.
+	finishTimeout = 5 * time.Second
+)
+
+// ErrInvalidDrainer is returned (wrapped) by DrainOnce for a Drainer that
+// cannot run.
+var ErrInvalidDrainer = errors.New("outbox: invalid drainer")
+
+// Drainer publishes pending outbox rows.
+type Drainer struct {
+	// Pool is the service database.
+	Pool *pgxpool.Pool
+	// Publisher sends each claimed row to the broker.
+	Publisher Publisher
+	// BatchSize is the most rows one DrainOnce claims; 0 means
+	// DefaultDrainBatch.
+	BatchSize int
+	// PublishTimeout bounds each publish-and-confirm; 0 means
+	// DefaultPublishTimeout.
+	PublishTimeout time.Duration
+	// Logger receives a WARN per failed or malformed row and an INFO line
+	// when a drain published something; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DrainReport is the outcome of one DrainOnce.
+type DrainReport struct {
+	// Published rows were confirmed by the broker and stamped.
+	Published int
+	// Failed rows could not be published; they stay pending with last_error.
+	Failed int
+	// Malformed rows can never be published; they were stamped published_at
+	// with last_error holding the reason, and were NOT delivered.
+	Malformed int
+}
+
+// DrainOnce claims up to BatchSize pending rows (oldest first, rows that
+// failed before after fresh ones, rows locked by another drainer skipped) in
+// one transaction and publishes each:
+//
+//   - confirmed: published_at is stamped and last_error cleared;
+//   - failed: the row stays pending and last_error records why (WARN);
+//   - malformed (an invalid routing key, or the publisher's ErrMalformed):
+//     published_at is stamped with last_error, so the drain stops retrying
+//     a row that can never go out (WARN). Such a row is then swept like a
+//     published one (seed 000, D-B caveat): its last_error and the WARN are
+//     the record that it was never delivered.
+//
+// A publish that times out ends the batch (the broker is not confirming). If
+// ctx is cancelled mid-batch, the marks made so far are committed and the
+// error wraps ctx.Err(). The report counts rows by outcome; when the error is
+// a database error, the marks were rolled back and the rows will be
+// published again.
+func (d *Drainer) DrainOnce(ctx context.Context) (DrainReport, error) {
+	var rep DrainReport
+	limit, err := d.batchLimit()
+	if err != nil {
+		return rep, err
+	}
+	tx, err := d.Pool.Begin(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("outbox drain: begin: %w", err)
+	}
+	defer func() {
+		// A no-op once committed; detached so a cancelled ctx still ends the
+		// transaction cleanly and returns the connection to the pool.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
+	q := queries.New(tx)
+	rows, err := q.ClaimPending(ctx, limit)
+	if err != nil {
+		return rep, fmt.Errorf("outbox drain: claim: %w", err)
+	}
+	var stop error
+	for _, row := range rows {
+		m := Message{ID: uuid.UUID(row.ID.Bytes), EventType: row.EventType, Payload: row.Payload, CreatedAt: row.CreatedAt.Time}
+		if stop, err = d.drainOne(ctx, q, m, &rep); err != nil {
+			return rep, err
+		}
+		if stop != nil {
+			break
+		}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	if err := tx.Commit(cctx); err != nil {
+		return rep, errors.Join(fmt.Errorf("outbox drain: commit: %w", err), stop)
+	}
+	if rep.Published > 0 {
+		d.logger().InfoContext(ctx, "outbox drained",
+			slog.Int("published", rep.Published), slog.Int("failed", rep.Failed), slog.Int("malformed", rep.Malformed))
+	}
+	if stop != nil && ctx.Err() != nil {
+		return rep, stop
+	}
+	return rep, nil
+}
+
+// drainOne publishes one claimed row and records the outcome. stop is
+// non-nil when the batch must end after this row (ctx cancelled, publish
+// timed out); err is non-nil when a mark failed and the transaction is lost.
+func (d *Drainer) drainOne(ctx context.Context, q *queries.Queries, m Message, rep *DrainReport) (stop, err error) {
+	attrs := func(perr error) []any {
+		return []any{slog.String("event_id", m.ID.String()), slog.String("event_type", m.EventType), slog.Any("error", perr)}
+	}
+	if ctx.Err() != nil {
+		// Shutdown: publish nothing more, leave the row as it was.
+		return fmt.Errorf("outbox drain: %w", ctx.Err()), nil
+	}
+	if verr := ValidateEventType(m.EventType); verr != nil {
+		return nil, d.markMalformed(ctx, q, m, fmt.Errorf("%w: %w", ErrMalformed, verr), rep, attrs)
+	}
+	pctx, cancel := context.WithTimeout(ctx, d.publishTimeout())
+	perr := d.Publisher.Publish(pctx, m)
+	timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	cancel()
+	switch {
+	case perr == nil:
+		// The broker has the message: record that even if ctx was cancelled
+		// meanwhile, or the next drain publishes it again.
+		mctx, cancel := markContext(ctx)
+		defer cancel()
+		if err := q.MarkPublished(mctx, pgUUID(m.ID)); err != nil {
+			return nil, fmt.Errorf("outbox drain: mark %s published: %w", m.ID, err)
+		}
+		rep.Published++
+		return nil, nil
+	case errors.Is(perr, ErrMalformed):
+		return nil, d.markMalformed(ctx, q, m, perr, rep, attrs)
+	case ctx.Err() != nil:
+		// Shutdown, not a publish failure: leave the row as it was.
+		return fmt.Errorf("outbox drain: %w", ctx.Err()), nil
+	}
+	reason := lastError(perr)
+	mctx, mcancel := markContext(ctx)
+	defer mcancel()
+	if err := q.RecordPublishFailure(mctx, queries.RecordPublishFailureParams{ID: pgUUID(m.ID), LastError: &reason}); err != nil {
+		return nil, fmt.Errorf("outbox drain: record failure of %s: %w", m.ID, err)
+	}
+	rep.Failed++
+	d.logger().WarnContext(ctx, "outbox publish failed; the event stays pending", attrs(perr)...)
+	if timedOut {
+		return fmt.Errorf("outbox drain: publish of %s timed out: %w", m.ID, perr), nil
+	}
+	return nil, nil
+}
+
+func (d *Drainer) markMalformed(ctx context.Context, q *queries.Queries, m Message, cause error, rep *DrainReport, attrs func(error) []any) error {
+	reason := lastError(cause)
+	mctx, cancel := markContext(ctx)
+	defer cancel()
+	if err := q.MarkMalformed(mctx, queries.MarkMalformedParams{ID: pgUUID(m.ID), LastError: &reason}); err != nil {
+		return fmt.Errorf("outbox drain: mark %s malformed: %w", m.ID, err)
+	}
+	rep.Malformed++
+	d.logger().WarnContext(ctx, "outbox event is malformed and can never be published; stamped published_at without delivery", attrs(cause)...)
+	return nil
+}
+
+// markContext is the context of one mark statement: not cancelled with ctx,
+// because an outcome the broker already decided must be recorded, but
+// bounded by finishTimeout.
+func markContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+}
+
+// lastError makes an error storable in a text column: PostgreSQL rejects NUL
+// bytes and invalid UTF-8, and a row whose failure cannot be recorded would
+// abort every drain transaction that claims it.
+func lastError(err error) string {
+	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "")
+}
+
+func (d *Drainer) batchLimit() (int32, error) {
+	switch {
+	case d.Pool == nil || d.Publisher == nil:
+		return 0, fmt.Errorf("%w: pool and publisher are required", ErrInvalidDrainer)
+	case d.BatchSize < 0:
+		return 0, fmt.Errorf("%w: negative batch size %d", ErrInvalidDrainer, d.BatchSize)
+	case d.PublishTimeout < 0:
+		return 0, fmt.Errorf("%w: negative publish timeout %s", ErrInvalidDrainer, d.PublishTimeout)
+	case d.BatchSize == 0:
+		return DefaultDrainBatch, nil
+	}
+	n, err := toInt32(d.BatchSize)
+	if err != nil {
+		return 0, fmt.Errorf("%w: batch size: %w", ErrInvalidDrainer, err)
+	}
+	return n, nil
+}
+
+func (d *Drainer) publishTimeout() time.Duration {
+	if d.PublishTimeout == 0 {
+		return DefaultPublishTimeout
+	}
+	return d.PublishTimeout
+}
+
+func (d *Drainer) logger() *slog.Logger {
+	if d.Logger == nil {
+		return slog.Default()
+	}
+	return d.Logger
+}

@@ -1,0 +1,208 @@
+package rabbitmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/craig/retention/kernel/outbox"
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// MaxBodyBytes is the largest message body Publish sends. RabbitMQ 4.x
+// refuses messages over 16 MiB by default (max_message_size; 3.x allowed
+// 128 MiB) by closing the channel, which would make the row fail on every
+// drain forever; refusing it here as malformed stamps it once, with the
+// reason. Outbox events are small; one near this size is a bug.
+const MaxBodyBytes = 16 << 20
+
+var (
+	// ErrNacked is returned (wrapped) when the broker refused a message
+	// (basic.nack): a queue overflowing with reject-publish, an internal
+	// broker error. The message may be accepted on a later attempt.
+	ErrNacked = errors.New("rabbitmq: broker nacked the message")
+	// ErrPublisherClosed is returned by Publish after Close.
+	ErrPublisherClosed = errors.New("rabbitmq: publisher closed")
+	// ErrBlocked is returned (wrapped) while the broker has blocked the
+	// connection (a memory or disk alarm): a publish would stall in the
+	// socket write where no context can interrupt it.
+	ErrBlocked = errors.New("rabbitmq: connection blocked by the broker")
+)
+
+// Publisher publishes outbox messages to a topic exchange with publisher
+// confirms. It implements outbox.Publisher and is safe for concurrent use;
+// publishes are serialised on one channel.
+type Publisher struct {
+	url      string
+	exchange string
+	logger   *slog.Logger
+
+	mu     sync.Mutex // guards everything below; held across a publish and its confirm
+	closed bool
+	conn   *amqp.Connection
+	ch     *amqp.Channel
+	// blocked holds the broker's reason while the current connection is
+	// blocked, nil otherwise. Each connection gets its own, so the watcher
+	// of a dead connection cannot clear the state of its successor.
+	blocked *atomic.Pointer[string]
+	// chClosed receives the reason the broker closed the channel, if it did.
+	chClosed chan *amqp.Error
+}
+
+var _ outbox.Publisher = (*Publisher)(nil)
+
+// NewPublisher connects to url, declares exchange as a durable topic
+// exchange and puts a channel in confirm mode. It fails when the broker is
+// unreachable, so a misconfigured URL is found at startup; later connection
+// losses are repaired by the next Publish. A nil logger means slog.Default().
+func NewPublisher(ctx context.Context, url, exchange string, logger *slog.Logger) (*Publisher, error) {
+	if exchange == "" {
+		return nil, errors.New("rabbitmq: publisher needs an exchange name (the default exchange cannot route by topic)")
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	p := &Publisher{url: url, exchange: exchange, logger: logger}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.connectLocked(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Publish sends m with routing key m.EventType, message id m.ID, persistent
+// delivery and content type application/json, and waits for the broker's
+// confirm (or ctx). It returns nil only once the broker confirmed.
+//
+// A message with an invalid routing key, an invalid payload or a body over
+// MaxBodyBytes is refused without contacting the broker, with an error
+// wrapping outbox.ErrMalformed. A nack wraps ErrNacked. If the connection or
+// channel has closed since the last call, Publish reconnects first.
+//
+// Messages are published without the mandatory flag: an event no queue is
+// bound for is confirmed and dropped, as a topic exchange does for events
+// nobody subscribes to.
+func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
+	body, err := outbox.EncodeMessage(m) // validates the routing key too
+	if err != nil {
+		return fmt.Errorf("rabbitmq publish: %w", err)
+	}
+	if len(body) > MaxBodyBytes {
+		return fmt.Errorf("rabbitmq publish %s: %w: body is %d bytes, the limit is %d", m.ID, outbox.ErrMalformed, len(body), MaxBodyBytes)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("rabbitmq publish %s: %w", m.ID, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrPublisherClosed
+	}
+	if p.ch == nil || p.ch.IsClosed() || p.conn.IsClosed() {
+		if err := p.connectLocked(ctx); err != nil {
+			return fmt.Errorf("rabbitmq publish %s: reconnect: %w", m.ID, err)
+		}
+		p.logger.InfoContext(ctx, "rabbitmq publisher reconnected", slog.String("exchange", p.exchange))
+	}
+	if reason := p.blocked.Load(); reason != nil {
+		return fmt.Errorf("rabbitmq publish %s: %w: %s", m.ID, ErrBlocked, *reason)
+	}
+	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, p.exchange, m.EventType, false, false, amqp.Publishing{
+		ContentType:  contentType,
+		DeliveryMode: amqp.Persistent,
+		MessageId:    m.ID.String(),
+		Type:         m.EventType,
+		Timestamp:    m.CreatedAt,
+		Body:         body,
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			_ = p.dropLocked() // a write failed: reconnect on the next call
+		}
+		return fmt.Errorf("rabbitmq publish %s: %w", m.ID, err)
+	}
+	if dc == nil {
+		return fmt.Errorf("rabbitmq publish %s: channel is not in confirm mode", m.ID)
+	}
+	acked, err := dc.WaitContext(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("rabbitmq publish %s: waiting for the broker's confirm: %w", m.ID, err)
+	case acked:
+		return nil
+	case p.ch.IsClosed():
+		// The channel died before the confirm (the library then settles
+		// outstanding confirmations as not acked), e.g. the exchange was
+		// deleted. The reason is notified before the confirmations settle.
+		reason := "no reason given"
+		select {
+		case e := <-p.chClosed:
+			if e != nil {
+				reason = e.Error()
+			}
+		default:
+		}
+		_ = p.dropLocked()
+		return fmt.Errorf("rabbitmq publish %s: channel closed before the broker confirmed: %s", m.ID, reason)
+	}
+	return fmt.Errorf("rabbitmq publish %s: %w", m.ID, ErrNacked)
+}
+
+// Close closes the connection. Publish returns ErrPublisherClosed
+// afterwards. A publish in progress completes (or fails) first.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	return p.dropLocked()
+}
+
+func (p *Publisher) connectLocked(ctx context.Context) error {
+	_ = p.dropLocked() // the old connection is dead or being replaced
+	conn, err := dial(ctx, p.url)
+	if err != nil {
+		return err
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		_ = closeConn(conn)
+		return fmt.Errorf("rabbitmq: open channel: %w", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = closeConn(conn)
+		return fmt.Errorf("rabbitmq: confirm mode: %w", err)
+	}
+	if err := declareExchange(ch, p.exchange); err != nil {
+		_ = closeConn(conn)
+		return err
+	}
+	blocked := &atomic.Pointer[string]{}
+	notify := conn.NotifyBlocked(make(chan amqp.Blocking, 1))
+	go func() {
+		// Ends when the connection shuts down and the library closes notify.
+		for b := range notify {
+			if b.Active {
+				reason := b.Reason
+				blocked.Store(&reason)
+			} else {
+				blocked.Store(nil)
+			}
+		}
+	}()
+	p.conn, p.ch, p.blocked = conn, ch, blocked
+	p.chClosed = ch.NotifyClose(make(chan *amqp.Error, 1))
+	return nil
+}
+
+func (p *Publisher) dropLocked() error {
+	conn := p.conn
+	p.conn, p.ch = nil, nil
+	return closeConn(conn)
+}

@@ -1,0 +1,100 @@
+package rabbitmq
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/craig/retention/kernel/outbox"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+)
+
+// unreachableURL points at a local port nothing listens on.
+const unreachableURL = "amqp://guest:guest@127.0.0.1:1/"
+
+// TestPublishRefusesMalformedMessagesWithoutABroker uses a publisher that
+// was never connected: a malformed message must be refused before any
+// broker is involved.
+func TestPublishRefusesMalformedMessagesWithoutABroker(t *testing.T) {
+	t.Parallel()
+	valid := outbox.Message{ID: uuid.Must(uuid.NewV7()), EventType: "rules.evaluated", Payload: json.RawMessage(`{}`), CreatedAt: time.Now()}
+	tests := []struct {
+		name   string
+		mutate func(*outbox.Message)
+	}{
+		{name: "routing key with a space", mutate: func(m *outbox.Message) { m.EventType = "rules evaluated" }},
+		{name: "routing key over 255 bytes", mutate: func(m *outbox.Message) { m.EventType = strings.Repeat("r", 256) }},
+		{name: "empty routing key", mutate: func(m *outbox.Message) { m.EventType = "" }},
+		{name: "payload not JSON", mutate: func(m *outbox.Message) { m.Payload = json.RawMessage(`{`) }},
+		{name: "nil id", mutate: func(m *outbox.Message) { m.ID = uuid.Nil }},
+		{name: "body over MaxBodyBytes", mutate: func(m *outbox.Message) {
+			m.Payload = json.RawMessage(`"` + strings.Repeat("x", MaxBodyBytes) + `"`)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := valid
+			tc.mutate(&m)
+			err := (&Publisher{}).Publish(context.Background(), m)
+			require.ErrorIs(t, err, outbox.ErrMalformed)
+		})
+	}
+}
+
+func TestNewPublisherFailsFastWhenTheBrokerIsUnreachable(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p, err := NewPublisher(ctx, unreachableURL, "craig.events", nil)
+	require.Error(t, err)
+	require.Nil(t, p)
+	require.NotContains(t, err.Error(), "guest:guest", "the password must not leak into errors")
+
+	_, err = NewPublisher(ctx, unreachableURL, "", nil)
+	require.ErrorContains(t, err, "exchange name")
+}
+
+func TestConsumeValidatesItsArguments(t *testing.T) {
+	t.Parallel()
+	handle := func(context.Context, outbox.Message) error { return nil }
+	tests := []struct {
+		name     string
+		c        Consumer
+		exchange string
+		queue    string
+		keys     []string
+		handle   HandleFunc
+	}{
+		{name: "no exchange", queue: "q", keys: []string{"#"}, handle: handle},
+		{name: "no queue", exchange: "x", keys: []string{"#"}, handle: handle},
+		{name: "no binding keys", exchange: "x", queue: "q", handle: handle},
+		{name: "no handler", exchange: "x", queue: "q", keys: []string{"#"}},
+		{name: "negative prefetch", c: Consumer{Prefetch: -1}, exchange: "x", queue: "q", keys: []string{"#"}, handle: handle},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.c.Consume(context.Background(), unreachableURL, tc.exchange, tc.queue, tc.keys, tc.handle)
+			require.ErrorIs(t, err, ErrInvalidConsumer)
+		})
+	}
+}
+
+func TestConsumeFailsFastWhenTheBrokerIsUnreachable(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := (&Consumer{}).Consume(ctx, unreachableURL, "x", "q", []string{"#"}, func(context.Context, outbox.Message) error { return nil })
+	require.Error(t, err)
+	require.NotErrorIs(t, err, ErrInvalidConsumer)
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "amqp://guest:xxxxx@127.0.0.1/", redact("amqp://guest:secret@127.0.0.1:5672/"))
+	require.Equal(t, "<unparseable amqp url>", redact("http://nope"))
+}
