@@ -53,6 +53,16 @@ func TryRun(ctx context.Context, pool *pgxpool.Pool, key int64, fn Func) (acquir
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 		defer cancel()
+		// Unlock explicitly first: the server ends a closed session in the
+		// background, so without this a runner asking right after TryRun
+		// returns could still find the lock held. If the connection is broken
+		// the close below is what releases it.
+		if acquired && !conn.IsClosed() {
+			if conn.PgConn().TxStatus() != 'I' {
+				_, _ = conn.Exec(cctx, "ROLLBACK")
+			}
+			_, _ = conn.Exec(cctx, "SELECT pg_advisory_unlock($1)", key)
+		}
 		_ = conn.Close(cctx) // closing the socket releases the session lock
 	}()
 	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&acquired); err != nil {

@@ -15,6 +15,7 @@ package settings
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"sort"
@@ -183,11 +184,42 @@ func Keys[T any]() []string {
 
 func decoderConfig(out any) *mapstructure.DecoderConfig {
 	return &mapstructure.DecoderConfig{
-		DecodeHook:       mapstructure.ComposeDecodeHookFunc(mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(",")),
+		DecodeHook:       mapstructure.ComposeDecodeHookFunc(mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","), strictScalarHook),
 		WeaklyTypedInput: true,
 		Result:           out,
 		TagName:          tag,
 	}
+}
+
+// strictScalarHook refuses values that weak typing would silently convert:
+// an empty string for a number or bool (it would load as 0 or false and, for
+// a window, switch a sweep off), a fractional number for an integer, and a
+// bool for a number.
+func strictScalarHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
+	isInt := false
+	switch to.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		isInt = true
+	case reflect.Float32, reflect.Float64, reflect.Bool:
+	default:
+		return data, nil
+	}
+	switch v := data.(type) {
+	case string:
+		if strings.TrimSpace(v) == "" {
+			return nil, errors.New("empty value")
+		}
+	case float64:
+		if isInt && v != math.Trunc(v) {
+			return nil, fmt.Errorf("%v is not a whole number", v)
+		}
+	case bool:
+		if isInt {
+			return nil, fmt.Errorf("%v is not a number", v)
+		}
+	}
+	return data, nil
 }
 
 func decode(in, out any) error {

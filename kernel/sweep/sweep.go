@@ -252,7 +252,7 @@ func (s *Sweeper) record(g Group, tr *TableReport, r prune.Report, err error) {
 	}
 	if r.Capped {
 		s.metrics.Capped.WithLabelValues(r.Table).Inc()
-		s.logger.Warn("retention prune stopped at the cycle cap: possible clock jump or backlog; rows remain",
+		s.logger.Warn("retention prune stopped at the cycle cap: possible clock jump or backlog; rows may remain",
 			append(attrs, slog.Int64("cycle_cap", capOf(g, r.Table)))...)
 		return
 	}
