@@ -60,8 +60,17 @@ commands:
 every command accepts --config FILE (YAML); environment variables CRAIG_%[2]s__<KEY> override it.
 `
 
-// Main runs one command and returns the process exit code.
+// Main runs one command until it finishes or the process receives SIGINT or
+// SIGTERM, and returns the process exit code.
 func Main[T any](spec Spec[T], args []string, stdout, stderr io.Writer, environ []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, spec, args, stdout, stderr, environ)
+}
+
+// Run is Main with the caller's context: cancelling ctx stops serve
+// gracefully (exit 0) and interrupts the other commands.
+func Run[T any](ctx context.Context, spec Spec[T], args []string, stdout, stderr io.Writer, environ []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintf(stderr, usage, spec.Name, strings.ToUpper(spec.Name))
 		if len(args) == 0 {
@@ -103,9 +112,6 @@ func Main[T any](spec Spec[T], args []string, stdout, stderr io.Writer, environ 
 	}
 	tr := spec.Transport(cfg)
 	logger := newLogger(stderr, tr.LogLevel)
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 
 	sets, err := migrations.ForService(spec.Name)
 	if err != nil {

@@ -1,0 +1,125 @@
+//go:build scratch
+
+package app_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/craig/retention/kernel/app"
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/outbox"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+)
+
+// waitFor polls cond every 20 ms until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, deadline time.Duration, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out after %v waiting for %s", deadline, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+func TestServeDrainsServesAndStopsGracefully(t *testing.T) {
+	t.Parallel()
+	db := kerneltest.ServiceDB(t, "exchange")
+	amqpURL := kerneltest.AMQPURL(t)
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	exchangeName := "craig.test.serve." + hex.EncodeToString(suffix)
+	t.Cleanup(func() {
+		conn, err := amqp.Dial(amqpURL)
+		if err != nil {
+			return
+		}
+		defer func() { _ = conn.Close() }()
+		if ch, err := conn.Channel(); err == nil {
+			_ = ch.ExchangeDelete(exchangeName, false, false)
+		}
+	})
+
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	id, err := outbox.Stage(ctx, tx, outbox.Envelope{EventType: "case.updated", Payload: []byte(`{"case":1}`)})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	addr := freeAddr(t)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan int, 1)
+	go func() {
+		done <- app.Run(runCtx, testSpec(), []string{"serve"}, io.Discard, io.Discard, []string{
+			"CRAIG_EXCHANGE__DATABASE_URL=" + db.URL,
+			"CRAIG_EXCHANGE__AMQP_URL=" + amqpURL,
+			"CRAIG_EXCHANGE__AMQP_EXCHANGE=" + exchangeName,
+			"CRAIG_EXCHANGE__HTTP_ADDR=" + addr,
+		})
+	}()
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, ""
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	waitFor(t, "/healthz", 15*time.Second, func() bool { code, _ := get("/healthz"); return code == http.StatusOK })
+	code, _ := get("/readyz")
+	require.Equal(t, http.StatusOK, code)
+	code, metrics := get("/metrics")
+	require.Equal(t, http.StatusOK, code)
+	require.True(t, strings.Contains(metrics, "go_goroutines"), "the service registry exposes runtime metrics")
+
+	waitFor(t, "the worker to drain the staged event", 15*time.Second, func() bool {
+		return db.Count(t, `SELECT count(*) FROM event_outbox WHERE id = $1 AND published_at IS NOT NULL`, id) == 1
+	})
+
+	stop()
+	select {
+	case c := <-done:
+		require.Equal(t, app.ExitOK, c, "a cancelled serve stops gracefully")
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop within 15s of cancellation")
+	}
+	code, _ = get("/healthz")
+	require.Zero(t, code, "the listener is closed after serve returns")
+}
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
+	db := kerneltest.NewDB(t) // an empty database
+	env := []string{"CRAIG_EXCHANGE__DATABASE_URL=" + db.URL}
+	for round := 1; round <= 2; round++ {
+		code := app.Run(context.Background(), testSpec(), []string{"migrate"}, io.Discard, io.Discard, env)
+		require.Equal(t, app.ExitOK, code, "round %d", round)
+	}
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM information_schema.tables WHERE table_name = 'event_outbox'`))
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM information_schema.tables WHERE table_name = 'exchange_send_jobs'`))
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM goose_transport_version WHERE version_id = 1 AND is_applied`))
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM goose_exchange_version WHERE version_id = 1 AND is_applied`))
+}
