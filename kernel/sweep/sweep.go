@@ -242,7 +242,7 @@ func (s *Sweeper) record(g Group, tr *TableReport, r prune.Report, err error) {
 	attrs := []any{
 		slog.String("group", g.Name), slog.String("table", r.Table),
 		slog.Int64("deleted", r.Deleted), slog.Int("batches", r.Batches),
-		slog.Duration("duration", r.Duration),
+		slog.Float64("duration_ms", float64(r.Duration.Microseconds())/1000),
 	}
 	if err != nil {
 		tr.Error = err.Error()
