@@ -55,7 +55,13 @@ const usage = `usage: %[1]s <command> [flags]
 commands:
   serve                         run the outbox worker (drain + hourly sweep) and the HTTP server
   migrate                       apply the transport and %[1]s migrations (idempotent)
-  sweep --once [--json]         run one full sweep cycle now and print a per-table report
+  sweep --once [--dry-run] [--json]
+                                run one full sweep cycle now and print a per-table report;
+                                --dry-run deletes nothing and reports what a cycle would delete
+  invariants [--gate] [--json]  report rows overrunning each sweep's window + grace;
+                                --gate exits 1 when any is violated (2 on error)
+  probe [--strict]              check the database and EXPLAIN every sweep's selection;
+                                --strict exits 1 when a sweep would scan a large table
 
 every command accepts --config FILE (YAML); environment variables CRAIG_%[2]s__<KEY> override it.
 `
@@ -82,11 +88,17 @@ func Run[T any](ctx context.Context, spec Spec[T], args []string, stdout, stderr
 	fs := flag.NewFlagSet(spec.Name+" "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML settings file")
-	var once, asJSON *bool
+	var once, asJSON, dryRun, gate, strict *bool
 	switch cmd {
 	case "sweep":
 		once = fs.Bool("once", false, "run one sweep cycle now (required)")
+		dryRun = fs.Bool("dry-run", false, "delete nothing; report what a cycle would delete")
 		asJSON = fs.Bool("json", false, "print the report as one JSON object")
+	case "invariants":
+		gate = fs.Bool("gate", false, "exit 1 when any invariant is violated")
+		asJSON = fs.Bool("json", false, "print the results as one JSON object")
+	case "probe":
+		strict = fs.Bool("strict", false, "exit 1 when a sweep plan scans a large table")
 	case "serve", "migrate":
 	default:
 		fmt.Fprintf(stderr, "%s: unknown command %q\n", spec.Name, cmd)
@@ -123,9 +135,25 @@ func Run[T any](ctx context.Context, spec Spec[T], args []string, stdout, stderr
 	case "migrate":
 		err = rt.migrate(ctx)
 	case "sweep":
-		err = rt.sweepOnce(ctx, *asJSON)
+		err = rt.sweepOnce(ctx, *dryRun, *asJSON)
 	case "serve":
 		err = rt.serve(ctx)
+	case "invariants":
+		var violated bool
+		violated, err = rt.invariants(ctx, *asJSON)
+		if err == nil && violated && *gate {
+			return ExitFail
+		}
+		if err != nil {
+			logger.Error("invariants failed", slog.Any("error", err))
+			return ExitUsage // the gate's contract: 2 on error
+		}
+	case "probe":
+		var warned bool
+		warned, err = rt.probe(ctx)
+		if err == nil && warned && *strict {
+			return ExitFail
+		}
 	}
 	if err != nil {
 		if errors.Is(err, context.Canceled) {

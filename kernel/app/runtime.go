@@ -9,8 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/craig/retention/kernel/invariants"
+	"github.com/craig/retention/kernel/prune"
 
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/migrate"
@@ -75,19 +79,32 @@ func (r *runtime[T]) migrate(ctx context.Context) error {
 }
 
 // Groups returns every sweep group of a service: the transport group first,
-// then the service's own.
+// then the service's own, with the configured batch bounds applied to every
+// policy.
 func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
 	tr := spec.Transport(cfg)
 	groups := []sweep.Group{sweep.Transport(sweep.TransportConfig{
 		OutboxWindowDays: tr.EventOutboxRetentionDays,
 		InboxWindowDays:  tr.EventInboxRetentionDays,
-		BatchSize:        tr.PruneBatchSize,
-		CycleCap:         tr.PruneCycleCap,
 	})}
 	if spec.LocalGroups != nil {
 		groups = append(groups, spec.LocalGroups(cfg)...)
 	}
-	return groups
+	return sweep.Bounds{
+		BatchSize:        tr.PruneBatchSize,
+		CycleCap:         tr.PruneCycleCap,
+		StatementTimeout: tr.PruneStatementTimeout,
+		LockTimeout:      tr.PruneLockTimeout,
+	}.Apply(groups)
+}
+
+// InvariantSpecs returns the watchdog of every swept table of a service.
+func InvariantSpecs[T any](spec Spec[T], cfg T) []invariants.Spec {
+	var out []invariants.Spec
+	for _, p := range sweep.Policies(Groups(spec, cfg)) {
+		out = append(out, invariants.FromPolicy(p))
+	}
+	return out
 }
 
 func (r *runtime[T]) sweeper(pool *pgxpool.Pool, reg prometheus.Registerer) (*sweep.Sweeper, error) {
@@ -98,7 +115,7 @@ func (r *runtime[T]) sweeper(pool *pgxpool.Pool, reg prometheus.Registerer) (*sw
 	return sweep.New(pool, Groups(r.spec, r.cfg), r.logger, m)
 }
 
-func (r *runtime[T]) sweepOnce(ctx context.Context, asJSON bool) error {
+func (r *runtime[T]) sweepOnce(ctx context.Context, dryRun, asJSON bool) error {
 	pool, err := r.pool(ctx)
 	if err != nil {
 		return err
@@ -108,7 +125,11 @@ func (r *runtime[T]) sweepOnce(ctx context.Context, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	rep, runErr := s.RunOnce(ctx)
+	run := s.RunOnce
+	if dryRun {
+		run = s.DryRun
+	}
+	rep, runErr := run(ctx)
 	if asJSON {
 		enc := json.NewEncoder(r.stdout)
 		if err := enc.Encode(rep); err != nil {
@@ -122,12 +143,117 @@ func (r *runtime[T]) sweepOnce(ctx context.Context, asJSON bool) error {
 
 func writeTable(w io.Writer, rep sweep.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if rep.DryRun {
+		fmt.Fprintf(tw, "dry run: nothing deleted; leases free now: %v\n", rep.LockAcquired)
+		fmt.Fprintln(tw, "TABLE\tGROUP\tELIGIBLE\tOLDEST ELIGIBLE\tBATCHES\tWOULD CAP\tSKIPPED")
+		for _, t := range rep.Tables {
+			eligible, oldest := "-", "-"
+			if t.DryRunTable != nil {
+				eligible = fmt.Sprint(t.Eligible)
+				oldest = age(t.OldestEligibleAgeSeconds)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%v\t%s\n", t.Table, t.Group, eligible, oldest, t.Batches, t.Capped, dash(t.Skipped))
+		}
+		return tw.Flush()
+	}
 	fmt.Fprintf(tw, "lock acquired: %v\n", rep.LockAcquired)
 	fmt.Fprintln(tw, "TABLE\tGROUP\tDELETED\tBATCHES\tCAPPED\tMS\tSKIPPED\tERROR")
 	for _, t := range rep.Tables {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\t%.1f\t%s\t%s\n", t.Table, t.Group, t.Deleted, t.Batches, t.Capped, t.DurationMS, dash(t.Skipped), dash(t.Error))
 	}
 	return tw.Flush()
+}
+
+// age renders an age in seconds as days and hours, or "-" for none.
+func age(secs *float64) string {
+	if secs == nil {
+		return "-"
+	}
+	d := time.Duration(*secs * float64(time.Second))
+	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// invariantsReport is the JSON form of `invariants --json`.
+type invariantsReport struct {
+	Invariants []invariants.Result `json:"invariants"`
+}
+
+func (r *runtime[T]) invariants(ctx context.Context, asJSON bool) (violated bool, err error) {
+	pool, err := r.pool(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer pool.Close()
+	results, err := invariants.CheckAll(ctx, pool, InvariantSpecs(r.spec, r.cfg))
+	if err != nil {
+		return false, err
+	}
+	if asJSON {
+		if err := json.NewEncoder(r.stdout).Encode(invariantsReport{Invariants: results}); err != nil {
+			return false, fmt.Errorf("write report: %w", err)
+		}
+		return invariants.Violated(results), nil
+	}
+	tw := tabwriter.NewWriter(r.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "INVARIANT\tTABLE\tVIOLATIONS\tOLDEST OFFENDING\tTHRESHOLD")
+	for _, res := range results {
+		threshold := fmt.Sprintf("%dd", res.ThresholdDays)
+		if res.Disabled {
+			threshold = "disabled"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", res.Name, res.Table, res.Violations, age(res.OldestAgeSeconds), threshold)
+	}
+	if err := tw.Flush(); err != nil {
+		return false, fmt.Errorf("write report: %w", err)
+	}
+	return invariants.Violated(results), nil
+}
+
+// probe checks the database and the plan of every sweep's selection. It
+// returns warned=true when a sweep would sequentially scan a table larger
+// than plan_check_seqscan_rows.
+func (r *runtime[T]) probe(ctx context.Context) (warned bool, err error) {
+	pool, err := r.pool(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer pool.Close()
+	fmt.Fprintf(r.stdout, "database: reachable (%s)\n", redactURL(r.tr.DatabaseURL))
+	warnings, err := checkPlans(ctx, pool, sweep.Policies(Groups(r.spec, r.cfg)), r.tr.PlanCheckSeqScanRows, r.logger)
+	if err != nil {
+		return false, err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(r.stdout, "WARN %s\n", w)
+	}
+	if len(warnings) == 0 {
+		fmt.Fprintln(r.stdout, "sweep plans: every selection avoids a sequential scan of a large table")
+	}
+	return len(warnings) > 0, nil
+}
+
+// checkPlans EXPLAINs every enabled policy's selection and returns (and logs
+// at WARN) one line per sweep that would scan a table above maxRows.
+func checkPlans(ctx context.Context, db prune.DB, policies []prune.Policy, maxRows int64, logger *slog.Logger) ([]string, error) {
+	var warnings []string
+	for _, p := range policies {
+		if p.WindowDays == 0 {
+			continue
+		}
+		pc, err := prune.ExplainSelection(ctx, db, p)
+		if err != nil {
+			return warnings, err
+		}
+		if pc.SeqScan && pc.TableRows > float64(maxRows) {
+			msg := fmt.Sprintf("%s: the sweep's selection scans the whole table (~%.0f rows, above plan_check_seqscan_rows=%d); is its index missing?\n%s",
+				p.Table, pc.TableRows, maxRows, strings.TrimRight(pc.Plan, "\n"))
+			logger.WarnContext(ctx, "sweep plan scans a large table: is its index missing?",
+				slog.String("table", p.Table), slog.Float64("estimated_rows", pc.TableRows),
+				slog.Int64("plan_check_seqscan_rows", maxRows), slog.String("plan", pc.Plan))
+			warnings = append(warnings, msg)
+		}
+	}
+	return warnings, nil
 }
 
 func dash(s string) string {
@@ -149,6 +275,14 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	invMetrics, err := metrics.NewInvariants(reg)
+	if err != nil {
+		return err
+	}
+	specs := InvariantSpecs(r.spec, r.cfg)
+	if _, err := checkPlans(ctx, pool, sweep.Policies(Groups(r.spec, r.cfg)), r.tr.PlanCheckSeqScanRows, r.logger); err != nil {
+		return fmt.Errorf("plan check: %w", err)
+	}
 	pub, err := rabbitmq.NewPublisher(ctx, r.tr.AMQPURL, r.tr.AMQPExchange, r.logger)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -163,7 +297,11 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 		},
 		Sweep: func(ctx context.Context) error {
 			_, err := sweeper.RunOnce(ctx)
-			return err
+			results, ierr := invariants.CheckAll(ctx, pool, specs)
+			for _, res := range results {
+				invMetrics.Violations.WithLabelValues(res.Name).Set(float64(res.Violations))
+			}
+			return errors.Join(err, ierr)
 		},
 		Logger: r.logger,
 	}

@@ -27,6 +27,19 @@ type Prune struct {
 	// LockSkipped counts cycles skipped because another runner held the
 	// lease, per sweep group (retention_prune_lock_skipped_total{group}).
 	LockSkipped *prometheus.CounterVec
+	// OldestEligibleAge is the age of the oldest row still eligible after
+	// the table's prune in the last cycle, 0 when none: the backlog gauge
+	// (retention_oldest_eligible_age_seconds{table}).
+	OldestEligibleAge *prometheus.GaugeVec
+	// BatchTimeouts counts batches that hit the statement or lock timeout
+	// (retention_prune_batch_timeouts_total{table}).
+	BatchTimeouts *prometheus.CounterVec
+	// BatchReduced counts cycles that fell back to the reduced batch size
+	// after consecutive timeouts (retention_prune_batch_reduced_total{table}).
+	BatchReduced *prometheus.CounterVec
+	// LastSuccess is the time a group's cycle last completed without error
+	// (retention_sweep_last_success_timestamp_seconds{group}).
+	LastSuccess *prometheus.GaugeVec
 }
 
 // pruneDurationBuckets span a cheap idle cycle (milliseconds) to a large
@@ -57,8 +70,44 @@ func NewPrune(reg prometheus.Registerer) (*Prune, error) {
 			Name: "retention_prune_lock_skipped_total",
 			Help: "Sweep cycles skipped because another runner held the group's lease.",
 		}, []string{"group"}),
+		OldestEligibleAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "retention_oldest_eligible_age_seconds",
+			Help: "Age of the oldest row still eligible for deletion after the table's last prune; 0 when none.",
+		}, []string{"table"}),
+		BatchTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retention_prune_batch_timeouts_total",
+			Help: "Prune batches that hit the statement or lock timeout, per table.",
+		}, []string{"table"}),
+		BatchReduced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retention_prune_batch_reduced_total",
+			Help: "Prune cycles that fell back to the reduced batch size after consecutive timeouts, per table.",
+		}, []string{"table"}),
+		LastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "retention_sweep_last_success_timestamp_seconds",
+			Help: "Unix time at which the sweep group's last cycle completed without error.",
+		}, []string{"group"}),
 	}
-	if err := register(reg, m.RowsPruned, m.Capped, m.Duration, m.Failures, m.LockSkipped); err != nil {
+	if err := register(reg, m.RowsPruned, m.Capped, m.Duration, m.Failures, m.LockSkipped,
+		m.OldestEligibleAge, m.BatchTimeouts, m.BatchReduced, m.LastSuccess); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Invariants exposes the watchdogs' findings to Prometheus.
+type Invariants struct {
+	// Violations is the number of rows overrunning each invariant's
+	// threshold at its last check (retention_invariant_violations{invariant}).
+	Violations *prometheus.GaugeVec
+}
+
+// NewInvariants creates the invariant gauge and registers it on reg.
+func NewInvariants(reg prometheus.Registerer) (*Invariants, error) {
+	m := &Invariants{Violations: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "retention_invariant_violations",
+		Help: "Rows overrunning a retention invariant (window + grace) at its last check; non-zero means a sweep has stopped.",
+	}, []string{"invariant"})}
+	if err := register(reg, m.Violations); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,12 +33,24 @@ const (
 	// MaxWindowDays is the longest retention window accepted (ten years); a
 	// larger value is a typo, not a policy.
 	MaxWindowDays = 3650
+
+	// MaxConsecutiveTimeouts is how many batches in a row may time out
+	// before the loop reacts: the first time by dropping to the reduced batch
+	// size (a smaller DELETE holds fewer locks and finishes sooner), the
+	// second time by giving up the table for this cycle. Three rides out a
+	// brief lock held by a replay or a vacuum without hammering the server.
+	MaxConsecutiveTimeouts = 3
+
+	// reducedBatchDivisor derives the reduced batch size from the normal one
+	// when a policy sets none: a tenth, as River's job cleaner does.
+	reducedBatchDivisor = 10
 )
 
-// DB is what a batch delete runs on: a *pgx.Conn, a pgx.Tx or a pool. Its
-// method set matches the DBTX interface sqlc generates, so a generated query
+// DB is what a batch delete runs on: a *pgx.Conn, a pgx.Tx or a pool. It is
+// a superset of the DBTX interface sqlc generates, so a generated query
 // constructor accepts it unchanged.
 type DB interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -70,6 +83,30 @@ type Policy struct {
 	CycleCap int64
 	// DeleteBatch is the table's batch delete.
 	DeleteBatch DeleteBatchFunc
+
+	// AgeColumn is the timestamp column the window applies to, as in the
+	// batch delete (created_at, received_at, completed_at, ...).
+	AgeColumn string
+	// Eligible is the batch delete's static eligibility predicate WITHOUT
+	// the age cutoff, exactly as written in its query file (for example
+	// "published_at IS NOT NULL"). The kernel builds its read-only queries
+	// from it: the dry-run plan, the backlog gauge, the overrun invariant
+	// and the start-up plan check. It is code, reviewed like SQL, never
+	// input; the conformance suite (kerneltest.CheckPolicy) proves it selects
+	// exactly what the delete deletes.
+	Eligible string
+	// Invariant names the watchdog reporting rows that overrun the window;
+	// empty means "<table>_retention_overrun".
+	Invariant string
+
+	// StatementTimeout and LockTimeout bound each batch on the server
+	// (SET LOCAL in the batch's own transaction); 0 leaves the server's
+	// setting and runs the batch without an explicit transaction.
+	StatementTimeout time.Duration
+	LockTimeout      time.Duration
+	// ReducedBatchSize is the batch size after MaxConsecutiveTimeouts
+	// timeouts in a row; 0 means a tenth of the batch size (at least 1).
+	ReducedBatchSize int
 }
 
 // Report is the outcome of one PruneTable call.
@@ -85,9 +122,18 @@ type Report struct {
 	// Capped is true when the cycle cap stopped the loop while rows may
 	// remain: a possible anomaly that callers must warn about.
 	Capped bool
+	// Timeouts counts batches that hit the statement or lock timeout.
+	Timeouts int
+	// Reduced is true when timeouts made the loop fall back to the reduced
+	// batch size.
+	Reduced bool
 	// Duration is the wall time spent.
 	Duration time.Duration
 }
+
+// ErrBatchTimeouts is returned (wrapped) when batches keep timing out even at
+// the reduced batch size; the table is left for the next cycle.
+var ErrBatchTimeouts = errors.New("prune: batches keep timing out")
 
 // ErrInvalidPolicy is returned (wrapped) for a policy that cannot run.
 var ErrInvalidPolicy = errors.New("prune: invalid policy")
@@ -105,6 +151,10 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("%w: %s: batch size %d outside 0..%d", ErrInvalidPolicy, p.Table, p.BatchSize, math.MaxInt32)
 	case p.CycleCap < 0:
 		return fmt.Errorf("%w: %s: negative cycle cap %d", ErrInvalidPolicy, p.Table, p.CycleCap)
+	case p.ReducedBatchSize < 0 || p.ReducedBatchSize > math.MaxInt32:
+		return fmt.Errorf("%w: %s: reduced batch size %d outside 0..%d", ErrInvalidPolicy, p.Table, p.ReducedBatchSize, math.MaxInt32)
+	case p.StatementTimeout < 0 || p.LockTimeout < 0:
+		return fmt.Errorf("%w: %s: negative timeout", ErrInvalidPolicy, p.Table)
 	}
 	return nil
 }
@@ -114,6 +164,21 @@ func (p Policy) batchSize() int64 {
 		return DefaultBatchSize
 	}
 	return int64(p.BatchSize)
+}
+
+func (p Policy) reducedBatchSize() int64 {
+	if p.ReducedBatchSize > 0 {
+		return int64(p.ReducedBatchSize)
+	}
+	return max(1, p.batchSize()/reducedBatchDivisor)
+}
+
+// InvariantName is the name of the policy's overrun watchdog.
+func (p Policy) InvariantName() string {
+	if p.Invariant != "" {
+		return p.Invariant
+	}
+	return p.Table + "_retention_overrun"
 }
 
 func (p Policy) cycleCap() int64 {
@@ -143,6 +208,7 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 		return rep, fmt.Errorf("prune %s: window: %w", p.Table, err)
 	}
 	batch, capRows := p.batchSize(), p.cycleCap()
+	consecutiveTimeouts := 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return rep, fmt.Errorf("prune %s: %w", p.Table, err)
@@ -159,16 +225,71 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 		if err != nil {
 			return rep, fmt.Errorf("prune %s: limit: %w", p.Table, err)
 		}
-		n, err := p.DeleteBatch(ctx, db, BatchParams{WindowDays: window, Limit: limit})
+		n, err := p.runBatch(ctx, db, BatchParams{WindowDays: window, Limit: limit})
 		if err != nil {
-			return rep, fmt.Errorf("prune %s: batch %d: %w", p.Table, rep.Batches+1, err)
+			if !isTimeout(err) || ctx.Err() != nil {
+				return rep, fmt.Errorf("prune %s: batch %d: %w", p.Table, rep.Batches+1, err)
+			}
+			rep.Timeouts++
+			consecutiveTimeouts++
+			if consecutiveTimeouts < MaxConsecutiveTimeouts {
+				continue
+			}
+			if rep.Reduced {
+				return rep, fmt.Errorf("prune %s: %w: %d in a row at the reduced batch size %d: %w",
+					p.Table, ErrBatchTimeouts, consecutiveTimeouts, batch, err)
+			}
+			rep.Reduced, batch, consecutiveTimeouts = true, p.reducedBatchSize(), 0
+			continue
 		}
+		consecutiveTimeouts = 0
 		rep.Batches++
 		rep.Deleted += n
 		if n < limit64 {
 			return rep, nil // short batch: nothing eligible is left
 		}
 	}
+}
+
+// runBatch runs one batch delete; with timeouts set, inside its own
+// transaction whose SET LOCAL timeouts bound it on the server.
+func (p Policy) runBatch(ctx context.Context, db DB, params BatchParams) (int64, error) {
+	if p.StatementTimeout == 0 && p.LockTimeout == 0 {
+		return p.DeleteBatch(ctx, db, params)
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// set_config(..., true) is SET LOCAL with bound parameters; "0" keeps
+	// the respective timeout off.
+	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
+		strconv.FormatInt(p.StatementTimeout.Milliseconds(), 10), strconv.FormatInt(p.LockTimeout.Milliseconds(), 10)); err != nil {
+		return 0, fmt.Errorf("set batch timeouts: %w", err)
+	}
+	n, err := p.DeleteBatch(ctx, tx, params)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	return n, nil
+}
+
+// SQLSTATEs of a batch that ran out of time on the server.
+const (
+	sqlStateQueryCanceled    = "57014" // statement_timeout
+	sqlStateLockNotAvailable = "55P03" // lock_timeout
+)
+
+func isTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return pgErr.Code == sqlStateQueryCanceled || pgErr.Code == sqlStateLockNotAvailable
 }
 
 // ErrOutOfRange is returned (wrapped) when a value does not fit the type a

@@ -474,8 +474,11 @@ func TestKeys(t *testing.T) {
 		"event_outbox_retention_days",
 		"http_addr",
 		"log_level",
+		"plan_check_seqscan_rows",
 		"prune_batch_size",
 		"prune_cycle_cap",
+		"prune_lock_timeout",
+		"prune_statement_timeout",
 	}
 
 	t.Run("Transport", func(t *testing.T) {

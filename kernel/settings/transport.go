@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Defaults of the transport keys. Each is what a service on one machine with
@@ -33,6 +34,20 @@ const (
 	MaxPruneBatchSize = 100_000
 	// DefaultPruneCycleCap matches prune.DefaultCycleCap (seed 000).
 	DefaultPruneCycleCap = 1_000_000
+	// DefaultPruneStatementTimeout bounds one batch DELETE on the server: a
+	// 5,000-row batch takes well under a second, so 30 s only stops a
+	// pathological plan, not a busy one.
+	DefaultPruneStatementTimeout = 30 * time.Second
+	// DefaultPruneLockTimeout is how long one batch waits for a row or table
+	// lock (a replay, a drain, a migration) before it yields and retries.
+	DefaultPruneLockTimeout = 5 * time.Second
+	// MaxPruneTimeout caps both timeouts: a batch holding locks longer than
+	// this is what batching exists to prevent.
+	MaxPruneTimeout = time.Hour
+	// DefaultPlanCheckSeqScanRows is the table size (planner estimate) above
+	// which a sequential-scan sweep plan is reported: below it a scan costs
+	// a few milliseconds an hour and no index is worth demanding.
+	DefaultPlanCheckSeqScanRows = 100_000
 	// DefaultHTTPAddr serves /metrics, /healthz and the admin API on
 	// loopback only unless an operator exposes it.
 	DefaultHTTPAddr = "127.0.0.1:8080"
@@ -64,6 +79,15 @@ type Transport struct {
 	PruneBatchSize int `koanf:"prune_batch_size"`
 	// PruneCycleCap is the most rows one table's prune deletes per cycle.
 	PruneCycleCap int64 `koanf:"prune_cycle_cap"`
+	// PruneStatementTimeout bounds each batch DELETE (SET LOCAL
+	// statement_timeout).
+	PruneStatementTimeout time.Duration `koanf:"prune_statement_timeout"`
+	// PruneLockTimeout bounds each batch's lock waits (SET LOCAL
+	// lock_timeout).
+	PruneLockTimeout time.Duration `koanf:"prune_lock_timeout"`
+	// PlanCheckSeqScanRows is the table size above which probe and serve
+	// warn about a sweep plan that scans the whole table.
+	PlanCheckSeqScanRows int64 `koanf:"plan_check_seqscan_rows"`
 	// AdminToken, when set, is the bearer token the admin API requires.
 	AdminToken string `koanf:"admin_token"`
 	// LogLevel is debug, info, warn or error.
@@ -82,6 +106,9 @@ func DefaultTransport(databaseURL string) Transport {
 		EventInboxRetentionDays:  DefaultInboxRetentionDays,
 		PruneBatchSize:           DefaultPruneBatchSize,
 		PruneCycleCap:            DefaultPruneCycleCap,
+		PruneStatementTimeout:    DefaultPruneStatementTimeout,
+		PruneLockTimeout:         DefaultPruneLockTimeout,
+		PlanCheckSeqScanRows:     DefaultPlanCheckSeqScanRows,
 		LogLevel:                 DefaultLogLevel,
 	}
 }
@@ -123,6 +150,17 @@ func (t Transport) Problems() []Problem {
 	}
 	if t.PruneCycleCap < int64(t.PruneBatchSize) || t.PruneCycleCap < 1 {
 		ps = append(ps, Problem{Key: "prune_cycle_cap", Value: t.PruneCycleCap, Reason: "must be at least prune_batch_size", Related: []string{"prune_batch_size"}})
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"prune_statement_timeout", t.PruneStatementTimeout}, {"prune_lock_timeout", t.PruneLockTimeout}} {
+		if d.v < time.Millisecond || d.v > MaxPruneTimeout {
+			ps = append(ps, Problem{Key: d.key, Value: d.v, Reason: fmt.Sprintf("must be a duration between 1ms and %v, such as 30s", MaxPruneTimeout)})
+		}
+	}
+	if t.PlanCheckSeqScanRows < 0 {
+		ps = append(ps, Problem{Key: "plan_check_seqscan_rows", Value: t.PlanCheckSeqScanRows, Reason: "must be 0 (warn on any sequential scan) or more"})
 	}
 	switch t.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -8,10 +8,13 @@
 package sweep
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"time"
 
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
@@ -63,18 +66,56 @@ func Transport(c TransportConfig) Group {
 		Policies: []prune.Policy{
 			{
 				Table: OutboxTable, WindowDays: c.OutboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
+				AgeColumn: "created_at", Eligible: "published_at IS NOT NULL", Invariant: "outbox_retention_overrun",
 				DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
 					return queries.New(db).DeletePublishedOutboxBatch(ctx, queries.DeletePublishedOutboxBatchParams{WindowDays: p.WindowDays, BatchLimit: p.Limit})
 				},
 			},
 			{
 				Table: InboxTable, WindowDays: c.InboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
+				AgeColumn: "received_at", Eligible: "TRUE", Invariant: "inbox_retention_overrun",
 				DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
 					return queries.New(db).DeleteInboxBatch(ctx, queries.DeleteInboxBatchParams{WindowDays: p.WindowDays, BatchLimit: p.Limit})
 				},
 			},
 		},
 	}
+}
+
+// Bounds are the per-batch limits a service configures once for all its
+// sweeps.
+type Bounds struct {
+	BatchSize        int
+	CycleCap         int64
+	StatementTimeout time.Duration
+	LockTimeout      time.Duration
+}
+
+// Apply returns the groups with every policy field that is still zero set
+// from b; a policy's own non-zero value wins.
+func (b Bounds) Apply(groups []Group) []Group {
+	out := make([]Group, len(groups))
+	for i, g := range groups {
+		g.Policies = slices.Clone(g.Policies)
+		for j := range g.Policies {
+			p := &g.Policies[j]
+			p.BatchSize = cmp.Or(p.BatchSize, b.BatchSize)
+			p.CycleCap = cmp.Or(p.CycleCap, b.CycleCap)
+			p.StatementTimeout = cmp.Or(p.StatementTimeout, b.StatementTimeout)
+			p.LockTimeout = cmp.Or(p.LockTimeout, b.LockTimeout)
+		}
+		out[i] = g
+	}
+	return out
+}
+
+// Policies returns every policy of the groups, in sweep order.
+func Policies(groups []Group) []prune.Policy {
+	var out []prune.Policy
+	for _, g := range groups {
+		out = append(out, g.Policies...)
+	}
+	return out
 }
 
 // Why a table was not swept in a cycle.
@@ -94,6 +135,20 @@ type TableReport struct {
 	DurationMS float64 `json:"duration_ms"`
 	Skipped    string  `json:"skipped,omitempty"`
 	Error      string  `json:"error,omitempty"`
+	// Timeouts and Reduced report batch timeouts and the fallback to the
+	// reduced batch size.
+	Timeouts int  `json:"timeouts,omitempty"`
+	Reduced  bool `json:"reduced_batch_size,omitempty"`
+	// DryRunTable is set only in a dry-run report.
+	*DryRunTable
+}
+
+// DryRunTable is what a dry run adds to a table's line: what a real run
+// would delete now. Deleted is 0, Batches is what a real run would take and
+// Capped whether it would stop at the cycle cap.
+type DryRunTable struct {
+	Eligible                 int64    `json:"eligible"`
+	OldestEligibleAgeSeconds *float64 `json:"oldest_eligible_age_seconds"`
 }
 
 // Report is the outcome of one cycle.
@@ -101,6 +156,9 @@ type Report struct {
 	// LockAcquired is false when any group was skipped because another
 	// runner held its lease.
 	LockAcquired bool `json:"lock_acquired"`
+	// DryRun is true for a report of what a cycle would do; nothing was
+	// deleted and no lease was held.
+	DryRun bool `json:"dry_run,omitempty"`
 	// Tables has one entry per registered table, in sweep order.
 	Tables []TableReport `json:"tables"`
 }
@@ -182,6 +240,7 @@ func (s *Sweeper) runGroup(ctx context.Context, g Group) ([]TableReport, bool, e
 		out[i] = TableReport{Table: p.Table, Group: g.Name}
 		if p.WindowDays == 0 {
 			out[i].Skipped = SkipDisabled
+			s.metrics.OldestEligibleAge.WithLabelValues(p.Table).Set(0)
 		} else {
 			enabled = true
 		}
@@ -196,6 +255,9 @@ func (s *Sweeper) runGroup(ctx context.Context, g Group) ([]TableReport, bool, e
 			}
 			r, err := prune.PruneTable(ctx, conn, p)
 			s.record(g, &out[i], r, err)
+			if err == nil {
+				s.observeBacklog(ctx, conn, p)
+			}
 			if err != nil {
 				for j := i + 1; j < len(out); j++ {
 					if out[j].Skipped == "" {
@@ -231,11 +293,62 @@ func (s *Sweeper) runGroup(ctx context.Context, g Group) ([]TableReport, bool, e
 	if err != nil {
 		return out, true, fmt.Errorf("sweep group %s: %w", g.Name, err)
 	}
+	s.metrics.LastSuccess.WithLabelValues(g.Name).SetToCurrentTime()
 	return out, true, nil
 }
 
+// observeBacklog sets the backlog gauge to the age of the oldest row still
+// eligible after the prune (0 when none; capped or racing inserts leave
+// some).
+func (s *Sweeper) observeBacklog(ctx context.Context, db prune.DB, p prune.Policy) {
+	if p.Inspectable() != nil {
+		return
+	}
+	age, err := prune.OldestEligibleAge(ctx, db, p)
+	if err != nil {
+		s.logError(ctx, "backlog gauge not updated", err, slog.String("table", p.Table))
+		return
+	}
+	s.metrics.OldestEligibleAge.WithLabelValues(p.Table).Set(age.Seconds())
+}
+
+// DryRun reports what a cycle would do now without deleting anything: per
+// table the eligible rows, the oldest eligible row's age and the batches a
+// real run would take. It holds no lease while it reads (a sweep running
+// elsewhere is not disturbed); LockAcquired says whether every group's lease
+// was free when probed.
+func (s *Sweeper) DryRun(ctx context.Context) (Report, error) {
+	rep := Report{LockAcquired: true, DryRun: true}
+	for _, g := range s.groups {
+		enabled := slices.ContainsFunc(g.Policies, func(p prune.Policy) bool { return p.WindowDays > 0 })
+		if enabled {
+			free, err := lease.TryRun(ctx, s.pool, g.LockKey, func(context.Context, *pgx.Conn) error { return nil })
+			if err != nil {
+				return rep, fmt.Errorf("sweep dry run: probe lease of %s: %w", g.Name, err)
+			}
+			rep.LockAcquired = rep.LockAcquired && free
+		}
+		for _, p := range g.Policies {
+			tr := TableReport{Table: p.Table, Group: g.Name}
+			if p.WindowDays == 0 {
+				tr.Skipped = SkipDisabled
+				rep.Tables = append(rep.Tables, tr)
+				continue
+			}
+			plan, err := prune.Plan(ctx, s.pool, p)
+			if err != nil {
+				return rep, fmt.Errorf("sweep dry run: %w", err)
+			}
+			tr.Batches, tr.Capped = int(plan.Batches), plan.WouldCap
+			tr.DryRunTable = &DryRunTable{Eligible: plan.Count, OldestEligibleAgeSeconds: plan.OldestAgeSeconds()}
+			rep.Tables = append(rep.Tables, tr)
+		}
+	}
+	return rep, nil
+}
+
 func (s *Sweeper) record(g Group, tr *TableReport, r prune.Report, err error) {
-	tr.Deleted, tr.Capped, tr.Batches = r.Deleted, r.Capped, r.Batches
+	tr.Deleted, tr.Capped, tr.Batches, tr.Timeouts, tr.Reduced = r.Deleted, r.Capped, r.Batches, r.Timeouts, r.Reduced
 	tr.DurationMS = float64(r.Duration.Microseconds()) / 1000
 	s.metrics.RowsPruned.WithLabelValues(r.Table).Add(float64(r.Deleted))
 	s.metrics.Duration.WithLabelValues(r.Table).Observe(r.Duration.Seconds())
@@ -243,6 +356,12 @@ func (s *Sweeper) record(g Group, tr *TableReport, r prune.Report, err error) {
 		slog.String("group", g.Name), slog.String("table", r.Table),
 		slog.Int64("deleted", r.Deleted), slog.Int("batches", r.Batches),
 		slog.Float64("duration_ms", float64(r.Duration.Microseconds())/1000),
+	}
+	s.metrics.BatchTimeouts.WithLabelValues(r.Table).Add(float64(r.Timeouts))
+	if r.Reduced {
+		s.metrics.BatchReduced.WithLabelValues(r.Table).Inc()
+		s.logger.Warn("retention prune fell back to the reduced batch size after consecutive batch timeouts",
+			append(attrs, slog.Int("timeouts", r.Timeouts), slog.Int("consecutive_timeouts", prune.MaxConsecutiveTimeouts))...)
 	}
 	if err != nil {
 		tr.Error = err.Error()

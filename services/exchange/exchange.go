@@ -51,8 +51,9 @@ func SendJobsPolicy(s Settings) prune.Policy {
 	return prune.Policy{
 		Table:      SendJobsTable,
 		WindowDays: s.SendJobsRetentionDays,
-		BatchSize:  s.PruneBatchSize,
-		CycleCap:   s.PruneCycleCap,
+		AgeColumn:  "completed_at",
+		Eligible:   "status IN ('sent', 'failed')",
+		Invariant:  "send_jobs_retention_overrun",
 		DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
 			return queries.New(db).DeleteTerminalSendJobsBatch(ctx, queries.DeleteTerminalSendJobsBatchParams{WindowDays: p.WindowDays, BatchLimit: p.Limit})
 		},

@@ -50,8 +50,9 @@ func ReconcilePolicy(s Settings) prune.Policy {
 	return prune.Policy{
 		Table:      ReconcileTable,
 		WindowDays: s.ReconcileRetentionDays,
-		BatchSize:  s.PruneBatchSize,
-		CycleCap:   s.PruneCycleCap,
+		AgeColumn:  "processed_at",
+		Eligible:   "processed_at IS NOT NULL AND dead_lettered_at IS NULL",
+		Invariant:  "reconcile_settled_retention_overrun",
 		DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
 			return queries.New(db).DeleteProcessedReconcileBatch(ctx, queries.DeleteProcessedReconcileBatchParams{WindowDays: p.WindowDays, BatchLimit: p.Limit})
 		},
