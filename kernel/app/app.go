@@ -16,9 +16,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"os/user"
 	"strings"
 	"syscall"
 
+	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/sweep"
 	"github.com/craig/retention/migrations"
@@ -29,6 +31,9 @@ const (
 	ExitOK    = 0 // the command did what was asked
 	ExitFail  = 1 // the command ran and failed
 	ExitUsage = 2 // bad arguments or invalid configuration: nothing was touched
+	// ExitDisabled: the command needs a feature the operator has not
+	// consented to (archive.enabled=false, D11).
+	ExitDisabled = 3
 )
 
 // Spec describes one service to the shared binary.
@@ -43,6 +48,18 @@ type Spec[T any] struct {
 	// LocalGroups returns the service's own sweep groups (each with its own
 	// lock key); nil for a service with none.
 	LocalGroups func(T) []sweep.Group
+	// Archive is the service's archive-then-prune, or nil when it archives
+	// nothing.
+	Archive *ArchiveSpec[T]
+}
+
+// ArchiveSpec is what an archiving service contributes: its archive
+// settings, its archived tables and its bookkeeping (ledger row and event),
+// which runs inside each archive's delete transaction.
+type ArchiveSpec[T any] struct {
+	Settings func(T) archive.Settings
+	Tables   func() []archive.TableSpec
+	Bookkeep archive.BookkeepFunc
 }
 
 // DefaultDatabaseURL is the local development database of a service.
@@ -61,7 +78,11 @@ commands:
   invariants [--gate] [--json]  report rows overrunning each sweep's window + grace;
                                 --gate exits 1 when any is violated (2 on error)
   probe [--strict]              check the database and EXPLAIN every sweep's selection;
-                                --strict exits 1 when a sweep would scan a large table
+                                --strict exits 1 when a sweep would scan a large table;
+                                when the archiver is enabled, also run its store probe
+  archive run [--budget N] [--json] [--actor NAME]
+                                (archiving services) run one archive pass now; exit 3
+                                when the archiver is disabled
 
 every command accepts --config FILE (YAML); environment variables CRAIG_%[2]s__<KEY> override it.
 `
@@ -85,11 +106,28 @@ func Run[T any](ctx context.Context, spec Spec[T], args []string, stdout, stderr
 		return ExitOK
 	}
 	cmd, rest := args[0], args[1:]
+	if cmd == "archive" {
+		if spec.Archive == nil {
+			fmt.Fprintf(stderr, "%s: this service archives nothing\n", spec.Name)
+			return ExitUsage
+		}
+		if len(rest) == 0 || rest[0] != "run" {
+			fmt.Fprintf(stderr, "%s archive: expected \"archive run\"\n", spec.Name)
+			return ExitUsage
+		}
+		rest = rest[1:]
+	}
 	fs := flag.NewFlagSet(spec.Name+" "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "YAML settings file")
 	var once, asJSON, dryRun, gate, strict *bool
+	var budget *int
+	var actor *string
 	switch cmd {
+	case "archive":
+		budget = fs.Int("budget", archive.DefaultManualBudget, "most batches this pass may run")
+		asJSON = fs.Bool("json", false, "print the pass report as one JSON object")
+		actor = fs.String("actor", defaultActor(), "who runs this pass (recorded as archived_by)")
 	case "sweep":
 		once = fs.Bool("once", false, "run one sweep cycle now (required)")
 		dryRun = fs.Bool("dry-run", false, "delete nothing; report what a cycle would delete")
@@ -148,6 +186,12 @@ func Run[T any](ctx context.Context, spec Spec[T], args []string, stdout, stderr
 			logger.Error("invariants failed", slog.Any("error", err))
 			return ExitUsage // the gate's contract: 2 on error
 		}
+	case "archive":
+		err = rt.archiveRun(ctx, *budget, *asJSON, *actor)
+		if errors.Is(err, archive.ErrDisabled) {
+			fmt.Fprintf(stderr, "%s archive run: refused: %v\n", spec.Name, err)
+			return ExitDisabled
+		}
 	case "probe":
 		var warned bool
 		warned, err = rt.probe(ctx)
@@ -164,6 +208,14 @@ func Run[T any](ctx context.Context, spec Spec[T], args []string, stdout, stderr
 		return ExitFail
 	}
 	return ExitOK
+}
+
+// defaultActor attributes a manual CLI pass to the operating-system user.
+func defaultActor() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "cli:" + u.Username
+	}
+	return "cli:unknown"
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {

@@ -223,6 +223,9 @@ func (r *runtime[T]) probe(ctx context.Context) (warned bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	if err := r.probeArchive(ctx); err != nil {
+		return false, err
+	}
 	for _, w := range warnings {
 		fmt.Fprintf(r.stdout, "WARN %s\n", w)
 	}
@@ -283,6 +286,11 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	if _, err := checkPlans(ctx, pool, sweep.Policies(Groups(r.spec, r.cfg)), r.tr.PlanCheckSeqScanRows, r.logger); err != nil {
 		return fmt.Errorf("plan check: %w", err)
 	}
+	archiver, closeArchiver, err := r.startArchiver(ctx, pool, reg)
+	if err != nil {
+		return err // the archiver was asked for and cannot run: refuse to boot (D10)
+	}
+	defer closeArchiver()
 	pub, err := rabbitmq.NewPublisher(ctx, r.tr.AMQPURL, r.tr.AMQPExchange, r.logger)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -325,6 +333,13 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	go func() { httpErr <- srv.Serve(ln) }()
 	workerErr := make(chan error, 1)
 	go func() { workerErr <- worker.Run(wctx) }()
+	archiverDone := make(chan struct{})
+	go func() {
+		defer close(archiverDone)
+		if archiver != nil {
+			_ = archiver.Run(wctx) // returns nil on cancellation; it logs its own failures
+		}
+	}()
 
 	var runErr error
 	workerDone := false
@@ -341,8 +356,9 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		runErr = errors.Join(runErr, fmt.Errorf("http shutdown: %w", err))
 	}
-	// Stop the worker and wait for it, so no batch runs on a closed pool.
+	// Stop the workers and wait for them, so no batch runs on a closed pool.
 	stopWorker()
+	<-archiverDone
 	if !workerDone {
 		if err := <-workerErr; err != nil && !errors.Is(err, context.Canceled) {
 			runErr = errors.Join(runErr, fmt.Errorf("outbox worker: %w", err))

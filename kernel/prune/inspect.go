@@ -178,8 +178,11 @@ func ExplainSelection(ctx context.Context, db DB, p Policy) (PlanCheck, error) {
 	var plans []struct {
 		Plan planNode `json:"Plan"`
 	}
-	if err := json.Unmarshal(raw, &plans); err != nil || len(plans) == 0 {
+	if err := json.Unmarshal(raw, &plans); err != nil {
 		return pc, fmt.Errorf("explain %s: unreadable plan: %w", p.Table, err)
+	}
+	if len(plans) == 0 {
+		return pc, fmt.Errorf("explain %s: unreadable plan: no plan in %q", p.Table, raw)
 	}
 	var b strings.Builder
 	plans[0].Plan.walk(0, func(depth int, n planNode) {

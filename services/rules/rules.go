@@ -1,10 +1,12 @@
-// Package rules wires the rules service into the shared service binary. It
-// runs the transport sweep only; its audit tables are archive-then-prune
-// (never swept) and arrive with the archive engine.
+// Package rules wires the rules service into the shared service binary: the
+// transport sweep every service runs, and archive-then-prune of
+// rule_evaluations (the ONLY copy of every evaluation's input and output)
+// with its local archive_ledger and the rules.evaluations_archived event.
 package rules
 
 import (
 	"github.com/craig/retention/kernel/app"
+	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/settings"
 )
 
@@ -14,11 +16,22 @@ const Name = "rules"
 // Settings are the rules service's settings.
 type Settings struct {
 	settings.Transport `koanf:",squash"`
+	// Archive configures archive-then-prune of rule_evaluations; it is off
+	// unless archive.enabled is true.
+	Archive archive.Settings `koanf:"archive"`
 }
 
-// DefaultSettings returns the rules defaults.
+// Problems validates every key.
+func (s Settings) Problems() []settings.Problem {
+	return append(s.Transport.Problems(), s.Archive.Problems()...)
+}
+
+// DefaultSettings returns the rules defaults (archiver disabled).
 func DefaultSettings() Settings {
-	return Settings{Transport: settings.DefaultTransport(app.DefaultDatabaseURL(Name))}
+	return Settings{
+		Transport: settings.DefaultTransport(app.DefaultDatabaseURL(Name)),
+		Archive:   archive.DefaultSettings(),
+	}
 }
 
 // Spec is the rules service for the shared binary.
@@ -27,5 +40,10 @@ func Spec() app.Spec[Settings] {
 		Name:      Name,
 		Defaults:  DefaultSettings(),
 		Transport: func(s Settings) settings.Transport { return s.Transport },
+		Archive: &app.ArchiveSpec[Settings]{
+			Settings: func(s Settings) archive.Settings { return s.Archive },
+			Tables:   ArchiveTables,
+			Bookkeep: Bookkeep,
+		},
 	}
 }

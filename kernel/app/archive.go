@@ -1,0 +1,149 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"text/tabwriter"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/kernel/store"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// archiveSettings returns the service's archive settings and whether the
+// service archives at all.
+func (r *runtime[T]) archiveSettings() (archive.Settings, bool) {
+	if r.spec.Archive == nil {
+		return archive.Settings{}, false
+	}
+	return r.spec.Archive.Settings(r.cfg), true
+}
+
+// disabledError names the consent knob and its environment variable.
+func (r *runtime[T]) disabledError() error {
+	return fmt.Errorf("%w: set archive.enabled=true (env %s) to consent to archive-then-prune",
+		archive.ErrDisabled, settings.EnvVar(r.spec.Name, "archive.enabled"))
+}
+
+// archiveEngine boots the archiver (store + probe) and builds its engine.
+// The caller closes the store.
+func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg prometheus.Registerer) (*archive.Engine, *store.Store, error) {
+	as, ok := r.archiveSettings()
+	if !ok || !as.Enabled {
+		return nil, nil, r.disabledError()
+	}
+	st, err := archive.Boot(ctx, r.spec.Name, as)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := metrics.NewArchive(reg)
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, err
+	}
+	e, err := archive.New(pool, st, r.spec.Archive.Tables(), r.spec.Archive.Bookkeep, archive.Config{
+		Service: r.spec.Name, HotWindowDays: as.HotWindowDays, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes,
+	}, r.logger, m)
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, err
+	}
+	return e, st, nil
+}
+
+// archiveRun runs one pass now, attributed to actor.
+func (r *runtime[T]) archiveRun(ctx context.Context, budget int, asJSON bool, actor string) error {
+	if as, ok := r.archiveSettings(); !ok || !as.Enabled {
+		return r.disabledError() // consent first: nothing is opened
+	}
+	pool, err := r.pool(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	e, st, err := r.archiveEngine(ctx, pool, prometheus.NewRegistry())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = st.Close() }()
+	rep, err := e.WithActor(actor).RunPass(ctx, budget)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := json.NewEncoder(r.stdout).Encode(rep); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+	} else {
+		tw := tabwriter.NewWriter(r.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "more: %v\n", rep.More)
+		fmt.Fprintln(tw, "TABLE\tARCHIVED\tQUARANTINED\tARCHIVES\tERROR")
+		for _, t := range rep.Tables {
+			errText := "-"
+			if t.Error != nil {
+				errText = *t.Error
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", t.Table, t.Archived, t.Quarantined, len(t.Archives), errText)
+			for _, a := range t.Archives {
+				fmt.Fprintf(tw, "  %s\t%d rows\t%s\t%s\t\n", a.ArchiveID, a.RecordCount, a.DataKey, a.ManifestKey)
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("write report: %w", err)
+		}
+	}
+	return rep.Err()
+}
+
+// probeArchive runs the archiver's boot probe when it is enabled.
+func (r *runtime[T]) probeArchive(ctx context.Context) error {
+	as, ok := r.archiveSettings()
+	switch {
+	case !ok:
+		return nil
+	case !as.Enabled:
+		fmt.Fprintf(r.stdout, "archiver: disabled (archive.enabled=false, env %s): no store probe\n", settings.EnvVar(r.spec.Name, "archive.enabled"))
+		return nil
+	}
+	st, err := archive.Boot(ctx, r.spec.Name, as)
+	if err != nil {
+		return err
+	}
+	id := st.Identity()
+	fmt.Fprintf(r.stdout, "archiver: store probe passed (endpoint %s, bucket %s)\n", id.Endpoint, id.Bucket)
+	return st.Close()
+}
+
+// startArchiver boots the archiver for serve when it is enabled and returns
+// its scheduled worker (nil when disabled or interval 0) and a close func.
+func (r *runtime[T]) startArchiver(ctx context.Context, pool *pgxpool.Pool, reg prometheus.Registerer) (*archive.Worker, func(), error) {
+	as, ok := r.archiveSettings()
+	if !ok || !as.Enabled {
+		if ok {
+			r.logger.Info("archiver disabled: no scheduled archive passes", slog.String("knob", settings.EnvVar(r.spec.Name, "archive.enabled")))
+		}
+		return nil, func() {}, nil
+	}
+	e, st, err := r.archiveEngine(ctx, pool, reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeStore := func() { _ = st.Close() }
+	if as.IntervalSeconds == 0 {
+		r.logger.Info("archiver enabled with interval 0: manual passes only")
+		return nil, closeStore, nil
+	}
+	w, err := archive.NewWorker(as.Enabled, e, as.Interval(), archive.DefaultScheduledBudget, r.logger)
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	r.logger.Info("archiver enabled", slog.String("service", r.spec.Name), slog.Int("hot_window_days", as.HotWindowDays),
+		slog.Duration("interval", as.Interval()), slog.String("endpoint", st.Identity().Endpoint), slog.String("bucket", st.Identity().Bucket))
+	return w, closeStore, nil
+}

@@ -1,0 +1,115 @@
+// Package archive is the archive-then-prune engine (seed 001, B1; D7–D13,
+// D17, D18): rows of an audit-class table older than the hot window are
+// written to the object store as NDJSON plus a manifest with no-overwrite
+// puts, and only then deleted by id in ONE transaction that also writes the
+// service's ledger row.
+//
+// The order is the safety argument: a row is deleted only after its bytes
+// are durably in the store under a name no one can overwrite, and the delete
+// and the ledger row commit together or not at all. A crash between the puts
+// and the commit leaves orphan objects and every row in place; the next pass
+// re-archives those rows under a new archive id.
+//
+// Archived tables must be insert-only (D18): the engine archives the version
+// it selected and deletes by id, so an UPDATE in between would be lost.
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/craig/retention/kernel/prune"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Row is one selected row: its id, its age-column timestamp and its to_jsonb
+// text exactly as PostgreSQL rendered it.
+type Row struct {
+	ID  uuid.UUID
+	At  time.Time
+	Doc string
+}
+
+// Cursor is the (age, id) keyset position after which a selection continues.
+type Cursor struct {
+	At time.Time
+	ID uuid.UUID
+}
+
+// Start is the cursor before every row.
+var Start = Cursor{At: time.Unix(-62135596800, 0).UTC()} // 0001-01-01, below any real timestamp
+
+// SelectParams are the bound parameters of a batch selection.
+type SelectParams struct {
+	HotWindowDays int32
+	After         Cursor
+	Limit         int32
+}
+
+// SelectFunc is a table's sqlc-generated batch select: up to Limit rows
+// older than the hot window by the database clock, after the cursor, ordered
+// by (age, id).
+type SelectFunc func(ctx context.Context, db prune.DB, p SelectParams) ([]Row, error)
+
+// DeleteFunc is a table's sqlc-generated delete-by-ids; it re-checks the
+// hot-window predicate and returns the rows it deleted.
+type DeleteFunc func(ctx context.Context, tx pgx.Tx, hotWindowDays int32, ids []uuid.UUID) (int64, error)
+
+// TableSpec is one archived table.
+type TableSpec struct {
+	// Table is the table name (also the metric label and key segment).
+	Table string
+	// AgeColumn is the timestamp the hot window applies to.
+	AgeColumn string
+	// Select is the batch selection.
+	Select SelectFunc
+	// Delete is the delete-by-ids.
+	Delete DeleteFunc
+}
+
+// BookkeepFunc records an archive inside the delete's transaction (the
+// service's ledger row, its event). An error rolls the delete back.
+type BookkeepFunc func(ctx context.Context, tx pgx.Tx, m Manifest, archivedBy string) error
+
+// SystemActor attributes scheduled passes (D15).
+const SystemActor = "system:retention"
+
+// Error kinds a pass reports. Match them with errors.Is.
+var (
+	// ErrAlreadyRunning: another pass holds the archive lease.
+	ErrAlreadyRunning = errors.New("archive: a pass is already running")
+	// ErrStore: the object store failed; nothing was deleted.
+	ErrStore = errors.New("archive: object store")
+	// ErrDB: the database failed or disagreed (rows affected ≠ selected).
+	ErrDB = errors.New("archive: database")
+	// ErrBookkeep: the service's bookkeeping failed; the delete rolled back.
+	ErrBookkeep = errors.New("archive: bookkeeping")
+	// ErrConfig: the engine or a table spec is misconfigured.
+	ErrConfig = errors.New("archive: configuration")
+	// ErrDisabled: the archiver is not enabled (D11: consent).
+	ErrDisabled = errors.New("archive: disabled")
+)
+
+// Error is a failure of one table in a pass.
+type Error struct {
+	Kind  error // one of the Err* kinds above
+	Table string
+	Err   error
+}
+
+func (e *Error) Error() string {
+	if e.Table == "" {
+		return fmt.Sprintf("%v: %v", e.Kind, e.Err)
+	}
+	return fmt.Sprintf("%v: table %s: %v", e.Kind, e.Table, e.Err)
+}
+
+// Unwrap exposes both the kind and the cause to errors.Is/As.
+func (e *Error) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+func fail(kind error, table string, err error) error {
+	return &Error{Kind: kind, Table: table, Err: err}
+}

@@ -1,0 +1,358 @@
+package archive
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/craig/retention/kernel/lease"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/store"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Config bounds the engine.
+type Config struct {
+	// Service names the archiving service (manifest, keys, metrics).
+	Service string
+	// HotWindowDays: rows older than this many days are archived.
+	HotWindowDays int
+	// BatchSize is the most rows one batch selects.
+	BatchSize int
+	// MaxBatchBytes caps one NDJSON object; a batch that would exceed it is
+	// truncated (the rest waits for the next batch) and a single row above
+	// it is quarantined.
+	MaxBatchBytes int64
+	// LockKey is the advisory lock fencing passes; 0 means lease.ArchiveKey.
+	LockKey int64
+}
+
+// Bounds of Config, shared with the settings validation.
+const (
+	MinHotWindowDays = 1
+	MaxHotWindowDays = 3650
+	MinBatchSize     = 1
+	MaxBatchSize     = 10_000
+	// MinMaxBatchBytes is the smallest object cap accepted: below 4 KiB
+	// ordinary audit rows would be quarantined.
+	MinMaxBatchBytes int64 = 4096
+)
+
+// Engine archives a service's tables.
+type Engine struct {
+	pool     *pgxpool.Pool
+	store    *store.Store
+	specs    []TableSpec
+	bookkeep BookkeepFunc
+	cfg      Config
+	logger   *slog.Logger
+	metrics  *metrics.Archive
+	actor    string
+}
+
+// New validates the configuration and returns an engine that attributes its
+// passes to SystemActor (use WithActor for an operator's manual run).
+func New(pool *pgxpool.Pool, st *store.Store, specs []TableSpec, bookkeep BookkeepFunc, cfg Config, logger *slog.Logger, m *metrics.Archive) (*Engine, error) {
+	if err := cfg.validate(st); err != nil {
+		return nil, fail(ErrConfig, "", err)
+	}
+	if pool == nil || st == nil || bookkeep == nil || logger == nil || m == nil {
+		return nil, fail(ErrConfig, "", errors.New("pool, store, bookkeep, logger and metrics are required"))
+	}
+	if len(specs) == 0 {
+		return nil, fail(ErrConfig, "", errors.New("no table specs"))
+	}
+	seen := map[string]bool{}
+	for _, s := range specs {
+		if s.Table == "" || s.AgeColumn == "" || s.Select == nil || s.Delete == nil {
+			return nil, fail(ErrConfig, s.Table, errors.New("a table spec needs Table, AgeColumn, Select and Delete"))
+		}
+		if err := store.ValidateSegment("table", s.Table); err != nil {
+			return nil, fail(ErrConfig, s.Table, err)
+		}
+		if seen[s.Table] {
+			return nil, fail(ErrConfig, s.Table, errors.New("table registered twice"))
+		}
+		seen[s.Table] = true
+	}
+	if cfg.LockKey == 0 {
+		cfg.LockKey = lease.ArchiveKey
+	}
+	return &Engine{pool: pool, store: st, specs: specs, bookkeep: bookkeep, cfg: cfg, logger: logger, metrics: m, actor: SystemActor}, nil
+}
+
+func (c Config) validate(st *store.Store) error {
+	switch {
+	case store.ValidateSegment("service", c.Service) != nil:
+		return fmt.Errorf("service %q: %w", c.Service, store.ValidateSegment("service", c.Service))
+	case c.HotWindowDays < MinHotWindowDays || c.HotWindowDays > MaxHotWindowDays:
+		return fmt.Errorf("hot window %d days outside %d..%d", c.HotWindowDays, MinHotWindowDays, MaxHotWindowDays)
+	case c.BatchSize < MinBatchSize || c.BatchSize > MaxBatchSize:
+		return fmt.Errorf("batch size %d outside %d..%d", c.BatchSize, MinBatchSize, MaxBatchSize)
+	case c.MaxBatchBytes < MinMaxBatchBytes:
+		return fmt.Errorf("max batch bytes %d below %d", c.MaxBatchBytes, MinMaxBatchBytes)
+	case st != nil && c.MaxBatchBytes > st.MaxObjectBytes():
+		return fmt.Errorf("max batch bytes %d above the store's object cap %d", c.MaxBatchBytes, st.MaxObjectBytes())
+	}
+	return nil
+}
+
+// WithActor returns a copy of the engine that attributes its passes to actor
+// (the operator's token subject for a manual run, D15).
+func (e *Engine) WithActor(actor string) *Engine {
+	c := *e
+	c.actor = actor
+	return &c
+}
+
+// ArchiveRef names one archive written by a pass.
+type ArchiveRef struct {
+	ArchiveID   uuid.UUID `json:"archive_id"`
+	DataKey     string    `json:"data_key"`
+	ManifestKey string    `json:"manifest_key"`
+	RecordCount int       `json:"record_count"`
+}
+
+// TableReport is one table's outcome in a pass.
+type TableReport struct {
+	Table       string       `json:"table"`
+	Archived    int64        `json:"archived"`
+	Quarantined int          `json:"quarantined"`
+	Archives    []ArchiveRef `json:"archives"`
+	// Err is the error that stopped the table, if any.
+	Err error `json:"-"`
+	// Error is Err's text for the JSON report (null when none).
+	Error *string `json:"error"`
+}
+
+// PassReport is the outcome of a pass.
+type PassReport struct {
+	// More is true when some table still had rows to archive when the
+	// budget ran out. It is false for a table stopped by an error
+	// (re-running into the same failure would only loop; Err says why).
+	More   bool          `json:"more"`
+	Tables []TableReport `json:"tables"`
+}
+
+// Err joins the tables' errors.
+func (r PassReport) Err() error {
+	var errs []error
+	for _, t := range r.Tables {
+		errs = append(errs, t.Err)
+	}
+	return errors.Join(errs...)
+}
+
+// tableState is a table's progress within one pass.
+type tableState struct {
+	cursor  Cursor
+	active  bool
+	columns []Column
+}
+
+// RunPass archives up to budget batches, round-robin across the tables, under
+// the archive lease. It returns ErrAlreadyRunning (wrapped) when another pass
+// holds the lease. Table failures are isolated: they are in the report (and
+// its Err), and the other tables go on. Cancellation is checked between
+// batches.
+func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
+	rep := PassReport{Tables: make([]TableReport, len(e.specs))}
+	for i, s := range e.specs {
+		rep.Tables[i] = TableReport{Table: s.Table, Archives: []ArchiveRef{}}
+	}
+	if budget < 1 {
+		return rep, fail(ErrConfig, "", fmt.Errorf("budget %d: must be at least 1", budget))
+	}
+	states := make([]tableState, len(e.specs))
+	acquired, err := lease.TryRun(ctx, e.pool, e.cfg.LockKey, func(ctx context.Context, conn *pgx.Conn) error {
+		for i := range states {
+			states[i] = tableState{cursor: Start, active: true}
+		}
+		for budget > 0 && anyActive(states) {
+			for i, spec := range e.specs {
+				if !states[i].active || budget == 0 {
+					continue
+				}
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				budget--
+				if err := e.batch(ctx, conn, spec, &states[i], &rep.Tables[i]); err != nil {
+					states[i].active = false
+					rep.Tables[i].Err = err
+					msg := err.Error()
+					rep.Tables[i].Error = &msg
+					e.metrics.Failures.WithLabelValues(spec.Table, kindLabel(err)).Inc()
+					e.logger.ErrorContext(ctx, "archive batch failed; table stopped for this pass",
+						slog.String("service", e.cfg.Service), slog.String("table", spec.Table), slog.Any("error", err))
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil && !acquired {
+		return rep, fail(ErrDB, "", fmt.Errorf("archive lease: %w", err))
+	}
+	if !acquired {
+		return rep, fail(ErrAlreadyRunning, "", errors.New("another pass holds the archive lease"))
+	}
+	if err != nil {
+		return rep, err // cancelled between batches
+	}
+	rep.More = anyActive(states)
+	if rep.Err() == nil {
+		e.metrics.LastSuccess.WithLabelValues(e.cfg.Service).SetToCurrentTime()
+	}
+	return rep, nil
+}
+
+func anyActive(states []tableState) bool {
+	for _, s := range states {
+		if s.active {
+			return true
+		}
+	}
+	return false
+}
+
+// batch archives one batch of one table. It leaves st.active true when the
+// table may have more rows (a full selection or a byte-truncated batch).
+func (e *Engine) batch(ctx context.Context, conn *pgx.Conn, spec TableSpec, st *tableState, tr *TableReport) error {
+	hot, limit := int32(e.cfg.HotWindowDays), int32(min(e.cfg.BatchSize, math.MaxInt32)) // both validated in New
+	rows, err := spec.Select(ctx, conn, SelectParams{HotWindowDays: hot, After: st.cursor, Limit: limit})
+	if err != nil {
+		return fail(ErrDB, spec.Table, fmt.Errorf("select: %w", err))
+	}
+	full := len(rows) == int(limit)
+	included, truncated := e.fit(ctx, spec, rows, st, tr)
+	st.active = full || truncated
+	if len(included) == 0 {
+		return nil
+	}
+	if st.columns == nil {
+		if st.columns, err = TableColumns(ctx, conn, spec.Table); err != nil {
+			return fail(ErrDB, spec.Table, err)
+		}
+	}
+	m, data, err := e.manifest(spec, included, st.columns)
+	if err != nil {
+		return err
+	}
+	manifestJSON, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fail(ErrConfig, spec.Table, fmt.Errorf("encode manifest: %w", err))
+	}
+	if err := e.store.PutCreate(ctx, m.DataKey, data, store.ContentTypeNDJSON); err != nil {
+		return fail(ErrStore, spec.Table, fmt.Errorf("put data %s: %w", m.DataKey, err))
+	}
+	if err := e.store.PutCreate(ctx, m.ManifestKey, manifestJSON, store.ContentTypeJSON); err != nil {
+		return fail(ErrStore, spec.Table, fmt.Errorf("put manifest %s: %w", m.ManifestKey, err))
+	}
+	if err := e.prune(ctx, conn, spec, included, m); err != nil {
+		return err
+	}
+	tr.Archived += int64(len(included))
+	tr.Archives = append(tr.Archives, ArchiveRef{ArchiveID: m.ArchiveID, DataKey: m.DataKey, ManifestKey: m.ManifestKey, RecordCount: m.RecordCount})
+	e.metrics.RowsArchived.WithLabelValues(spec.Table).Add(float64(len(included)))
+	e.logger.InfoContext(ctx, "archived rows",
+		slog.String("service", e.cfg.Service), slog.String("table", spec.Table),
+		slog.Int("records", m.RecordCount), slog.String("archive_id", m.ArchiveID.String()),
+		slog.String("data_key", m.DataKey), slog.String("archived_by", e.actor))
+	return nil
+}
+
+// fit takes rows in order while their NDJSON fits MaxBatchBytes, quarantining
+// any single row that alone exceeds it (D13). It advances the cursor past
+// every row it took or quarantined; truncated is true when it stopped early.
+func (e *Engine) fit(ctx context.Context, spec TableSpec, rows []Row, st *tableState, tr *TableReport) (included []Row, truncated bool) {
+	var size int64
+	for _, r := range rows {
+		n := int64(len(r.Doc)) + 1
+		if n > e.cfg.MaxBatchBytes {
+			tr.Quarantined++
+			e.metrics.Quarantined.WithLabelValues(spec.Table).Inc()
+			e.logger.WarnContext(ctx, "archive quarantined a row larger than max_batch_bytes; it stays in the table until an operator acts",
+				slog.String("service", e.cfg.Service), slog.String("table", spec.Table), slog.String("id", r.ID.String()),
+				slog.Int64("row_bytes", n), slog.Int64("max_batch_bytes", e.cfg.MaxBatchBytes))
+			st.cursor = Cursor{At: r.At, ID: r.ID}
+			continue
+		}
+		if size+n > e.cfg.MaxBatchBytes {
+			return included, true
+		}
+		size += n
+		included = append(included, r)
+		st.cursor = Cursor{At: r.At, ID: r.ID}
+	}
+	return included, false
+}
+
+func (e *Engine) manifest(spec TableSpec, rows []Row, cols []Column) (Manifest, []byte, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return Manifest{}, nil, fail(ErrConfig, spec.Table, fmt.Errorf("archive id: %w", err))
+	}
+	now := time.Now().UTC()
+	keys, err := store.NewArchiveKeys(e.cfg.Service, spec.Table, now, id.String())
+	if err != nil {
+		return Manifest{}, nil, fail(ErrConfig, spec.Table, err)
+	}
+	data := EncodeNDJSON(rows)
+	firstID, lastID, firstAt, lastAt := Range(rows)
+	ident := e.store.Identity()
+	return Manifest{
+		Format: Format, ArchiveID: id, Service: e.cfg.Service, Table: spec.Table, RecordCount: len(rows),
+		DataKey: keys.Data, ManifestKey: keys.Manifest, DataSHA256: SHA256Hex(data),
+		Endpoint: ident.Endpoint, Bucket: ident.Bucket,
+		FirstRecordID: firstID, LastRecordID: lastID, FirstRecordAt: firstAt.UTC(), LastRecordAt: lastAt.UTC(),
+		HotWindowDays: e.cfg.HotWindowDays, ArchivedAt: now, ArchivedBy: e.actor,
+		Columns: cols, Fingerprint: Fingerprint(cols),
+	}, data, nil
+}
+
+// prune deletes the archived rows by id and runs the bookkeeping in ONE
+// transaction; a count mismatch or a bookkeeping error rolls both back.
+func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, rows []Row, m Manifest) error {
+	ids := make([]uuid.UUID, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fail(ErrDB, spec.Table, fmt.Errorf("begin: %w", err))
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	n, err := spec.Delete(ctx, tx, int32(e.cfg.HotWindowDays), ids)
+	if err != nil {
+		return fail(ErrDB, spec.Table, fmt.Errorf("delete: %w", err))
+	}
+	if n != int64(len(ids)) {
+		return fail(ErrDB, spec.Table, fmt.Errorf("delete removed %d rows of the %d archived (archive %s): rolled back; the objects are orphans", n, len(ids), m.ArchiveID))
+	}
+	if err := e.bookkeep(ctx, tx, m, e.actor); err != nil {
+		return fail(ErrBookkeep, spec.Table, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fail(ErrDB, spec.Table, fmt.Errorf("commit: %w", err))
+	}
+	return nil
+}
+
+func kindLabel(err error) string {
+	switch {
+	case errors.Is(err, ErrStore):
+		return "store"
+	case errors.Is(err, ErrBookkeep):
+		return "bookkeep"
+	case errors.Is(err, ErrConfig):
+		return "config"
+	default:
+		return "db"
+	}
+}

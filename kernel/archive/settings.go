@@ -1,0 +1,92 @@
+package archive
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/craig/retention/kernel/settings"
+)
+
+// Defaults of the archive settings (key prefix "archive.").
+const (
+	// DefaultHotWindowDays keeps 90 days of audit rows in the database,
+	// where the services' own queries expect them (seed 001).
+	DefaultHotWindowDays = 90
+	// DefaultIntervalSeconds runs a scheduled pass hourly.
+	DefaultIntervalSeconds = 3600
+	// MaxIntervalSeconds is a week: a longer gap lets the hot table grow
+	// past what its queries were sized for.
+	MaxIntervalSeconds = 7 * 24 * 3600
+	// DefaultBatchSize rows per archive object: small enough that one
+	// delete transaction stays short, large enough that objects are few.
+	DefaultBatchSize = 1000
+	// DefaultMaxBatchBytes caps one NDJSON object at 32 MiB, which bounds
+	// the archiver's memory to about twice that at any table size.
+	DefaultMaxBatchBytes int64 = 32 << 20
+	// DefaultScheduledBudget is the batches one scheduled pass may run
+	// (seed 001, D12): about 120k rows an hour at the default batch size.
+	DefaultScheduledBudget = 120
+	// DefaultManualBudget is the batches one `archive run` runs unless told.
+	DefaultManualBudget = 8
+)
+
+// Settings are a service's archive settings. The archiver is OFF unless an
+// operator turns it on (D11: consent).
+type Settings struct {
+	// Enabled is the consent knob: no worker, no probe and no manual run
+	// unless true.
+	Enabled bool `koanf:"enabled"`
+	// HotWindowDays: rows older than this are archived.
+	HotWindowDays int `koanf:"hot_window_days"`
+	// IntervalSeconds between scheduled passes; 0 disables the scheduled
+	// worker (manual runs only).
+	IntervalSeconds int `koanf:"interval_seconds"`
+	// BatchSize is the most rows per archive object.
+	BatchSize int `koanf:"batch_size"`
+	// MaxBatchBytes is the most bytes per archive object; validated against
+	// the store's cap at boot.
+	MaxBatchBytes int64 `koanf:"max_batch_bytes"`
+	// Store is where archives go.
+	Store StoreSettings `koanf:"store"`
+}
+
+// StoreSettings name the object store.
+type StoreSettings struct {
+	// URL is a gocloud bucket URL, e.g.
+	// s3://craig-archive?endpoint=http://127.0.0.1:7070&region=us-east-1&use_path_style=true&disable_https=true
+	URL string `koanf:"url"`
+}
+
+// DefaultSettings returns the archive defaults: disabled.
+func DefaultSettings() Settings {
+	return Settings{
+		HotWindowDays:   DefaultHotWindowDays,
+		IntervalSeconds: DefaultIntervalSeconds,
+		BatchSize:       DefaultBatchSize,
+		MaxBatchBytes:   DefaultMaxBatchBytes,
+	}
+}
+
+// Interval is IntervalSeconds as a duration.
+func (s Settings) Interval() time.Duration { return time.Duration(s.IntervalSeconds) * time.Second }
+
+// Problems validates the archive keys (named with their "archive." prefix).
+func (s Settings) Problems() []settings.Problem {
+	var ps []settings.Problem
+	if s.HotWindowDays < MinHotWindowDays || s.HotWindowDays > MaxHotWindowDays {
+		ps = append(ps, settings.Problem{Key: "archive.hot_window_days", Value: s.HotWindowDays, Reason: fmt.Sprintf("must be between %d and %d days", MinHotWindowDays, MaxHotWindowDays)})
+	}
+	if s.IntervalSeconds < 0 || s.IntervalSeconds > MaxIntervalSeconds {
+		ps = append(ps, settings.Problem{Key: "archive.interval_seconds", Value: s.IntervalSeconds, Reason: fmt.Sprintf("must be between 0 (no scheduled passes) and %d", MaxIntervalSeconds)})
+	}
+	if s.BatchSize < MinBatchSize || s.BatchSize > MaxBatchSize {
+		ps = append(ps, settings.Problem{Key: "archive.batch_size", Value: s.BatchSize, Reason: fmt.Sprintf("must be between %d and %d rows", MinBatchSize, MaxBatchSize)})
+	}
+	if s.MaxBatchBytes < MinMaxBatchBytes {
+		ps = append(ps, settings.Problem{Key: "archive.max_batch_bytes", Value: s.MaxBatchBytes, Reason: fmt.Sprintf("must be at least %d bytes (and at most the store's object cap)", MinMaxBatchBytes)})
+	}
+	if s.Enabled && s.Store.URL == "" {
+		ps = append(ps, settings.Problem{Key: "archive.store.url", Value: `""`, Reason: "required when archive.enabled is true: the bucket URL archives are written to", Related: []string{"archive.enabled"}})
+	}
+	return ps
+}

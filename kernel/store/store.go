@@ -1,0 +1,267 @@
+// Package store is the archive object store: an S3-compatible bucket (or, for
+// unit tests only, a local directory or memory) opened from a gocloud.dev/blob
+// bucket URL, hardened for archives that must never be overwritten (D9).
+//
+// Bucket URLs:
+//
+//	s3://craig-archive?endpoint=http://127.0.0.1:7070&region=us-east-1&use_path_style=true&disable_https=true
+//	file:///abs/dir    (fileblob: unit tests only; IfNotExist is racy)
+//	mem://             (memblob: unit tests only; a fresh empty bucket per Open)
+//
+// The s3 query options are those of gocloud.dev/blob/s3blob v0.47
+// (use_path_style, disable_https, accelerate, ssetype, kmskeyid) and of
+// gocloud.dev/aws.V2ConfigFromURLParams (endpoint, region, profile,
+// hostname_immutable, dualstack, fips, anonymous, role, rate_limiter_capacity,
+// request_checksum_calculation, response_checksum_validation); an unknown
+// option fails Open. Credentials come from the AWS SDK's default chain:
+// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY first, then the shared config
+// files.
+//
+// Only the s3, file and mem drivers are linked in (blank imports below); any
+// other scheme is refused with ErrUnsupportedBackend.
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/fileblob" // file:// (unit tests only)
+	_ "gocloud.dev/blob/memblob"  // mem:// (unit tests only)
+	_ "gocloud.dev/blob/s3blob"   // s3:// (the real store)
+	"gocloud.dev/gcerrors"
+)
+
+// Sentinel errors; every error the package returns wraps at most one of them
+// (errors.Is) next to the driver's own error.
+var (
+	// ErrAlreadyExists: PutCreate found the key taken (S3 412 Precondition
+	// Failed on If-None-Match: *); the existing object is untouched.
+	ErrAlreadyExists = errors.New("store: object already exists")
+	// ErrNotFound: Get of a key that holds no object.
+	ErrNotFound = errors.New("store: object not found")
+	// ErrInvalidKey: a key outside Prefix or not a clean slash-separated path,
+	// or a key segment (service, table, archive id) that fails validation.
+	ErrInvalidKey = errors.New("store: invalid key")
+	// ErrTooLarge: an object larger than MaxObjectBytes.
+	ErrTooLarge = errors.New("store: object too large")
+	// ErrUnsupportedBackend: a bucket URL whose scheme is not s3, file or mem.
+	ErrUnsupportedBackend = errors.New("store: unsupported backend")
+	// ErrBadURL: a bucket URL that cannot be parsed or lacks its bucket.
+	ErrBadURL = errors.New("store: bad bucket URL")
+)
+
+// Bucket URL schemes the package opens.
+const (
+	SchemeS3   = "s3"
+	SchemeFile = "file"
+	SchemeMem  = "mem"
+)
+
+// Content types of the archive objects.
+const (
+	ContentTypeNDJSON = "application/x-ndjson"
+	ContentTypeJSON   = "application/json"
+	// defaultContentType is used when PutCreate gets none: gocloud would
+	// otherwise sniff the bytes, and the stored type would depend on them.
+	defaultContentType = "application/octet-stream"
+)
+
+// maxObjectBytes is the largest object PutCreate accepts and Get returns:
+// 5 GiB, S3's limit for a single PutObject. The archiver's batches are far
+// smaller (max_batch_bytes defaults to 32 MiB and is validated against this
+// cap), and every backend shares the cap so that a configuration valid on a
+// test backend is valid on the real one.
+const maxObjectBytes int64 = 5 << 30
+
+// awsDefaultRegion is assumed for Identity when neither the URL nor the AWS
+// configuration names a region (the SDK's own fallback for S3).
+const awsDefaultRegion = "us-east-1"
+
+// Identity names where the objects live; the archiver records it in every
+// manifest and ledger row so an archive can be found again.
+type Identity struct {
+	// Endpoint is the s3 `endpoint` option as given, the AWS regional
+	// endpoint (https://s3.<region>.amazonaws.com) when absent, or
+	// "file://<abs dir>" / "mem://" for the local backends.
+	Endpoint string
+	// Bucket is the bucket name (s3), the directory's base name (file) or
+	// the URL host, usually empty (mem).
+	Bucket string
+}
+
+// Store is one opened bucket. It is safe for concurrent use.
+type Store struct {
+	bucket   *blob.Bucket
+	scheme   string
+	identity Identity
+}
+
+// Open opens the bucket a URL names (see the package comment for the forms).
+// It does not touch the network: the archiver's boot probe (D10) is what
+// proves the bucket is reachable and writable.
+func Open(ctx context.Context, bucketURL string) (*Store, error) {
+	u, err := url.Parse(bucketURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+	}
+	var id Identity
+	switch u.Scheme {
+	case SchemeS3:
+		if u.Host == "" {
+			return nil, fmt.Errorf("%w: %q names no bucket (want s3://<bucket>?…)", ErrBadURL, redactURL(u))
+		}
+		id = Identity{Endpoint: u.Query().Get("endpoint"), Bucket: u.Host}
+	case SchemeFile:
+		dir, err := fileDir(u)
+		if err != nil {
+			return nil, err
+		}
+		id = Identity{Endpoint: "file://" + filepath.ToSlash(dir), Bucket: filepath.Base(dir)}
+	case SchemeMem:
+		id = Identity{Endpoint: "mem://" + u.Host, Bucket: u.Host}
+	default:
+		return nil, fmt.Errorf("%w: scheme %q (want %s, %s or %s)", ErrUnsupportedBackend, u.Scheme, SchemeS3, SchemeFile, SchemeMem)
+	}
+	b, err := blob.OpenBucket(ctx, bucketURL)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", redactURL(u), err)
+	}
+	if u.Scheme == SchemeS3 && id.Endpoint == "" {
+		id.Endpoint = awsEndpoint(b)
+	}
+	return &Store{bucket: b, scheme: u.Scheme, identity: id}, nil
+}
+
+// fileDir is the directory a file:// URL names, made absolute, read the way
+// fileblob reads it (host "." marks a relative path).
+func fileDir(u *url.URL) (string, error) {
+	p := u.Path
+	if u.Host == "." {
+		p = strings.TrimPrefix(p, "/")
+	}
+	if p == "" {
+		return "", fmt.Errorf("%w: %q names no directory (want file:///abs/dir)", ErrBadURL, u.String())
+	}
+	abs, err := filepath.Abs(filepath.FromSlash(p))
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %w", ErrBadURL, u.String(), err)
+	}
+	return abs, nil
+}
+
+// awsEndpoint is the regional AWS endpoint the S3 client of b resolves to
+// when the URL sets no endpoint.
+func awsEndpoint(b *blob.Bucket) string {
+	region := awsDefaultRegion
+	var client *s3.Client
+	if b.As(&client) && client.Options().Region != "" {
+		region = client.Options().Region
+	}
+	return "https://s3." + region + ".amazonaws.com"
+}
+
+// redactURL hides any userinfo password of a URL for messages.
+func redactURL(u *url.URL) string { return u.Redacted() }
+
+// Identity returns the store's endpoint and bucket.
+func (s *Store) Identity() Identity { return s.identity }
+
+// IsLocalBackend reports whether the store is a local directory or memory:
+// fit for unit tests only (fileblob's IfNotExist is not safe under concurrent
+// writers, memblob is not durable). The archiver refuses such a store (D9).
+func (s *Store) IsLocalBackend() bool { return s.scheme == SchemeFile || s.scheme == SchemeMem }
+
+// MaxObjectBytes is the largest object the store accepts: 5 GiB (see
+// maxObjectBytes).
+func (s *Store) MaxObjectBytes() int64 { return maxObjectBytes }
+
+// PutCreate writes data under key only if no object exists there: a
+// conditional put (blob IfNotExist, S3 If-None-Match: *). When the key is
+// taken it returns an error wrapping ErrAlreadyExists and leaves the existing
+// object untouched. Of several concurrent PutCreate calls on one key exactly
+// one succeeds on S3 (not on the file backend).
+func (s *Store) PutCreate(ctx context.Context, key string, data []byte, contentType string) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if int64(len(data)) > maxObjectBytes {
+		return fmt.Errorf("store: put %s: %w: %d bytes > %d", key, ErrTooLarge, len(data), maxObjectBytes)
+	}
+	if contentType == "" {
+		contentType = defaultContentType
+	}
+	opts := &blob.WriterOptions{ContentType: contentType, IfNotExist: true}
+	// Upload (not WriteAll) hands the driver the whole reader in one call;
+	// s3blob then sends one PutObject up to its part size and a multipart
+	// upload with If-None-Match on completion above it.
+	err := s.bucket.Upload(ctx, key, bytes.NewReader(data), opts)
+	switch {
+	case err == nil:
+		return nil
+	case gcerrors.Code(err) == gcerrors.FailedPrecondition:
+		return fmt.Errorf("store: put %s: %w: %w", key, ErrAlreadyExists, err)
+	default:
+		return fmt.Errorf("store: put %s: %w", key, err)
+	}
+}
+
+// Get returns the bytes stored under key, or an error wrapping ErrNotFound.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	r, err := s.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return nil, fmt.Errorf("store: get %s: %w: %w", key, ErrNotFound, err)
+		}
+		return nil, fmt.Errorf("store: get %s: %w", key, err)
+	}
+	defer func() { _ = r.Close() }()
+	if size := r.Size(); size > maxObjectBytes {
+		return nil, fmt.Errorf("store: get %s: %w: %d bytes > %d", key, ErrTooLarge, size, maxObjectBytes)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, max(r.Size(), 0)))
+	// The limit guards against an object that grew past its announced size.
+	if _, err := io.Copy(buf, io.LimitReader(r, maxObjectBytes+1)); err != nil {
+		return nil, fmt.Errorf("store: get %s: read: %w", key, err)
+	}
+	if int64(buf.Len()) > maxObjectBytes {
+		return nil, fmt.Errorf("store: get %s: %w: more than %d bytes", key, ErrTooLarge, maxObjectBytes)
+	}
+	return buf.Bytes(), nil
+}
+
+// DeleteIfExists deletes the object under key. A missing key is not an
+// error: it returns (false, nil). On S3, deleted is learnt from a HEAD before
+// the DELETE, so two concurrent deletes of one key may both report true.
+func (s *Store) DeleteIfExists(ctx context.Context, key string) (deleted bool, err error) {
+	if err := ValidateKey(key); err != nil {
+		return false, err
+	}
+	err = s.bucket.Delete(ctx, key)
+	switch {
+	case err == nil:
+		return true, nil
+	case gcerrors.Code(err) == gcerrors.NotFound:
+		return false, nil
+	default:
+		return false, fmt.Errorf("store: delete %s: %w", key, err)
+	}
+}
+
+// Close releases the bucket.
+func (s *Store) Close() error {
+	if err := s.bucket.Close(); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
