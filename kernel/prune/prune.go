@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -262,10 +263,21 @@ func (p Policy) runBatch(ctx context.Context, db DB, params BatchParams) (int64,
 		return 0, fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	// set_config(..., true) is SET LOCAL with bound parameters; "0" keeps
-	// the respective timeout off.
-	if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $2, true)",
-		strconv.FormatInt(p.StatementTimeout.Milliseconds(), 10), strconv.FormatInt(p.LockTimeout.Milliseconds(), 10)); err != nil {
+	// set_config(..., true) is SET LOCAL with a bound parameter (in ms). A
+	// timeout left at 0 is not set: the batch keeps the server's (role's,
+	// session's) setting, as the Policy documents.
+	var sets []string
+	var args []any
+	for _, st := range []struct {
+		name string
+		d    time.Duration
+	}{{"statement_timeout", p.StatementTimeout}, {"lock_timeout", p.LockTimeout}} {
+		if st.d > 0 {
+			args = append(args, strconv.FormatInt(st.d.Milliseconds(), 10))
+			sets = append(sets, fmt.Sprintf("set_config('%s', $%d, true)", st.name, len(args)))
+		}
+	}
+	if _, err := tx.Exec(ctx, "SELECT "+strings.Join(sets, ", "), args...); err != nil {
 		return 0, fmt.Errorf("set batch timeouts: %w", err)
 	}
 	n, err := p.DeleteBatch(ctx, tx, params)

@@ -188,6 +188,11 @@ func (s *Store) MaxObjectBytes() int64 { return maxObjectBytes }
 // taken it returns an error wrapping ErrAlreadyExists and leaves the existing
 // object untouched. Of several concurrent PutCreate calls on one key exactly
 // one succeeds on S3 (not on the file backend).
+//
+// The AWS SDK retries a request that failed in transit; when the lost attempt
+// had in fact stored the object, the retry reports ErrAlreadyExists for the
+// caller's own write. A caller that writes each key once (the archiver's keys
+// carry a fresh UUIDv7) can tell by comparing Get's bytes with its own.
 func (s *Store) PutCreate(ctx context.Context, key string, data []byte, contentType string) error {
 	if err := ValidateKey(key); err != nil {
 		return err
@@ -199,9 +204,11 @@ func (s *Store) PutCreate(ctx context.Context, key string, data []byte, contentT
 		contentType = defaultContentType
 	}
 	opts := &blob.WriterOptions{ContentType: contentType, IfNotExist: true}
-	// Upload (not WriteAll) hands the driver the whole reader in one call;
-	// s3blob then sends one PutObject up to its part size and a multipart
-	// upload with If-None-Match on completion above it.
+	// Upload hands the driver the whole reader in one call. s3blob (AWS
+	// transfer manager) sends one PutObject up to 16 MiB and a multipart
+	// upload above, with If-None-Match on CompleteMultipartUpload; the
+	// server answers 412 (code PreconditionFailed) either way, which gocloud
+	// maps to FailedPrecondition (verified against versitygw v1.8.0).
 	err := s.bucket.Upload(ctx, key, bytes.NewReader(data), opts)
 	switch {
 	case err == nil:

@@ -31,14 +31,14 @@ const (
 	// shows several winners in about 2% of rounds, so one round proves little.
 	raceRounds = 8
 	// largeObjectBytes (~5 MiB) is a realistic archive batch, above one
-	// network buffer and below s3blob's 8 MiB multipart part size.
+	// network buffer and below the 16 MiB where s3blob turns multipart.
 	largeObjectBytes = 5<<20 + 123
-	// multipartObjectBytes exceeds s3blob's default 8 MiB part size, so on
-	// S3 the put is a multipart upload whose completion must honour
-	// If-None-Match as well.
-	multipartObjectBytes = 12<<20 + 7
-	// opTimeout bounds every test's store calls; the 12 MiB puts are the
-	// slowest, well under a second on a local server.
+	// multipartObjectBytes exceeds the AWS transfer manager's 16 MiB
+	// multipart threshold (s3blob v0.47), so on S3 the put is a multipart
+	// upload whose CompleteMultipartUpload must honour If-None-Match too.
+	multipartObjectBytes = 17<<20 + 7
+	// opTimeout bounds every test's store calls; the 17 MiB puts are the
+	// slowest, under a second on a local server.
 	opTimeout = 2 * time.Minute
 )
 
@@ -82,7 +82,7 @@ func RunConformance(t *testing.T, open func(t *testing.T) *store.Store, opts ...
 		{"ProbeWriteReadDelete", testProbe},
 		{"EmptyObject", testEmptyObject},
 		{"LargeObject", testLargeObject},
-		{"MultipartSizedObjectNoOverwrite", testMultipartNoOverwrite},
+		{"MultipartObjectNoOverwrite", testMultipartNoOverwrite},
 		{"InvalidKeysRefused", testInvalidKeys},
 		{"Identity", testIdentity},
 	}
