@@ -1008,13 +1008,13 @@ type demoRow struct {
 	reported               bool // the sweep report names the table
 }
 
-// Demo seeds craig_demo_<service> databases with aged and fresh rows, runs one sweep per service and prints before/after counts.
+// Demo seeds craig_demo_<service> databases, runs one sweep per service, archives the aged rule evaluations and prints before/after counts, archives and ledger rows.
 func Demo(ctx context.Context) error {
 	server := envOr("CRAIG_DEMO_SERVER_URL", defaultServerURL)
 	if _, err := withDatabase(server, adminDatabase); err != nil {
 		return fmt.Errorf("CRAIG_DEMO_SERVER_URL: %w", err)
 	}
-	mg.Deps(buildServices)
+	mg.CtxDeps(ctx, buildServices, Store.Up)
 	var rows []demoRow
 	reports := map[string]string{}
 	for _, service := range demoServices {
@@ -1029,7 +1029,91 @@ func Demo(ctx context.Context) error {
 	for _, service := range demoServices {
 		fmt.Printf("\n%s sweep --once --json:\n%s\n", service, reports[service])
 	}
-	return nil
+	return demoArchive(ctx, server)
+}
+
+// demoArchiveBudget lets the demo's one pass archive every aged row it seeds
+// (2,500 at the default batch of 1,000).
+const demoArchiveBudget = "10"
+
+// demoArchive turns the rules archiver on for one manual pass over the demo
+// database (it is OFF by default everywhere, D11) and prints what it wrote.
+func demoArchive(ctx context.Context, server string) error {
+	dbURL, err := withDatabase(server, "craig_demo_rules")
+	if err != nil {
+		return err
+	}
+	storeURL := "s3://" + storeBucket + "?endpoint=http://" + storeAddr + "&region=" + storeRegion + "&use_path_style=true&disable_https=true"
+	fmt.Printf("\n==> ARCHIVER ENABLED FOR THE DEMO ONLY: CRAIG_RULES__ARCHIVE__ENABLED=true, store %s\n", storeURL)
+	env := map[string]string{
+		serviceDatabaseEnv("rules"):        dbURL,
+		"CRAIG_RULES__ARCHIVE__ENABLED":    "true",
+		"CRAIG_RULES__ARCHIVE__STORE__URL": storeURL,
+		"AWS_ACCESS_KEY_ID":                envOr("AWS_ACCESS_KEY_ID", storeAccessKey),
+		"AWS_SECRET_ACCESS_KEY":            envOr("AWS_SECRET_ACCESS_KEY", storeSecretKey),
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", redact(dbURL), err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	before, err := countRows(ctx, conn, []string{"rule_evaluations"})
+	if err != nil {
+		return err
+	}
+	bin := serviceBinary("rules")
+	fmt.Printf("==> %s archive run --json --budget %s --actor demo:mage\n", bin, demoArchiveBudget)
+	out, err := sh.OutputWith(env, bin, "archive", "run", "--json", "--budget", demoArchiveBudget, "--actor", "demo:mage")
+	if err != nil {
+		return fmt.Errorf("%s archive run: %w\n%s", bin, err, out)
+	}
+	var pass struct {
+		More   bool `json:"more"`
+		Tables []struct {
+			Table    string `json:"table"`
+			Archived int64  `json:"archived"`
+			Archives []struct {
+				ArchiveID   string `json:"archive_id"`
+				DataKey     string `json:"data_key"`
+				ManifestKey string `json:"manifest_key"`
+				RecordCount int    `json:"record_count"`
+			} `json:"archives"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal([]byte(out), &pass); err != nil {
+		return fmt.Errorf("%s archive run: unreadable report: %w\n%s", bin, err, out)
+	}
+	after, err := countRows(ctx, conn, []string{"rule_evaluations"})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nrule_evaluations: %d before, %d after (more: %v)\n\n", before["rule_evaluations"], after["rule_evaluations"], pass.More)
+	fmt.Println("| archive_id | records | data_key | manifest_key |")
+	fmt.Println("|---|---:|---|---|")
+	for _, t := range pass.Tables {
+		for _, a := range t.Archives {
+			fmt.Printf("| %s | %d | %s | %s |\n", a.ArchiveID, a.RecordCount, a.DataKey, a.ManifestKey)
+		}
+	}
+	rows, err := conn.Query(ctx, `SELECT archive_id::text, record_count, first_record_id::text, last_record_id::text,
+		to_char(first_record_at, 'YYYY-MM-DD HH24:MI:SS'), to_char(last_record_at, 'YYYY-MM-DD HH24:MI:SS'),
+		store_endpoint, store_bucket, archived_by FROM archive_ledger ORDER BY archived_at, archive_id`)
+	if err != nil {
+		return fmt.Errorf("read archive_ledger: %w", err)
+	}
+	defer rows.Close()
+	fmt.Println("\narchive_ledger:")
+	fmt.Println("| archive_id | records | first_record_id | last_record_id | first_record_at | last_record_at | endpoint | bucket | archived_by |")
+	fmt.Println("|---|---:|---|---|---|---|---|---|---|")
+	for rows.Next() {
+		var id, first, last, firstAt, lastAt, endpoint, bucket, by string
+		var n int
+		if err := rows.Scan(&id, &n, &first, &last, &firstAt, &lastAt, &endpoint, &bucket, &by); err != nil {
+			return fmt.Errorf("read archive_ledger: %w", err)
+		}
+		fmt.Printf("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", id, n, first, last, firstAt, lastAt, endpoint, bucket, by)
+	}
+	return rows.Err()
 }
 
 // buildServices builds every service binary into bin/<service>.
