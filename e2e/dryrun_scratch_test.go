@@ -1,0 +1,255 @@
+//go:build scratch
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/kernel/app"
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/prune"
+	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/kernel/sweep"
+	"github.com/craig/retention/services/exchange"
+	"github.com/craig/retention/services/financial"
+)
+
+// tableCounts counts the rows of every table of the public schema (the
+// swept tables, the must-keep ones and goose's version tables).
+func tableCounts(t *testing.T, db *kerneltest.DB) map[string]int64 {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(),
+		`SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.NotEmpty(t, tables)
+	out := map[string]int64{}
+	for _, table := range tables {
+		out[table] = db.Count(t, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize())
+	}
+	return out
+}
+
+// wantEligible is, per swept table, how many rows of the red-harness seeds
+// (seedOverrun*) are past their window: the overrunning rows plus those
+// within the grace. The oldest of each is overrunAge old.
+var wantEligible = map[string]int64{
+	sweep.OutboxTable:        4,
+	sweep.InboxTable:         3,
+	exchange.SendJobsTable:   4,
+	financial.ReconcileTable: 3,
+}
+
+// dryRunJSON decodes the tables of `sweep --once --dry-run --json` as raw
+// objects, after checking the top-level shape.
+func dryRunJSON(t *testing.T, stdout []byte) []map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(stdout))
+	var raw map[string]any
+	require.NoError(t, dec.Decode(&raw), "stdout: %s", stdout)
+	require.False(t, dec.More(), "stdout holds exactly one JSON object")
+	require.Equal(t, true, raw["dry_run"])
+	require.Equal(t, true, raw["lock_acquired"])
+	var rep struct {
+		Tables []map[string]any `json:"tables"`
+	}
+	require.NoError(t, json.Unmarshal(stdout, &rep))
+	return rep.Tables
+}
+
+// TestSweepDryRun: for every service, `sweep --once --dry-run --json`
+// deletes nothing, reports each table's eligible rows, oldest eligible age
+// and the batches a real run takes, and a real run then deletes exactly
+// what it said in exactly that many batches.
+func TestSweepDryRun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range serviceCases() {
+		t.Run(tc.service, func(t *testing.T) {
+			t.Parallel()
+			// Batches of 2: every table takes more than one.
+			db, env := prepare(t, tc, settings.EnvVar(tc.service, "prune_batch_size")+"=2")
+			before := tableCounts(t, db)
+
+			code, out, errOut := runCmd(t, tc.run, env, "sweep", "--once", "--dry-run", "--json")
+			require.Equal(t, app.ExitOK, code, errOut)
+			require.Equal(t, before, tableCounts(t, db), "a dry run leaves every row of every table in place")
+
+			dry := dryRunJSON(t, out)
+			require.Len(t, dry, len(tc.want), "one entry per swept table")
+			for _, tr := range dry {
+				table := tr["table"].(string)
+				eligible, ok := wantEligible[table]
+				require.True(t, ok, table)
+				require.InDelta(t, 0, tr["deleted"], 0, table)
+				require.InDelta(t, eligible, tr["eligible"], 0, table)
+				require.InDelta(t, overrunAge.Seconds(), tr["oldest_eligible_age_seconds"], ageTolerance.Seconds(),
+					"%s: the oldest eligible row (an older pending row is not eligible)", table)
+				require.InDelta(t, eligible/2+1, tr["batches"], 0, "%s: full batches of 2 and a short one", table)
+				require.Equal(t, false, tr["capped"], table)
+				require.NotContains(t, tr, "skipped")
+				require.NotContains(t, tr, "error")
+			}
+
+			// The text form says it is a dry run.
+			code, text, errOut := runCmd(t, tc.run, env, "sweep", "--once", "--dry-run")
+			require.Equal(t, app.ExitOK, code, errOut)
+			require.Contains(t, string(text), "dry run: nothing deleted")
+			require.Equal(t, before, tableCounts(t, db))
+
+			// The real run does what the dry run said.
+			code, out, errOut = runCmd(t, tc.run, env, "sweep", "--once", "--json")
+			require.Equal(t, app.ExitOK, code, errOut)
+			var ran sweep.Report
+			require.NoError(t, json.Unmarshal(out, &ran))
+			require.False(t, ran.DryRun)
+			require.Len(t, ran.Tables, len(dry))
+			for i, r := range ran.Tables {
+				d := dry[i]
+				require.Equal(t, d["table"], r.Table)
+				require.InDelta(t, d["eligible"], r.Deleted, 0, "%s: deleted = dry-run eligible", r.Table)
+				require.InDelta(t, d["batches"], r.Batches, 0, "%s: batches = dry-run batches", r.Table)
+				require.Equal(t, d["capped"], r.Capped, r.Table)
+				require.Equal(t, before[r.Table]-r.Deleted, db.Count(t, "SELECT count(*) FROM "+r.Table))
+			}
+
+			// Now nothing is eligible: null age, one (empty) batch.
+			code, out, errOut = runCmd(t, tc.run, env, "sweep", "--once", "--dry-run", "--json")
+			require.Equal(t, app.ExitOK, code, errOut)
+			for _, tr := range dryRunJSON(t, out) {
+				require.InDelta(t, 0, tr["eligible"], 0)
+				require.Contains(t, tr, "oldest_eligible_age_seconds")
+				require.Nil(t, tr["oldest_eligible_age_seconds"])
+				require.InDelta(t, 1, tr["batches"], 0)
+			}
+		})
+	}
+}
+
+// TestSweepDryRunDisabledTable: a table whose window is 0 is reported
+// "skipped": "disabled", without eligible rows or age.
+func TestSweepDryRunDisabledTable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range serviceCases() {
+		t.Run(tc.service, func(t *testing.T) {
+			t.Parallel()
+			db, env := prepare(t, tc, settings.EnvVar(tc.service, "event_inbox_retention_days")+"=0")
+			before := tableCounts(t, db)
+			code, out, errOut := runCmd(t, tc.run, env, "sweep", "--once", "--dry-run", "--json")
+			require.Equal(t, app.ExitOK, code, errOut)
+			require.Equal(t, before, tableCounts(t, db))
+			dry := dryRunJSON(t, out)
+			inbox := dry[1]
+			require.Equal(t, sweep.InboxTable, inbox["table"])
+			require.Equal(t, "disabled", inbox["skipped"])
+			require.NotContains(t, inbox, "eligible")
+			require.NotContains(t, inbox, "oldest_eligible_age_seconds")
+			require.InDelta(t, 0, inbox["deleted"], 0)
+			require.InDelta(t, 0, inbox["batches"], 0)
+			require.InDelta(t, wantEligible[sweep.OutboxTable], dry[0]["eligible"], 0, "the other tables are still planned")
+		})
+	}
+}
+
+// conformanceSeed returns rows around a policy's window for its table: on
+// both sides of the cutoff by an hour, far past it, and in every state the
+// predicate must exclude. window is the policy's window in days.
+func conformanceSeed(table string, window int) string {
+	past := fmt.Sprintf("now() - interval '%d days 1 hour'", window)   // just eligible
+	short := fmt.Sprintf("now() - interval '%d days -1 hour'", window) // just not
+	switch table {
+	case sweep.OutboxTable:
+		return fmt.Sprintf(`
+INSERT INTO event_outbox (event_type, payload, created_at, published_at) VALUES
+  ('e', '{}', %[1]s, %[1]s), ('e', '{}', %[2]s, %[2]s),
+  ('e', '{}', now() - interval '400 days', now() - interval '1 day'),
+  ('e', '{}', now() - interval '1 day', now() - interval '1 day');
+INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+  SELECT 'e', '{}', now() - interval '40 days' - g * interval '1 minute', now() - interval '40 days' FROM generate_series(1, 6) AS g;
+INSERT INTO event_outbox (event_type, payload, created_at, last_error) VALUES
+  ('e', '{}', now() - interval '400 days', 'x'), ('e', '{}', %[1]s, NULL);`, past, short)
+	case sweep.InboxTable:
+		return fmt.Sprintf(`
+INSERT INTO event_inbox (event_id, event_type, received_at) VALUES
+  (gen_random_uuid(), 'e', %[1]s), (gen_random_uuid(), 'e', %[2]s), (gen_random_uuid(), 'e', now());
+INSERT INTO event_inbox (event_id, event_type, received_at)
+  SELECT gen_random_uuid(), 'e', now() - interval '40 days' - g * interval '1 minute' FROM generate_series(1, 6) AS g;`, past, short)
+	case exchange.SendJobsTable:
+		return fmt.Sprintf(`
+INSERT INTO exchange_send_jobs (status, completed_at)
+  SELECT s, c FROM unnest(ARRAY['pending', 'in_flight', 'sent', 'failed', 'dead_letter']) AS s,
+       unnest(ARRAY[%[1]s, %[2]s, now() - interval '40 days', now() - interval '400 days', NULL]) AS c;
+INSERT INTO exchange_send_jobs (status, completed_at)
+  SELECT 'sent', now() - interval '40 days' - g * interval '1 minute' FROM generate_series(1, 3) AS g;`, past, short)
+	case financial.ReconcileTable:
+		return fmt.Sprintf(`
+INSERT INTO subsidy_reconcile_queue (processed_at, dead_lettered_at)
+  SELECT p, d FROM unnest(ARRAY[%[1]s, %[2]s, now() - interval '40 days', now() - interval '400 days', NULL]) AS p,
+       unnest(ARRAY[NULL, now() - interval '40 days']::timestamptz[]) AS d;
+INSERT INTO subsidy_reconcile_queue (processed_at)
+  SELECT now() - interval '40 days' - g * interval '1 minute' FROM generate_series(1, 4) AS g;`, past, short)
+	}
+	panic("no conformance seed for " + table)
+}
+
+// TestDryRunConformsToTheDelete is the conformance property of every real
+// policy: the kernel's read-only queries, built from the policy's AgeColumn
+// and Eligible, select exactly what its hand-written batch delete deletes.
+// The dry run's eligible count, batches and cap verdict are what the real
+// run then does, and afterwards nothing is eligible.
+func TestDryRunConformsToTheDelete(t *testing.T) {
+	t.Parallel()
+	exchangeGroups := app.Groups(exchange.Spec(), exchange.DefaultSettings())
+	financialGroups := app.Groups(financial.Spec(), financial.DefaultSettings())
+	policies := []struct {
+		service string
+		policy  prune.Policy
+	}{
+		{exchange.Name, exchangeGroups[0].Policies[0]},
+		{exchange.Name, exchangeGroups[0].Policies[1]},
+		{exchange.Name, exchangeGroups[1].Policies[0]},
+		{financial.Name, financialGroups[1].Policies[0]},
+	}
+	require.Equal(t, []string{sweep.OutboxTable, sweep.InboxTable, exchange.SendJobsTable, financial.ReconcileTable},
+		[]string{policies[0].policy.Table, policies[1].policy.Table, policies[2].policy.Table, policies[3].policy.Table})
+
+	for _, pt := range policies {
+		for _, bounds := range []struct {
+			name     string
+			batch    int
+			cycleCap int64
+		}{{"Uncapped", 3, 0}, {"Capped", 2, 4}} {
+			t.Run(pt.policy.Table+"/"+bounds.name, func(t *testing.T) {
+				t.Parallel()
+				db := kerneltest.ServiceDB(t, pt.service)
+				p := pt.policy
+				p.BatchSize, p.CycleCap = bounds.batch, bounds.cycleCap
+				db.Exec(t, conformanceSeed(p.Table, p.WindowDays))
+				kerneltest.CheckPolicy(t, db, p)
+			})
+		}
+	}
+}
+
+// TestSweepDryRunTextHeader pins the text form of a dry run (the one the
+// README shows): its title line, header and one table's line.
+func TestSweepDryRunTextHeader(t *testing.T) {
+	t.Parallel()
+	tc := serviceCases()[0]
+	_, env := prepare(t, tc)
+	code, out, errOut := runCmd(t, tc.run, env, "sweep", "--once", "--dry-run")
+	require.Equal(t, app.ExitOK, code, errOut)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.Equal(t, "dry run: nothing deleted; leases free now: true", strings.TrimSpace(lines[0]))
+	require.Equal(t, []string{"TABLE", "GROUP", "ELIGIBLE", "OLDEST", "ELIGIBLE", "BATCHES", "WOULD", "CAP", "SKIPPED"}, strings.Fields(lines[1]))
+	require.Len(t, lines, 2+3)
+	require.Equal(t, []string{"event_outbox", "transport", "4", "40d00h", "1", "false", "-"}, strings.Fields(lines[2]))
+}

@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/kernel/app"
+	"github.com/craig/retention/kernel/invariants"
+	"github.com/craig/retention/kernel/prune"
+	"github.com/craig/retention/services/exchange"
+	"github.com/craig/retention/services/financial"
+	"github.com/craig/retention/services/rules"
+	"github.com/craig/retention/services/security"
+)
+
+var integerLiteral = regexp.MustCompile(`\d+`)
+
+// requireTiedToConstants fails unless the integers written in the spec's
+// text are exactly its threshold, its window and the grace constant, and
+// the threshold is the window plus the grace: the text can never state a
+// number the check does not use.
+func requireTiedToConstants(t *testing.T, s invariants.Spec) {
+	t.Helper()
+	var got []int
+	for _, m := range integerLiteral.FindAllString(s.Description, -1) {
+		n, err := strconv.Atoi(m)
+		require.NoError(t, err)
+		got = append(got, n)
+	}
+	require.Equal(t, s.WindowDays+invariants.OverrunGraceDays, s.ThresholdDays, "%s: threshold = window + grace", s.Name)
+	require.ElementsMatch(t, []int{s.ThresholdDays, s.WindowDays, invariants.OverrunGraceDays}, got,
+		"%s: the literals of %q", s.Name, s.Description)
+}
+
+type wantSpec struct {
+	name      string
+	table     string
+	threshold int
+}
+
+var (
+	outboxSpec    = wantSpec{"outbox_retention_overrun", "event_outbox", 32}
+	inboxSpec     = wantSpec{"inbox_retention_overrun", "event_inbox", 33}
+	sendJobsSpec  = wantSpec{"send_jobs_retention_overrun", exchange.SendJobsTable, 32}
+	reconcileSpec = wantSpec{"reconcile_settled_retention_overrun", financial.ReconcileTable, 32}
+)
+
+// TestEveryPolicyGetsItsInvariant: each service's invariants are derived by
+// the kernel from the policies it sweeps, with the seed's names and, at the
+// default windows, the seed's thresholds.
+func TestEveryPolicyGetsItsInvariant(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		service string
+		specs   []invariants.Spec
+		want    []wantSpec
+	}{
+		{exchange.Name, app.InvariantSpecs(exchange.Spec(), exchange.DefaultSettings()), []wantSpec{outboxSpec, inboxSpec, sendJobsSpec}},
+		{financial.Name, app.InvariantSpecs(financial.Spec(), financial.DefaultSettings()), []wantSpec{outboxSpec, inboxSpec, reconcileSpec}},
+		{rules.Name, app.InvariantSpecs(rules.Spec(), rules.DefaultSettings()), []wantSpec{outboxSpec, inboxSpec}},
+		{security.Name, app.InvariantSpecs(security.Spec(), security.DefaultSettings()), []wantSpec{outboxSpec, inboxSpec}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.service, func(t *testing.T) {
+			t.Parallel()
+			require.Len(t, tt.specs, len(tt.want))
+			for i, s := range tt.specs {
+				require.Equal(t, tt.want[i].name, s.Name)
+				require.Equal(t, tt.want[i].table, s.Table)
+				require.Equal(t, tt.want[i].threshold, s.ThresholdDays, s.Name)
+				require.False(t, s.Disabled(), s.Name)
+				requireTiedToConstants(t, s)
+			}
+		})
+	}
+}
+
+// TestRealPolicyDescriptionsFollowTheirWindow: for each of the four real
+// policies, at several windows, the text states exactly the window, the
+// grace and their sum; a changed window changes the text; window 0 is
+// disabled.
+func TestRealPolicyDescriptionsFollowTheirWindow(t *testing.T) {
+	t.Parallel()
+	transport := func(i int) func(window int) prune.Policy {
+		return func(window int) prune.Policy {
+			s := exchange.DefaultSettings()
+			// The inbox must outlive the outbox; set both so each is valid.
+			s.EventOutboxRetentionDays, s.EventInboxRetentionDays = window, window
+			return app.Groups(exchange.Spec(), s)[0].Policies[i]
+		}
+	}
+	policies := []struct {
+		name   string
+		policy func(window int) prune.Policy
+	}{
+		{outboxSpec.name, transport(0)},
+		{inboxSpec.name, transport(1)},
+		{sendJobsSpec.name, func(window int) prune.Policy {
+			s := exchange.DefaultSettings()
+			s.SendJobsRetentionDays = window
+			return exchange.SendJobsPolicy(s)
+		}},
+		{reconcileSpec.name, func(window int) prune.Policy {
+			s := financial.DefaultSettings()
+			s.ReconcileRetentionDays = window
+			return financial.ReconcilePolicy(s)
+		}},
+	}
+	for _, pt := range policies {
+		t.Run(pt.name, func(t *testing.T) {
+			t.Parallel()
+			seen := map[string]int{}
+			for _, window := range []int{1, 7, 30, 31, 90, 365, prune.MaxWindowDays} {
+				p := pt.policy(window)
+				require.NoError(t, p.Inspectable(), "the kernel can build the watchdog's query")
+				s := invariants.FromPolicy(p)
+				require.Equal(t, pt.name, s.Name)
+				require.Equal(t, window, s.WindowDays)
+				requireTiedToConstants(t, s)
+				require.Contains(t, s.Description, p.Eligible, "the text names the predicate")
+				require.Contains(t, s.Description, p.AgeColumn)
+				if other, dup := seen[s.Description]; dup {
+					t.Fatalf("windows %d and %d give the same text %q", other, window, s.Description)
+				}
+				seen[s.Description] = window
+			}
+
+			s := invariants.FromPolicy(pt.policy(0))
+			require.True(t, s.Disabled())
+			require.Zero(t, s.ThresholdDays)
+		})
+	}
+}

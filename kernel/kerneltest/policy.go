@@ -1,0 +1,59 @@
+package kerneltest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/craig/retention/kernel/prune"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// CheckPolicy is the conformance suite every prune.Policy must pass (in the
+// manner of River's riverdrivertest): on a scratch database the caller has
+// seeded with rows the policy must delete AND rows it must keep, the
+// kernel's read-only queries (built from AgeColumn and Eligible) must select
+// exactly what the policy's hand-written batch delete deletes. The dry run's
+// eligible count, batches and cap verdict are what the real run then does;
+// afterwards nothing is eligible and the delete agrees. It deletes the
+// eligible rows.
+func CheckPolicy(t testing.TB, db *DB, p prune.Policy) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, p.Inspectable())
+	countAll := "SELECT count(*) FROM " + pgx.Identifier{p.Table}.Sanitize()
+	total := db.Count(t, countAll)
+
+	plan, err := prune.Plan(ctx, db.Pool, p)
+	require.NoError(t, err)
+	require.Positive(t, plan.Count, "seed rows the policy must delete")
+	require.Less(t, plan.Count, total, "seed rows the policy must keep")
+	require.Equal(t, total, db.Count(t, countAll), "planning deletes nothing")
+
+	rep, err := prune.PruneTable(ctx, db.Pool, p)
+	require.NoError(t, err)
+	require.Equal(t, plan.WouldCap, rep.Capped)
+	require.Equal(t, plan.Batches, int64(rep.Batches))
+	if plan.WouldCap {
+		require.Equal(t, p.CycleCap, rep.Deleted)
+	} else {
+		require.Equal(t, plan.Count, rep.Deleted, "dry-run eligible == rows the real run deletes")
+	}
+	require.Equal(t, total-rep.Deleted, db.Count(t, countAll))
+
+	// Drain the rest; then the kernel's queries find nothing.
+	for rep.Capped {
+		rep, err = prune.PruneTable(ctx, db.Pool, p)
+		require.NoError(t, err)
+	}
+	require.Equal(t, total-plan.Count, db.Count(t, countAll), "everything the plan counted, and nothing else, was deleted")
+	after, err := prune.Plan(ctx, db.Pool, p)
+	require.NoError(t, err)
+	require.Zero(t, after.Count)
+	age, err := prune.OldestEligibleAge(ctx, db.Pool, p)
+	require.NoError(t, err)
+	require.Zero(t, age)
+	rep, err = prune.PruneTable(ctx, db.Pool, p)
+	require.NoError(t, err)
+	require.Zero(t, rep.Deleted, "the delete agrees: nothing left")
+}
