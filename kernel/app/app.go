@@ -150,6 +150,10 @@ func Run[T any](ctx context.Context, spec Spec[T], args []string, stdout, stderr
 		fmt.Fprintf(stderr, "%s %s: unexpected arguments %v\n", spec.Name, cmd, fs.Args())
 		return ExitUsage
 	}
+	if cmd == "archive" && (*budget < 1 || strings.TrimSpace(*actor) == "") {
+		fmt.Fprintf(stderr, "%s archive run: --budget must be at least 1 and --actor non-empty (got %d, %q)\n", spec.Name, *budget, *actor)
+		return ExitUsage
+	}
 	if cmd == "sweep" && !*once {
 		fmt.Fprintf(stderr, "%s sweep: --once is required (the scheduled sweep runs inside serve)\n", spec.Name)
 		return ExitUsage

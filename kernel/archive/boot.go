@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/store"
+	"github.com/google/uuid"
 )
 
 // ErrLocalBackend is returned (wrapped) when the archiver is pointed at the
@@ -20,8 +23,29 @@ var ErrLocalBackend = errors.New("archive: the local-directory store backend is 
 // ErrProbe is returned (wrapped) when the boot probe fails.
 var ErrProbe = errors.New("archive: store probe failed")
 
+// Probe timing. Replicas of one service booting together probe the same
+// key; a prober never deletes another's live object, it waits for it.
+const (
+	// probeStaleAfter is the age past which a probe object is a leftover
+	// of an interrupted boot (a live probe lasts milliseconds).
+	probeStaleAfter = 10 * time.Second
+	// probeWait bounds the wait for the key: a leftover written just
+	// before an interrupted boot becomes stale within it.
+	probeWait = probeStaleAfter + 5*time.Second
+	// probeBackoff is the base of the jittered pause between attempts.
+	probeBackoff = 25 * time.Millisecond
+)
+
+// probePrefix starts every probe object's content, followed by its write
+// time (RFC 3339) and a random id.
+const probePrefix = "craig retention probe "
+
 // Probe writes, reads back and deletes retention-archives/<service>/.probe
-// (D10). A leftover probe object from an interrupted boot is removed first.
+// (D10). The key is taken with a create-only put: while another prober's
+// live object holds it (replicas booting together), Probe waits for it, and
+// a leftover of an interrupted boot (older than probeStaleAfter) is removed.
+// An attempt whose object another prober removed (clearing what it took for
+// a leftover) is retried.
 func Probe(ctx context.Context, st *store.Store, service string) error {
 	if st.IsLocalBackend() {
 		return fmt.Errorf("%w: %s", ErrLocalBackend, st.Identity().Endpoint)
@@ -30,24 +54,84 @@ func Probe(ctx context.Context, st *store.Store, service string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrProbe, err)
 	}
-	if _, err := st.DeleteIfExists(ctx, key); err != nil {
-		return fmt.Errorf("%w: clear %s: %w", ErrProbe, key, err)
+	deadline := time.Now().Add(probeWait)
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 && time.Now().After(deadline) {
+			return fmt.Errorf("%w: %s stayed held by other probers for %v", ErrProbe, key, probeWait)
+		}
+		want := []byte(probePrefix + time.Now().UTC().Format(time.RFC3339Nano) + " " + uuid.NewString())
+		err := st.PutCreate(ctx, key, want, "text/plain")
+		if errors.Is(err, store.ErrAlreadyExists) {
+			held, err := st.Get(ctx, key)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				continue // its prober just finished: take the key
+			case err != nil:
+				return fmt.Errorf("%w: read %s: %w", ErrProbe, key, err)
+			case probeStale(held, time.Now()):
+				if _, err := st.DeleteIfExists(ctx, key); err != nil {
+					return fmt.Errorf("%w: clear leftover %s: %w", ErrProbe, key, err)
+				}
+				continue
+			}
+			// Another replica's live probe: wait for it to finish.
+			if err := probePause(ctx); err != nil {
+				return fmt.Errorf("%w: waiting for %s: %w", ErrProbe, key, err)
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: write %s: %w", ErrProbe, key, err)
+		}
+		got, err := st.Get(ctx, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue // removed under us by a prober clearing a leftover
+		case err != nil:
+			return fmt.Errorf("%w: read %s: %w", ErrProbe, key, err)
+		case !bytes.Equal(got, want):
+			if probeStale(got, time.Now()) || !bytes.HasPrefix(got, []byte(probePrefix)) {
+				return fmt.Errorf("%w: %s read back %d bytes that differ from the %d written", ErrProbe, key, len(got), len(want))
+			}
+			continue // another prober's object replaced ours after a removal
+		}
+		deleted, err := st.DeleteIfExists(ctx, key)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: delete %s: %w", ErrProbe, key, err)
+		case !deleted:
+			continue // removed under us: prove the delete again
+		}
+		return nil
 	}
-	want := []byte("craig retention probe " + time.Now().UTC().Format(time.RFC3339Nano))
-	if err := st.PutCreate(ctx, key, want, "text/plain"); err != nil {
-		return fmt.Errorf("%w: write %s: %w", ErrProbe, key, err)
+}
+
+// probePause sleeps a jittered probeBackoff..4×probeBackoff.
+func probePause(ctx context.Context) error {
+	t := time.NewTimer(probeBackoff + time.Duration(rand.Int64N(int64(3*probeBackoff))))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
-	got, err := st.Get(ctx, key)
+}
+
+// probeStale reports whether a probe object is a leftover: not written by
+// Probe, or written more than probeStaleAfter before (or after) now.
+func probeStale(content []byte, now time.Time) bool {
+	rest, ok := strings.CutPrefix(string(content), probePrefix)
+	if !ok {
+		return true
+	}
+	stamp, _, _ := strings.Cut(rest, " ")
+	at, err := time.Parse(time.RFC3339Nano, stamp)
 	if err != nil {
-		return fmt.Errorf("%w: read %s: %w", ErrProbe, key, err)
+		return true
 	}
-	if !bytes.Equal(got, want) {
-		return fmt.Errorf("%w: %s read back %d bytes that differ from the %d written", ErrProbe, key, len(got), len(want))
-	}
-	if deleted, err := st.DeleteIfExists(ctx, key); err != nil || !deleted {
-		return fmt.Errorf("%w: delete %s (deleted=%v): %w", ErrProbe, key, deleted, err)
-	}
-	return nil
+	age := now.Sub(at)
+	return age > probeStaleAfter || age < -probeStaleAfter
 }
 
 // Boot is the archiver's start-up gate. Disabled: it returns (nil, nil) and
