@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -1154,10 +1155,15 @@ func demoService(ctx context.Context, server, service string) ([]demoRow, string
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 
-	seed := filepath.Join("queries", "demo", service+".sql")
-	fmt.Printf("==> seed %s\n", seed)
-	if err := execFile(ctx, conn, seed); err != nil {
-		return nil, "", err
+	// Every service gets the transport seed, then its own seed if it has one.
+	for _, seed := range []string{filepath.Join("queries", "demo", "transport.sql"), filepath.Join("queries", "demo", service+".sql")} {
+		if _, err := os.Stat(seed); errors.Is(err, fs.ErrNotExist) && !strings.HasSuffix(seed, "transport.sql") {
+			continue
+		}
+		fmt.Printf("==> seed %s\n", seed)
+		if err := execFile(ctx, conn, seed); err != nil {
+			return nil, "", err
+		}
 	}
 	tables, err := userTables(ctx, conn, service)
 	if err != nil {

@@ -1,37 +1,6 @@
--- Demo seed for the rules service database (go tool mage demo). Runs once on
--- a freshly created and migrated craig_demo_rules database. Ages are relative
--- to the database clock, like the sweep's cutoffs. With the default windows
--- (outbox 30 d, inbox 31 d) the sweep deletes exactly the rows marked DELETED.
-
--- event_outbox: 5 aged published (DELETED), 3 aged pending that failed to
--- publish (kept: never swept), 4 fresh published (kept).
-INSERT INTO event_outbox (event_type, payload, created_at, published_at)
-SELECT 'rules.demo.aged_published', jsonb_build_object('seq', g),
-       now() - interval '40 days' - g * interval '1 minute',
-       now() - interval '40 days' - g * interval '1 minute' + interval '2 seconds'
-FROM generate_series(1, 5) AS g;
-
-INSERT INTO event_outbox (event_type, payload, created_at, published_at, last_error)
-SELECT 'rules.demo.aged_pending', jsonb_build_object('seq', g),
-       now() - interval '40 days' - g * interval '1 minute',
-       NULL,
-       'publish: broker did not confirm (demo)'
-FROM generate_series(1, 3) AS g;
-
-INSERT INTO event_outbox (event_type, payload, created_at, published_at)
-SELECT 'rules.demo.fresh_published', jsonb_build_object('seq', g),
-       now() - interval '1 day' - g * interval '1 minute',
-       now() - interval '1 day' - g * interval '1 minute' + interval '2 seconds'
-FROM generate_series(1, 4) AS g;
-
--- event_inbox: 5 received 40 days ago (DELETED), 3 received 10 days ago (kept).
-INSERT INTO event_inbox (event_id, event_type, received_at)
-SELECT gen_random_uuid(), 'upstream.demo.aged', now() - interval '40 days' - g * interval '1 minute'
-FROM generate_series(1, 5) AS g;
-
-INSERT INTO event_inbox (event_id, event_type, received_at)
-SELECT gen_random_uuid(), 'upstream.demo.recent', now() - interval '10 days' - g * interval '1 minute'
-FROM generate_series(1, 3) AS g;
+-- Demo seed for the rules service's own tables (go tool mage demo), run after
+-- queries/demo/transport.sql on a freshly created and migrated craig_demo_rules
+-- database. Ages are relative to the database clock, like the cutoffs.
 
 -- rule_evaluations (archive-then-prune, never swept): 2,500 evaluated 100 days
 -- ago (older than the 90-day hot window: ARCHIVED, then deleted, when the

@@ -1,25 +1,26 @@
--- Demo seed for the security service database (go tool mage demo). Runs once on
--- a freshly created and migrated craig_demo_security database. Ages are relative
+-- Demo seed of the transport tables, run on every service's freshly created and
+-- migrated craig_demo_<service> database (go tool mage demo), before the
+-- service's own seed file (queries/demo/<service>.sql) if it has one. Ages are relative
 -- to the database clock, like the sweep's cutoffs. With the default windows
 -- (outbox 30 d, inbox 31 d) the sweep deletes exactly the rows marked DELETED.
 
 -- event_outbox: 5 aged published (DELETED), 3 aged pending that failed to
 -- publish (kept: never swept), 4 fresh published (kept).
 INSERT INTO event_outbox (event_type, payload, created_at, published_at)
-SELECT 'security.demo.aged_published', jsonb_build_object('seq', g),
+SELECT 'demo.aged_published', jsonb_build_object('seq', g),
        now() - interval '40 days' - g * interval '1 minute',
        now() - interval '40 days' - g * interval '1 minute' + interval '2 seconds'
 FROM generate_series(1, 5) AS g;
 
 INSERT INTO event_outbox (event_type, payload, created_at, published_at, last_error)
-SELECT 'security.demo.aged_pending', jsonb_build_object('seq', g),
+SELECT 'demo.aged_pending', jsonb_build_object('seq', g),
        now() - interval '40 days' - g * interval '1 minute',
        NULL,
        'publish: broker did not confirm (demo)'
 FROM generate_series(1, 3) AS g;
 
 INSERT INTO event_outbox (event_type, payload, created_at, published_at)
-SELECT 'security.demo.fresh_published', jsonb_build_object('seq', g),
+SELECT 'demo.fresh_published', jsonb_build_object('seq', g),
        now() - interval '1 day' - g * interval '1 minute',
        now() - interval '1 day' - g * interval '1 minute' + interval '2 seconds'
 FROM generate_series(1, 4) AS g;
