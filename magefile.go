@@ -1,8 +1,9 @@
 //go:build mage
 
 // Workspace tasks for the CRAIG retention toolkit, run from the repo root as
-// "go tool mage <target>". Aliases: "test" runs test:all and "migrate" runs
-// migrate:up (a mage target cannot share its name with a namespace).
+// "go tool mage <target>". Aliases: "test" runs test:all, "migrate" runs
+// migrate:up and "bench" runs bench:run (a mage target cannot share its name
+// with a namespace).
 package main
 
 import (
@@ -46,6 +47,7 @@ import (
 var Aliases = map[string]any{
 	"test":    Test.All,
 	"migrate": Migrate.Up,
+	"bench":   Bench.Run,
 }
 
 const (
@@ -936,6 +938,25 @@ func hmacSHA256(key []byte, data string) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(data))
 	return m.Sum(nil)
+}
+
+// ------------------------------------------------------------------- bench
+
+// Bench groups the benchmark targets (bench/, README "Performance").
+type Bench mg.Namespace
+
+// Run benchmarks the kernel against the ceiling and its peers on scratch databases and the S3 store (sizes: CRAIG_BENCH_* env), writing bench/results/<date>.json (alias: bench).
+func (Bench) Run(ctx context.Context) error {
+	mg.CtxDeps(ctx, buildServices, Store.Up)
+	fmt.Println("==> go run ./bench/cmd/bench -rules-bin", serviceBinary("rules"))
+	return sh.RunV(mg.GoCmd(), "run", "./bench/cmd/bench", "-rules-bin", serviceBinary("rules"))
+}
+
+// Smoke runs the benchmark at tiny sizes as its scratch test (TestBenchSmoke, also part of test); starts the S3 store.
+func (Bench) Smoke(ctx context.Context) error {
+	mg.CtxDeps(ctx, Store.Up)
+	fmt.Println("==> go test -tags scratch -count=1 -run TestBenchSmoke ./bench")
+	return sh.RunV(mg.GoCmd(), "test", "-tags", "scratch", "-count=1", "-run", "TestBenchSmoke", "./bench")
 }
 
 // -------------------------------------------------------------------- lint

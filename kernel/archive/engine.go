@@ -161,6 +161,18 @@ type tableState struct {
 // holds the lease. Table failures are isolated: they are in the report (and
 // its Err), and the other tables go on. Cancellation is checked between
 // batches.
+//
+// Batches are pipelined two deep: while one batch is uploaded and committed
+// (puts, then the delete's transaction on the lease's connection), the next
+// one is selected and encoded on a connection of the pool. A batch is
+// uploaded only after the one before it has landed (committed, or failed and
+// stopped its table), so the store never holds more than one batch that is
+// not committed, and ledger rows commit in batch order, as without the
+// pipeline. When a batch fails, the batch already selected for its table is
+// dropped (it was only read) and its budget goes to the other tables. The
+// overlap pauses while the batch in flight holds more than half of
+// MaxBatchBytes, so the two batches together stay within about one and a
+// half of it.
 func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 	rep := PassReport{Tables: make([]TableReport, len(e.specs))}
 	for i, s := range e.specs {
@@ -174,6 +186,16 @@ func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 		for i := range states {
 			states[i] = tableState{cursor: Start, active: true}
 		}
+		var inflight *flight
+		land := func() {
+			if inflight == nil {
+				return
+			}
+			f := inflight
+			inflight = nil
+			e.landed(ctx, f.p, <-f.done, &states[f.p.table], &rep.Tables[f.p.table])
+		}
+		defer land() // never leave a flight on the lease's connection
 		for budget > 0 && anyActive(states) {
 			for i, spec := range e.specs {
 				if !states[i].active || budget == 0 {
@@ -182,16 +204,30 @@ func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				budget--
-				if err := e.batch(ctx, conn, spec, &states[i], &rep.Tables[i]); err != nil {
-					states[i].active = false
-					rep.Tables[i].Err = err
-					msg := err.Error()
-					rep.Tables[i].Error = &msg
-					e.metrics.Failures.WithLabelValues(spec.Table, kindLabel(err)).Inc()
-					e.logger.ErrorContext(ctx, "archive batch failed; table stopped for this pass",
-						slog.String("service", e.cfg.Service), slog.String("table", spec.Table), slog.Any("error", err))
+				if inflight != nil && int64(len(inflight.p.data)) > e.cfg.MaxBatchBytes/2 {
+					land()
+					if !states[i].active {
+						continue
+					}
 				}
+				budget--
+				p, err := e.prepare(ctx, i, spec, &states[i], &rep.Tables[i])
+				land()
+				if rep.Tables[i].Err != nil {
+					budget++ // the table's batch in flight failed: this one is dropped unread
+					continue
+				}
+				if err != nil {
+					e.stop(ctx, spec, &states[i], &rep.Tables[i], err)
+					continue
+				}
+				if p == nil {
+					continue // nothing to archive in this batch (all quarantined, or no rows)
+				}
+				if err := ctx.Err(); err != nil {
+					return err // cancelled: the prepared batch is dropped unread
+				}
+				inflight = e.fly(ctx, conn, p)
 			}
 		}
 		return nil
@@ -221,50 +257,107 @@ func anyActive(states []tableState) bool {
 	return false
 }
 
-// batch archives one batch of one table. It leaves st.active true when the
-// table may have more rows (a full selection or a byte-truncated batch).
-func (e *Engine) batch(ctx context.Context, conn *pgx.Conn, spec TableSpec, st *tableState, tr *TableReport) error {
+// prepared is one batch selected, fitted and encoded: what its flight
+// uploads, and the ids its delete removes.
+type prepared struct {
+	table    int
+	ids      []uuid.UUID
+	m        Manifest
+	data     []byte
+	manifest []byte
+}
+
+// flight is a prepared batch being uploaded and committed in the background.
+type flight struct {
+	p    *prepared
+	done chan error
+}
+
+// prepare selects one batch of one table on a connection of the pool, fits
+// it to MaxBatchBytes and encodes its NDJSON and manifest. It leaves
+// st.active true when the table may have more rows (a full selection or a
+// byte-truncated batch), and returns nil when the batch has nothing to
+// archive.
+func (e *Engine) prepare(ctx context.Context, table int, spec TableSpec, st *tableState, tr *TableReport) (*prepared, error) {
 	hot, limit := int32(e.cfg.HotWindowDays), int32(min(e.cfg.BatchSize, math.MaxInt32)) // both validated in New
-	rows, err := spec.Select(ctx, conn, SelectParams{HotWindowDays: hot, After: st.cursor, Limit: limit})
+	rows, err := spec.Select(ctx, e.pool, SelectParams{HotWindowDays: hot, After: st.cursor, Limit: limit})
 	if err != nil {
-		return fail(ErrDB, spec.Table, fmt.Errorf("select: %w", err))
+		return nil, fail(ErrDB, spec.Table, fmt.Errorf("select: %w", err))
 	}
 	full := len(rows) == int(limit)
 	included, truncated := e.fit(ctx, spec, rows, st, tr)
 	st.active = full || truncated
 	if len(included) == 0 {
-		return nil
+		return nil, nil
 	}
 	if st.columns == nil {
-		if st.columns, err = TableColumns(ctx, conn, spec.Table); err != nil {
-			return fail(ErrDB, spec.Table, err)
+		if st.columns, err = TableColumns(ctx, e.pool, spec.Table); err != nil {
+			return nil, fail(ErrDB, spec.Table, err)
 		}
 	}
 	m, data, err := e.manifest(spec, included, st.columns)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	manifestJSON, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return fail(ErrConfig, spec.Table, fmt.Errorf("encode manifest: %w", err))
+		return nil, fail(ErrConfig, spec.Table, fmt.Errorf("encode manifest: %w", err))
 	}
-	if err := e.store.PutCreate(ctx, m.DataKey, data, store.ContentTypeNDJSON); err != nil {
-		return fail(ErrStore, spec.Table, fmt.Errorf("put data %s: %w", m.DataKey, err))
+	ids := make([]uuid.UUID, len(included))
+	for i, r := range included {
+		ids[i] = r.ID
 	}
-	if err := e.store.PutCreate(ctx, m.ManifestKey, manifestJSON, store.ContentTypeJSON); err != nil {
-		return fail(ErrStore, spec.Table, fmt.Errorf("put manifest %s: %w", m.ManifestKey, err))
+	return &prepared{table: table, ids: ids, m: m, data: data, manifest: manifestJSON}, nil
+}
+
+// fly uploads and commits a prepared batch in the background on the lease's
+// connection; its outcome arrives on the flight's done channel.
+func (e *Engine) fly(ctx context.Context, conn *pgx.Conn, p *prepared) *flight {
+	f := &flight{p: p, done: make(chan error, 1)}
+	go func() { f.done <- e.upload(ctx, conn, p) }()
+	return f
+}
+
+// upload puts the data object, then the manifest (neither can overwrite
+// anything), then deletes the rows and books the archive in one transaction.
+func (e *Engine) upload(ctx context.Context, conn *pgx.Conn, p *prepared) error {
+	spec := e.specs[p.table]
+	if err := e.store.PutCreate(ctx, p.m.DataKey, p.data, store.ContentTypeNDJSON); err != nil {
+		return fail(ErrStore, spec.Table, fmt.Errorf("put data %s: %w", p.m.DataKey, err))
 	}
-	if err := e.prune(ctx, conn, spec, included, m); err != nil {
-		return err
+	if err := e.store.PutCreate(ctx, p.m.ManifestKey, p.manifest, store.ContentTypeJSON); err != nil {
+		return fail(ErrStore, spec.Table, fmt.Errorf("put manifest %s: %w", p.m.ManifestKey, err))
 	}
-	tr.Archived += int64(len(included))
+	return e.prune(ctx, conn, spec, p.ids, p.m)
+}
+
+// landed records a flight's outcome: the archive in the report, metrics and
+// log, or the failure that stops its table.
+func (e *Engine) landed(ctx context.Context, p *prepared, err error, st *tableState, tr *TableReport) {
+	spec := e.specs[p.table]
+	if err != nil {
+		e.stop(ctx, spec, st, tr, err)
+		return
+	}
+	m := p.m
+	tr.Archived += int64(len(p.ids))
 	tr.Archives = append(tr.Archives, ArchiveRef{ArchiveID: m.ArchiveID, DataKey: m.DataKey, ManifestKey: m.ManifestKey, RecordCount: m.RecordCount})
-	e.metrics.RowsArchived.WithLabelValues(spec.Table).Add(float64(len(included)))
+	e.metrics.RowsArchived.WithLabelValues(spec.Table).Add(float64(len(p.ids)))
 	e.logger.InfoContext(ctx, "archived rows",
 		slog.String("service", e.cfg.Service), slog.String("table", spec.Table),
 		slog.Int("records", m.RecordCount), slog.String("archive_id", m.ArchiveID.String()),
 		slog.String("data_key", m.DataKey), slog.String("archived_by", e.actor))
-	return nil
+}
+
+// stop records the error that stops a table for this pass.
+func (e *Engine) stop(ctx context.Context, spec TableSpec, st *tableState, tr *TableReport, err error) {
+	st.active = false
+	tr.Err = err
+	msg := err.Error()
+	tr.Error = &msg
+	e.metrics.Failures.WithLabelValues(spec.Table, kindLabel(err)).Inc()
+	e.logger.ErrorContext(ctx, "archive batch failed; table stopped for this pass",
+		slog.String("service", e.cfg.Service), slog.String("table", spec.Table), slog.Any("error", err))
 }
 
 // fit takes rows in order while their NDJSON fits MaxBatchBytes, quarantining
@@ -318,11 +411,7 @@ func (e *Engine) manifest(spec TableSpec, rows []Row, cols []Column) (Manifest, 
 
 // prune deletes the archived rows by id and runs the bookkeeping in ONE
 // transaction; a count mismatch or a bookkeeping error rolls both back.
-func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, rows []Row, m Manifest) error {
-	ids := make([]uuid.UUID, len(rows))
-	for i, r := range rows {
-		ids[i] = r.ID
-	}
+func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, ids []uuid.UUID, m Manifest) error {
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return fail(ErrDB, spec.Table, fmt.Errorf("begin: %w", err))

@@ -4,7 +4,10 @@
 // sqlc-generated :execrows query that deletes at most `limit` eligible rows,
 // computes its cutoff with the database clock and repeats the eligibility
 // predicate in the outer DELETE). PruneTable runs that delete in batches until
-// a short batch, never deleting more than the cycle cap in one call.
+// a short batch, never deleting more than the cycle cap in one call. A batch
+// delete may continue where the previous batch of the same call stopped (a
+// keyset Cursor, CursorFrom), so that a large backlog drains at the speed of
+// its own rows rather than re-reading what earlier batches deleted.
 package prune
 
 import (
@@ -68,7 +71,50 @@ type BatchParams struct {
 }
 
 // DeleteBatchFunc runs one batch delete and returns the rows it deleted.
+// Within PruneTable, ctx carries the call's keyset Cursor (CursorFrom).
 type DeleteBatchFunc func(ctx context.Context, db DB, p BatchParams) (int64, error)
+
+// Cursor is the keyset position of a batch delete that takes its table's
+// rows in the order of a unique key (age column, primary key): the last key
+// the previous batch of the same PruneTable call covered. PruneTable hands
+// every batch of one call the same Cursor, empty at the start, through the
+// batch's context (CursorFrom). A batch delete that uses it starts after the
+// key and, once its DELETE succeeded, moves it to the last key it covered;
+// one that ignores it deletes the same rows, only slower on a large backlog.
+// When a batch fails (a timeout, say), PruneTable puts the cursor back where
+// the batch found it, so the retried batch covers the same keys.
+type Cursor struct {
+	at  time.Time
+	id  [16]byte
+	set bool
+}
+
+// Key returns the cursor's key, and false when no batch has covered one yet
+// (start from the beginning of the table).
+func (c *Cursor) Key() (at time.Time, id [16]byte, ok bool) {
+	if c == nil {
+		return time.Time{}, [16]byte{}, false
+	}
+	return c.at, c.id, c.set
+}
+
+// Advance moves the cursor to the last key a batch covered. A nil cursor
+// (a batch delete called outside PruneTable) ignores it.
+func (c *Cursor) Advance(at time.Time, id [16]byte) {
+	if c != nil {
+		c.at, c.id, c.set = at, id, true
+	}
+}
+
+type cursorKey struct{}
+
+// CursorFrom returns the keyset cursor of the PruneTable call whose batch ctx
+// belongs to, or nil outside one (a nil *Cursor is valid: it has no key and
+// ignores Advance).
+func CursorFrom(ctx context.Context) *Cursor {
+	c, _ := ctx.Value(cursorKey{}).(*Cursor)
+	return c
+}
 
 // Policy is one swept table.
 type Policy struct {
@@ -102,7 +148,14 @@ type Policy struct {
 
 	// StatementTimeout and LockTimeout bound each batch on the server
 	// (SET LOCAL in the batch's own transaction); 0 leaves the server's
-	// setting and runs the batch without an explicit transaction.
+	// setting and runs the batch without an explicit transaction. A batch in
+	// its own transaction also commits asynchronously (SET LOCAL
+	// synchronous_commit = off, unless PruneTable runs inside the caller's
+	// transaction): it does not wait for its WAL to reach the disk, which
+	// would otherwise cost one WAL flush per batch. A server crash may undo
+	// the last batches' deletes (never a part of one, never a later batch
+	// without the earlier ones: WAL is replayed in order); the next cycle
+	// deletes those rows again.
 	StatementTimeout time.Duration
 	LockTimeout      time.Duration
 	// ReducedBatchSize is the batch size after MaxConsecutiveTimeouts
@@ -210,6 +263,8 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 	}
 	batch, capRows := p.batchSize(), p.cycleCap()
 	consecutiveTimeouts := 0
+	cursor := &Cursor{}
+	bctx := context.WithValue(ctx, cursorKey{}, cursor)
 	for {
 		if err := ctx.Err(); err != nil {
 			return rep, fmt.Errorf("prune %s: %w", p.Table, err)
@@ -226,8 +281,10 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 		if err != nil {
 			return rep, fmt.Errorf("prune %s: limit: %w", p.Table, err)
 		}
-		n, err := p.runBatch(ctx, db, BatchParams{WindowDays: window, Limit: limit})
+		saved := *cursor
+		n, err := p.runBatch(bctx, db, BatchParams{WindowDays: window, Limit: limit})
 		if err != nil {
+			*cursor = saved // the batch's keys are not done: the retry covers them again
 			if !isTimeout(err) || ctx.Err() != nil {
 				return rep, fmt.Errorf("prune %s: batch %d: %w", p.Table, rep.Batches+1, err)
 			}
@@ -268,6 +325,12 @@ func (p Policy) runBatch(ctx context.Context, db DB, params BatchParams) (int64,
 	// session's) setting, as the Policy documents.
 	var sets []string
 	var args []any
+	if _, nested := db.(pgx.Tx); !nested {
+		// The batch's own commit need not wait for the WAL flush (see
+		// Policy.StatementTimeout); inside the caller's transaction the
+		// setting would reach the caller's commit, so it is left alone.
+		sets = append(sets, "set_config('synchronous_commit', 'off', true)")
+	}
 	for _, st := range []struct {
 		name string
 		d    time.Duration

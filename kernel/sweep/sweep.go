@@ -21,6 +21,7 @@ import (
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -67,19 +68,94 @@ func Transport(c TransportConfig) Group {
 			{
 				Table: OutboxTable, WindowDays: c.OutboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
 				AgeColumn: "created_at", Eligible: "published_at IS NOT NULL", Invariant: "outbox_retention_overrun",
-				DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
-					return queries.New(db).DeletePublishedOutboxBatch(ctx, queries.DeletePublishedOutboxBatchParams{WindowDays: p.WindowDays, BatchLimit: p.Limit})
-				},
+				DeleteBatch: deleteOutboxBatch,
 			},
 			{
 				Table: InboxTable, WindowDays: c.InboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
 				AgeColumn: "received_at", Eligible: "TRUE", Invariant: "inbox_retention_overrun",
-				DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
-					return queries.New(db).DeleteInboxBatch(ctx, queries.DeleteInboxBatchParams{WindowDays: p.WindowDays, BatchLimit: p.Limit})
-				},
+				DeleteBatch: deleteInboxBatch,
 			},
 		},
 	}
+}
+
+// deleteOutboxBatch deletes the next batch of published outbox rows older
+// than the window, in (created_at, id) order after the call's cursor
+// (queries/kernel/sweep.sql).
+func deleteOutboxBatch(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
+	q, cur := queries.New(db), prune.CursorFrom(ctx)
+	afterAt, afterID := keysetStart(cur)
+	throughAt, throughID := keysetEnd()
+	b, err := q.OutboxSweepBound(ctx, queries.OutboxSweepBoundParams{
+		WindowDays: p.WindowDays, AfterCreatedAt: afterAt, AfterID: afterID, BatchLimit: p.Limit,
+	})
+	bounded := err == nil
+	switch {
+	case bounded:
+		throughAt, throughID = b.CreatedAt, b.ID
+	case !errors.Is(err, pgx.ErrNoRows): // none: fewer than Limit remain, the batch takes them all
+		return 0, fmt.Errorf("outbox sweep bound: %w", err)
+	}
+	n, err := q.DeletePublishedOutboxBatch(ctx, queries.DeletePublishedOutboxBatchParams{
+		WindowDays: p.WindowDays, AfterCreatedAt: afterAt, AfterID: afterID,
+		ThroughCreatedAt: throughAt, ThroughID: throughID, BatchLimit: p.Limit,
+	})
+	if err != nil {
+		return 0, err
+	}
+	if bounded {
+		cur.Advance(throughAt.Time, throughID.Bytes)
+	}
+	return n, nil
+}
+
+// deleteInboxBatch deletes the next batch of inbox rows older than the
+// window, in (received_at, event_id) order after the call's cursor.
+func deleteInboxBatch(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
+	q, cur := queries.New(db), prune.CursorFrom(ctx)
+	afterAt, afterID := keysetStart(cur)
+	throughAt, throughID := keysetEnd()
+	b, err := q.InboxSweepBound(ctx, queries.InboxSweepBoundParams{
+		WindowDays: p.WindowDays, AfterReceivedAt: afterAt, AfterID: afterID, BatchLimit: p.Limit,
+	})
+	bounded := err == nil
+	switch {
+	case bounded:
+		throughAt, throughID = b.ReceivedAt, b.EventID
+	case !errors.Is(err, pgx.ErrNoRows):
+		return 0, fmt.Errorf("inbox sweep bound: %w", err)
+	}
+	n, err := q.DeleteInboxBatch(ctx, queries.DeleteInboxBatchParams{
+		WindowDays: p.WindowDays, AfterReceivedAt: afterAt, AfterID: afterID,
+		ThroughReceivedAt: throughAt, ThroughID: throughID, BatchLimit: p.Limit,
+	})
+	if err != nil {
+		return 0, err
+	}
+	if bounded {
+		cur.Advance(throughAt.Time, throughID.Bytes)
+	}
+	return n, nil
+}
+
+// keysetStart is where a batch starts: after the cursor's key, or before
+// every key ('-infinity', the nil uuid) when the cursor has none.
+func keysetStart(c *prune.Cursor) (pgtype.Timestamptz, pgtype.UUID) {
+	at, id, ok := c.Key()
+	if !ok {
+		return pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, pgtype.UUID{Valid: true}
+	}
+	return pgtype.Timestamptz{Time: at, Valid: true}, pgtype.UUID{Bytes: id, Valid: true}
+}
+
+// keysetEnd is past every key ('infinity', the max uuid): the end of the
+// last batch, which takes whatever remains.
+func keysetEnd() (pgtype.Timestamptz, pgtype.UUID) {
+	last := pgtype.UUID{Valid: true}
+	for i := range last.Bytes {
+		last.Bytes[i] = 0xff
+	}
+	return pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}, last
 }
 
 // Bounds are the per-batch limits a service configures once for all its

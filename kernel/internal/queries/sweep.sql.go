@@ -7,24 +7,45 @@ package queries
 
 import (
 	"context"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 const deleteInboxBatch = `-- name: DeleteInboxBatch :execrows
 DELETE FROM event_inbox
-WHERE ctid = ANY (ARRAY(
-        SELECT i.ctid FROM event_inbox AS i
-        WHERE i.received_at < now() - make_interval(days => $1::int)
-        LIMIT $2::int))
-  AND received_at < now() - make_interval(days => $1::int)
+WHERE received_at < now() - make_interval(days => $1::int)
+  AND (received_at, event_id) > ($2::timestamptz, $3::uuid)
+  AND (received_at, event_id) <= ($4::timestamptz, $5::uuid)
+  AND (received_at, event_id) <= (
+        SELECT coalesce(b.received_at, 'infinity'::timestamptz), coalesce(b.event_id, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+        FROM (SELECT 1) AS one
+        LEFT JOIN LATERAL (
+            SELECT i.received_at, i.event_id FROM event_inbox AS i
+            WHERE i.received_at < now() - make_interval(days => $1::int)
+              AND (i.received_at, i.event_id) > ($2::timestamptz, $3::uuid)
+            ORDER BY i.received_at, i.event_id
+            OFFSET $6::int - 1
+            LIMIT 1) AS b ON true)
 `
 
 type DeleteInboxBatchParams struct {
-	WindowDays int32
-	BatchLimit int32
+	WindowDays        int32
+	AfterReceivedAt   pgtype.Timestamptz
+	AfterID           pgtype.UUID
+	ThroughReceivedAt pgtype.Timestamptz
+	ThroughID         pgtype.UUID
+	BatchLimit        int32
 }
 
 func (q *Queries) DeleteInboxBatch(ctx context.Context, arg DeleteInboxBatchParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteInboxBatch, arg.WindowDays, arg.BatchLimit)
+	result, err := q.db.Exec(ctx, deleteInboxBatch,
+		arg.WindowDays,
+		arg.AfterReceivedAt,
+		arg.AfterID,
+		arg.ThroughReceivedAt,
+		arg.ThroughID,
+		arg.BatchLimit,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -32,31 +53,133 @@ func (q *Queries) DeleteInboxBatch(ctx context.Context, arg DeleteInboxBatchPara
 }
 
 const deletePublishedOutboxBatch = `-- name: DeletePublishedOutboxBatch :execrows
-
 DELETE FROM event_outbox
-WHERE ctid = ANY (ARRAY(
-        SELECT o.ctid FROM event_outbox AS o
-        WHERE o.published_at IS NOT NULL
-          AND o.created_at < now() - make_interval(days => $1::int)
-        LIMIT $2::int))
-  AND published_at IS NOT NULL
+WHERE published_at IS NOT NULL
   AND created_at < now() - make_interval(days => $1::int)
+  AND (created_at, id) > ($2::timestamptz, $3::uuid)
+  AND (created_at, id) <= ($4::timestamptz, $5::uuid)
+  AND (created_at, id) <= (
+        SELECT coalesce(b.created_at, 'infinity'::timestamptz), coalesce(b.id, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+        FROM (SELECT 1) AS one
+        LEFT JOIN LATERAL (
+            SELECT o.created_at, o.id FROM event_outbox AS o
+            WHERE o.published_at IS NOT NULL
+              AND o.created_at < now() - make_interval(days => $1::int)
+              AND (o.created_at, o.id) > ($2::timestamptz, $3::uuid)
+            ORDER BY o.created_at, o.id
+            OFFSET $6::int - 1
+            LIMIT 1) AS b ON true)
 `
 
 type DeletePublishedOutboxBatchParams struct {
-	WindowDays int32
-	BatchLimit int32
+	WindowDays       int32
+	AfterCreatedAt   pgtype.Timestamptz
+	AfterID          pgtype.UUID
+	ThroughCreatedAt pgtype.Timestamptz
+	ThroughID        pgtype.UUID
+	BatchLimit       int32
 }
 
-// Transport sweep batch deletes. Each deletes at most batch_limit rows that are
-// older than window_days by the DATABASE clock, and the outer DELETE repeats
-// the eligibility predicate: a row changed between the inner selection and the
-// delete (a replay re-nulling published_at, say) is re-checked and kept.
-// now() is fixed for the statement, so both cutoffs are the same instant.
 func (q *Queries) DeletePublishedOutboxBatch(ctx context.Context, arg DeletePublishedOutboxBatchParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deletePublishedOutboxBatch, arg.WindowDays, arg.BatchLimit)
+	result, err := q.db.Exec(ctx, deletePublishedOutboxBatch,
+		arg.WindowDays,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.ThroughCreatedAt,
+		arg.ThroughID,
+		arg.BatchLimit,
+	)
 	if err != nil {
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const inboxSweepBound = `-- name: InboxSweepBound :one
+SELECT i.received_at, i.event_id FROM event_inbox AS i
+WHERE i.received_at < now() - make_interval(days => $1::int)
+  AND (i.received_at, i.event_id) > ($2::timestamptz, $3::uuid)
+ORDER BY i.received_at, i.event_id
+OFFSET $4::int - 1
+LIMIT 1
+`
+
+type InboxSweepBoundParams struct {
+	WindowDays      int32
+	AfterReceivedAt pgtype.Timestamptz
+	AfterID         pgtype.UUID
+	BatchLimit      int32
+}
+
+type InboxSweepBoundRow struct {
+	ReceivedAt pgtype.Timestamptz
+	EventID    pgtype.UUID
+}
+
+func (q *Queries) InboxSweepBound(ctx context.Context, arg InboxSweepBoundParams) (InboxSweepBoundRow, error) {
+	row := q.db.QueryRow(ctx, inboxSweepBound,
+		arg.WindowDays,
+		arg.AfterReceivedAt,
+		arg.AfterID,
+		arg.BatchLimit,
+	)
+	var i InboxSweepBoundRow
+	err := row.Scan(&i.ReceivedAt, &i.EventID)
+	return i, err
+}
+
+const outboxSweepBound = `-- name: OutboxSweepBound :one
+
+SELECT o.created_at, o.id FROM event_outbox AS o
+WHERE o.published_at IS NOT NULL
+  AND o.created_at < now() - make_interval(days => $1::int)
+  AND (o.created_at, o.id) > ($2::timestamptz, $3::uuid)
+ORDER BY o.created_at, o.id
+OFFSET $4::int - 1
+LIMIT 1
+`
+
+type OutboxSweepBoundParams struct {
+	WindowDays     int32
+	AfterCreatedAt pgtype.Timestamptz
+	AfterID        pgtype.UUID
+	BatchLimit     int32
+}
+
+type OutboxSweepBoundRow struct {
+	CreatedAt pgtype.Timestamptz
+	ID        pgtype.UUID
+}
+
+// Transport sweep batch deletes, keyset style. Each table's rows are taken in
+// the order of a unique sweep key, its age column then its primary key
+// ((created_at, id), (received_at, event_id)), which its sweep index holds
+// (migrations/transport/00003). One batch is two statements:
+//
+//  1. <Table>SweepBound reads the key of the batch_limit-th eligible row
+//     after the cursor (the previous batch's last key; '-infinity' and the
+//     nil uuid at the start) from the index alone. No row means fewer than
+//     batch_limit remain: the batch takes them all (through = 'infinity').
+//  2. The batch delete removes the eligible rows in (after, through]. It
+//     reads them through the index once, in key order, and repeats the
+//     bound's own subquery, so that however the table changed in between
+//     it deletes at most batch_limit rows (its snapshot's first ones after
+//     the cursor). The known `through` is there for the planner: with it,
+//     the plan is a range scan of the sweep index.
+//
+// Both compute their cutoff with the DATABASE clock, and the delete repeats
+// the eligibility predicate: a row changed between the bound and the delete
+// (a replay re-nulling published_at, say) is re-checked and kept. now() is
+// fixed for a statement (and for a transaction: a batch with timeouts runs in
+// its own), so every cutoff of one statement is the same instant.
+func (q *Queries) OutboxSweepBound(ctx context.Context, arg OutboxSweepBoundParams) (OutboxSweepBoundRow, error) {
+	row := q.db.QueryRow(ctx, outboxSweepBound,
+		arg.WindowDays,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.BatchLimit,
+	)
+	var i OutboxSweepBoundRow
+	err := row.Scan(&i.CreatedAt, &i.ID)
+	return i, err
 }

@@ -1,0 +1,270 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/migrations"
+	"github.com/jackc/pgx/v5"
+)
+
+// Archive configurations.
+const (
+	cfgArchive = "archive_pass"
+	cfgCopy    = "copy_to_stdout"
+)
+
+// archiveActor is recorded as archived_by by the benchmark's passes.
+const archiveActor = "bench:archive"
+
+// Credentials of the local versitygw (store:up's root user), used when the
+// environment names none, as the test harness does.
+const (
+	localS3AccessKey = "craig"
+	localS3SecretKey = "craigsecret"
+)
+
+// passReport is the part of `rules archive run --json` the benchmark reads.
+type passReport struct {
+	More   bool `json:"more"`
+	Tables []struct {
+		Table    string  `json:"table"`
+		Archived int64   `json:"archived"`
+		Error    *string `json:"error"`
+		Archives []struct {
+			DataKey     string `json:"data_key"`
+			ManifestKey string `json:"manifest_key"`
+		} `json:"archives"`
+	} `json:"tables"`
+}
+
+// runArchive measures an archive pass of the aged rule evaluations (the
+// rules binary as a child process, against the real S3 server) against
+// COPY of the same rows, in Rounds interleaved rounds.
+func (r *runner) runArchive(ctx context.Context) (*ArchiveResult, error) {
+	as := archive.DefaultSettings()
+	if as.HotWindowDays != archiveCeilingWindowDays {
+		return nil, fmt.Errorf("the COPY ceiling's literal window (%d days) differs from the archiver's default hot window (%d): update copyAgedEvaluations",
+			archiveCeilingWindowDays, as.HotWindowDays)
+	}
+	hot := max(r.cfg.ArchiveRows/10, 1)
+	r.cfg.logf("archive: seeding %d aged + %d hot rule_evaluations", r.cfg.ArchiveRows, hot)
+	sets, err := migrations.ForService("rules")
+	if err != nil {
+		return nil, err
+	}
+	tpl := r.srv.name("archive")
+	err = r.buildTemplate(ctx, tpl, sets, func(conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, seedRuleEvaluations, r.cfg.ArchiveRows+hot, r.cfg.ArchiveRows); err != nil {
+			return fmt.Errorf("seed rule_evaluations: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var aged int64
+	if err := withConn(ctx, r.mustURL(tpl), func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, countAgedEvaluations, as.HotWindowDays).Scan(&aged)
+	}); err != nil {
+		return nil, err
+	}
+	if aged != int64(r.cfg.ArchiveRows) {
+		return nil, fmt.Errorf("seeded %d aged rows, want %d", aged, r.cfg.ArchiveRows)
+	}
+	st, err := store.Open(ctx, r.cfg.S3URL)
+	if err != nil {
+		return nil, fmt.Errorf("open the S3 store (start it with `go tool mage store:up`): %w", err)
+	}
+	defer func() { _ = st.Close() }()
+
+	res := &ArchiveResult{
+		Rows: r.cfg.ArchiveRows, HotRows: hot, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes,
+		RSSGoalMiB: 64 + float64(as.MaxBatchBytes)/(1<<20),
+	}
+	configs := []string{cfgArchive, cfgCopy}
+	for round := range r.cfg.Rounds {
+		for i := range configs {
+			name := configs[(i+round)%len(configs)]
+			var run ArchiveRun
+			var err error
+			if name == cfgArchive {
+				run, err = r.archiveOnce(ctx, st, tpl, round, as)
+			} else {
+				run, err = r.copyOnce(ctx, tpl, round)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("archive %s round %d: %w", name, round+1, err)
+			}
+			run.Order = i + 1
+			r.cfg.logf("archive round %d/%d %-15s %7d rows %8.0f rows/s in %6.2f s, peak RSS %.1f MiB",
+				round+1, r.cfg.Rounds, name, run.Rows, run.RowsPerSec, run.Seconds, run.PeakRSSMiB)
+			res.Runs = append(res.Runs, run)
+		}
+	}
+	var arch, cp, ratios, rss []float64
+	for _, run := range res.Runs {
+		if run.Config == cfgCopy {
+			cp = append(cp, run.RowsPerSec)
+			continue
+		}
+		arch, rss = append(arch, run.RowsPerSec), append(rss, run.PeakRSSMiB)
+		res.PeakRSSMaxMiB = max(res.PeakRSSMaxMiB, run.PeakRSSMiB)
+		for _, other := range res.Runs {
+			if other.Config == cfgCopy && other.Round == run.Round && other.RowsPerSec > 0 {
+				ratios = append(ratios, run.RowsPerSec/other.RowsPerSec)
+			}
+		}
+	}
+	res.ArchiveRowsPS, res.CopyRowsPS, res.Ratio, res.PeakRSSMiB = median(arch), median(cp), round3(median(ratios)), median(rss)
+	return res, nil
+}
+
+// archiveOnce runs `rules archive run` on a fresh copy, timing the whole
+// child process (start-up and the store's boot probe included) and reading
+// its peak RSS; then it deletes the objects the pass wrote.
+func (r *runner) archiveOnce(ctx context.Context, st *store.Store, tpl string, round int, as archive.Settings) (ArchiveRun, error) {
+	run := ArchiveRun{Config: cfgArchive, Round: round + 1}
+	db, err := r.srv.copyOf(ctx, tpl, "archive", round)
+	if err != nil {
+		return run, err
+	}
+	defer r.discard(db.name)
+	budget := (r.cfg.ArchiveRows+as.BatchSize-1)/as.BatchSize + 1 // + the short batch that ends the table
+	cmd := exec.CommandContext(ctx, r.cfg.RulesBinary, "archive", "run", "--json", "--budget", strconv.Itoa(budget), "--actor", archiveActor)
+	cmd.Env = archiveEnv(os.Environ(), db.url, r.cfg.S3URL)
+	var stdout bytes.Buffer
+	stderr := &tailBuffer{max: 16 << 10}
+	cmd.Stdout, cmd.Stderr = &stdout, stderr
+	start := time.Now()
+	runErr := cmd.Run()
+	elapsed := time.Since(start)
+
+	var rep passReport
+	parseErr := json.Unmarshal(stdout.Bytes(), &rep)
+	var keys []string
+	for _, t := range rep.Tables {
+		for _, a := range t.Archives {
+			keys = append(keys, a.DataKey, a.ManifestKey)
+		}
+	}
+	cleanupErr := deleteObjects(ctx, st, keys)
+	switch {
+	case runErr != nil:
+		return run, fmt.Errorf("%s archive run: %w\n%s", r.cfg.RulesBinary, runErr, stderr.String())
+	case parseErr != nil:
+		return run, fmt.Errorf("%s archive run: unreadable report: %w\n%s", r.cfg.RulesBinary, parseErr, stdout.String())
+	case cleanupErr != nil:
+		return run, cleanupErr
+	}
+	for _, t := range rep.Tables {
+		if t.Error != nil {
+			return run, fmt.Errorf("archive run: table %s: %s", t.Table, *t.Error)
+		}
+		run.Rows += t.Archived
+		run.Archives += len(t.Archives)
+	}
+	if run.Rows != int64(r.cfg.ArchiveRows) || rep.More {
+		return run, fmt.Errorf("archive run archived %d rows (more: %v), want all %d aged rows with the budget of %d batches",
+			run.Rows, rep.More, r.cfg.ArchiveRows, budget)
+	}
+	run.Seconds, run.RowsPerSec = elapsed.Seconds(), float64(run.Rows)/elapsed.Seconds()
+	if b, ok := peakRSSBytes(cmd.ProcessState); ok {
+		run.PeakRSSMiB = float64(b) / (1 << 20)
+	}
+	return run, nil
+}
+
+// copyOnce streams the same aged rows out with COPY on a fresh copy.
+func (r *runner) copyOnce(ctx context.Context, tpl string, round int) (ArchiveRun, error) {
+	run := ArchiveRun{Config: cfgCopy, Round: round + 1}
+	db, err := r.srv.copyOf(ctx, tpl, "copy", round)
+	if err != nil {
+		return run, err
+	}
+	defer r.discard(db.name)
+	err = withConn(ctx, db.url, func(conn *pgx.Conn) error {
+		var w countingWriter
+		start := time.Now()
+		tag, err := conn.PgConn().CopyTo(ctx, &w, copyAgedEvaluations)
+		elapsed := time.Since(start)
+		if err != nil {
+			return fmt.Errorf("copy: %w", err)
+		}
+		run.Rows, run.Bytes = tag.RowsAffected(), w.n
+		run.Seconds, run.RowsPerSec = elapsed.Seconds(), float64(run.Rows)/elapsed.Seconds()
+		return nil
+	})
+	if err == nil && run.Rows != int64(r.cfg.ArchiveRows) {
+		err = fmt.Errorf("COPY streamed %d rows, want %d", run.Rows, r.cfg.ArchiveRows)
+	}
+	return run, err
+}
+
+// archiveEnv is the child's environment: the parent's without any rules
+// setting (so nothing but the defaults and these apply), the scratch
+// database, the archiver enabled with the bucket, and the local store's
+// credentials when the environment names none.
+func archiveEnv(parent []string, dbURL, s3URL string) []string {
+	var env []string
+	hasKey, hasSecret := false, false
+	for _, kv := range parent {
+		if strings.HasPrefix(kv, "CRAIG_RULES__") {
+			continue
+		}
+		hasKey = hasKey || strings.HasPrefix(kv, "AWS_ACCESS_KEY_ID=")
+		hasSecret = hasSecret || strings.HasPrefix(kv, "AWS_SECRET_ACCESS_KEY=")
+		env = append(env, kv)
+	}
+	if !hasKey && !hasSecret {
+		env = append(env, "AWS_ACCESS_KEY_ID="+localS3AccessKey, "AWS_SECRET_ACCESS_KEY="+localS3SecretKey)
+	}
+	return append(env,
+		"CRAIG_RULES__DATABASE_URL="+dbURL,
+		"CRAIG_RULES__ARCHIVE__ENABLED=true",
+		"CRAIG_RULES__ARCHIVE__STORE__URL="+s3URL,
+	)
+}
+
+// deleteObjects removes the objects a benchmark pass wrote.
+func deleteObjects(ctx context.Context, st *store.Store, keys []string) error {
+	for _, k := range keys {
+		if _, err := st.DeleteIfExists(ctx, k); err != nil {
+			return fmt.Errorf("delete benchmark object %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// countingWriter counts and discards what COPY streams.
+type countingWriter struct{ n int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.n += int64(len(p))
+	return len(p), nil
+}
+
+// tailBuffer keeps the last max bytes written (a child's log, for errors).
+type tailBuffer struct {
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.b) }

@@ -1,0 +1,112 @@
+//go:build scratch
+
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/craig/retention/bench"
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// TestBenchSmoke runs every scenario of the benchmark at tiny sizes (the
+// `bench:smoke` target, and part of `go tool mage test`), so the harness
+// cannot rot. It checks what the run did, never how fast: the deletes
+// deleted exactly the eligible rows, the archive pass archived every aged
+// row, and the results carry every summary key.
+func TestBenchSmoke(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	server := os.Getenv(kerneltest.EnvDatabaseURL)
+	if server == "" {
+		server = kerneltest.DefaultDatabaseURL
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+	conn, err := pgx.Connect(pctx, server)
+	pcancel()
+	if err != nil {
+		kerneltest.Missing(t, "PostgreSQL", err)
+	}
+	_ = conn.Close(ctx)
+
+	cfg := bench.Smoke()
+	cfg.DatabaseURL = server
+	cfg.S3URL = kerneltest.S3URL(t) // sets the local store's credentials when none are set
+	cfg.RulesBinary = buildRules(t)
+	cfg.Log = t.Logf
+
+	res, err := bench.Run(ctx, cfg)
+	require.NoError(t, err)
+	require.True(t, res.Smoke)
+
+	require.NotNil(t, res.Drain)
+	require.Equal(t, int64(cfg.DrainRows*45/100), res.Drain.Eligible, "45% of the drain table is eligible")
+	for _, c := range res.Drain.Configs {
+		if !c.TimeBoxed {
+			require.Equal(t, res.Drain.Eligible, c.Deleted, "%s deletes every eligible row and nothing else", c.Name)
+		}
+		require.Positive(t, c.RowsPerSec, c.Name)
+		require.Positive(t, c.Ratio, c.Name)
+	}
+	require.Len(t, res.Drain.Runs, cfg.Rounds*len(res.Drain.Configs))
+
+	require.NotNil(t, res.Steady)
+	require.Positive(t, res.Steady.HourlyDeleted, "the hourly cycle finds the eligible hour")
+	require.Len(t, res.Steady.Runs, cfg.Rounds)
+
+	require.NotNil(t, res.Writer)
+	for _, run := range res.Writer.Runs {
+		require.Positive(t, run.Samples, "%s round %d", run.Config, run.Round)
+	}
+
+	require.NotNil(t, res.Archive)
+	for _, run := range res.Archive.Runs {
+		require.Equal(t, int64(cfg.ArchiveRows), run.Rows, "%s round %d moves every aged row", run.Config, run.Round)
+	}
+	require.Positive(t, res.Archive.PeakRSSMiB, "the child's peak RSS is read")
+
+	require.Len(t, res.Goals, 6)
+	for _, g := range res.Goals {
+		require.NotNil(t, g.Measured, g.What)
+		require.NotNil(t, g.Met, g.What)
+	}
+
+	path, err := bench.WriteJSON(res, t.TempDir())
+	require.NoError(t, err)
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var doc struct {
+		Summary map[string]*float64 `json:"summary"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &doc))
+	keys := make([]string, 0, len(doc.Summary))
+	for k, v := range doc.Summary {
+		keys = append(keys, k)
+		require.NotNil(t, v, "summary %s is measured", k)
+	}
+	slices.Sort(keys)
+	require.Equal(t, bench.SummaryKeys(), keys)
+	require.Contains(t, bench.Markdown(res), "Backlog drain")
+}
+
+// buildRules builds the rules service binary the archive scenario runs.
+func buildRules(t *testing.T) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command (go test puts its own on PATH)")
+	out := filepath.Join(t.TempDir(), "rules")
+	cmd := exec.Command(goBin, "build", "-o", out, "github.com/craig/retention/services/rules/cmd/rules")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "build the rules binary: %s", b)
+	return out
+}

@@ -1,0 +1,112 @@
+package bench
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The summary is read by tools outside this repo: exactly these keys, null
+// where not measured.
+func TestSummaryKeysAreNullWhenNotMeasured(t *testing.T) {
+	t.Parallel()
+	b, err := json.Marshal(Results{})
+	require.NoError(t, err)
+	var doc map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(b, &doc))
+	var summary map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(doc["summary"], &summary))
+	keys := make([]string, 0, len(summary))
+	for k, v := range summary {
+		keys = append(keys, k)
+		require.Equal(t, "null", string(v), k)
+	}
+	slices.Sort(keys)
+	require.Equal(t, SummaryKeys(), keys)
+	require.Equal(t, []string{
+		"archive_peak_rss_mib", "archive_vs_copy_ratio", "backlog_drain_ratio",
+		"steady_idle_cycle_ms", "worst_batch_ms", "writer_p99_ratio",
+	}, keys)
+}
+
+func TestSummarizeMarksGoals(t *testing.T) {
+	t.Parallel()
+	res := &Results{
+		Drain:  &DrainResult{Configs: []DrainConfig{{Name: cfgKernel, Ratio: 0.93, WorstBatchMS: 30}}},
+		Writer: &WriterResult{P99Ratio: 1.4},
+	}
+	s, goals := summarize(res)
+	require.Equal(t, 0.93, *s.BacklogDrainRatio)
+	require.Equal(t, 30.0, *s.WorstBatchMS)
+	require.Equal(t, 1.4, *s.WriterP99Ratio)
+	require.Nil(t, s.SteadyIdleCycleMS)
+	require.Nil(t, s.ArchiveVsCopyRatio)
+	require.Nil(t, s.ArchivePeakRSSMiB)
+	require.Len(t, goals, 6)
+	met := map[string]*bool{}
+	for _, g := range goals {
+		met[g.What] = g.Met
+	}
+	require.True(t, *met["backlog drain (ratio to one unbounded DELETE)"])
+	require.True(t, *met["worst batch"])
+	require.False(t, *met["writer p99 during a drain (ratio to no sweep)"])
+	require.Nil(t, met["archive pass (ratio to COPY)"], "not measured: no verdict")
+}
+
+func TestMedianAndPercentile(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 0.0, median(nil))
+	require.Equal(t, 2.0, median([]float64{3, 1, 2}))
+	require.Equal(t, 2.5, median([]float64{4, 1, 3, 2}))
+	var d []time.Duration
+	for i := 1; i <= 200; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	require.Equal(t, 100.0, percentile(d, 50))
+	require.Equal(t, 198.0, percentile(d, 99))
+	require.Equal(t, 200.0, percentile(d, 100))
+}
+
+func TestFromEnv(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		EnvDrainRows: "1_000_000", EnvRounds: "5", EnvTimeBox: "2s", EnvScenarios: "drain, archive",
+		"CRAIG_TEST_DATABASE_URL": "postgres://x@db/postgres",
+	}
+	c, err := FromEnv(Default(), func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, 1_000_000, c.DrainRows)
+	require.Equal(t, 5, c.Rounds)
+	require.Equal(t, 2*time.Second, c.TimeBox)
+	require.Equal(t, []string{ScenarioDrain, ScenarioArchive}, c.Scenarios)
+	require.Equal(t, "postgres://x@db/postgres", c.DatabaseURL)
+	require.Equal(t, Default().SteadyRows, c.SteadyRows)
+
+	env[EnvSmoke] = "1"
+	c, err = FromEnv(Default(), func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.True(t, c.Smoke)
+	require.Equal(t, 1_000_000, c.DrainRows, "an explicit size wins over the smoke sizes")
+	require.Equal(t, Smoke().SteadyRows, c.SteadyRows)
+
+	_, err = FromEnv(Default(), func(k string) string { return map[string]string{EnvRounds: "three"}[k] })
+	require.ErrorContains(t, err, EnvRounds)
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	c.Rounds, c.Scenarios = 2, []string{"drain", "nope"}
+	err := c.Validate()
+	require.ErrorContains(t, err, "rounds 2: at least 3")
+	require.ErrorContains(t, err, `unknown scenario "nope"`)
+	require.False(t, strings.Contains(err.Error(), "rules binary"), "the archive scenario is not selected: %v", err)
+
+	c = Default()
+	c.Scenarios = []string{ScenarioArchive}
+	require.ErrorContains(t, c.Validate(), "rules binary", "the archive scenario needs the rules binary")
+}

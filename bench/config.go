@@ -1,0 +1,249 @@
+// Package bench is the retention benchmark (issue 5): it holds the kernel
+// against the physical ceiling and against the ways its peers do the same
+// job, on scratch databases of a real PostgreSQL server and against the real
+// S3 server, and reports every figure as a ratio measured side by side in
+// one run.
+//
+// Four scenarios, each configuration repeated in Rounds interleaved rounds
+// (the order rotates every round) and the median reported:
+//
+//   - drain: a DrainRows-row event_outbox, 45% eligible, drained by
+//     prune.PruneTable with the real outbox policy, by one unbounded DELETE
+//     (the ceiling: as the planner plans it and with the index plan forced,
+//     the faster of the two in each round), by River-style
+//     `id IN (SELECT id … LIMIT n)` batches and by the oldest-first
+//     `ORDER BY created_at LIMIT 1000` pattern without an index (time-boxed
+//     and extrapolated);
+//   - steady: a SteadyRows-row event_outbox spanning the window + 1 h, one
+//     hourly sweep cycle and a cycle with nothing eligible;
+//   - writer: a writer staging outbox events at WriterRate per second while
+//     the kernel drains the backlog, against the same writer with no sweep;
+//   - archive: an archive pass of ArchiveRows aged rule_evaluations (the
+//     built `rules archive run` binary as a child process, against the real
+//     S3 server) against COPY (SELECT to_jsonb(t) …) TO STDOUT of the same
+//     rows, with the child's peak RSS.
+//
+// Every database is created by the benchmark (craig_bench_<run>_…) from a
+// template it seeds once per scenario, and dropped at the end; no other
+// database is touched.
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Scenario names, in the order a run measures them.
+const (
+	ScenarioDrain   = "drain"
+	ScenarioSteady  = "steady"
+	ScenarioWriter  = "writer"
+	ScenarioArchive = "archive"
+)
+
+// AllScenarios lists every scenario in run order.
+var AllScenarios = []string{ScenarioDrain, ScenarioSteady, ScenarioWriter, ScenarioArchive}
+
+// Environment variables of the benchmark (the cmd's flags override them).
+const (
+	EnvDatabaseURL = "CRAIG_BENCH_DATABASE_URL" // server; default CRAIG_TEST_DATABASE_URL, then the local one
+	EnvS3URL       = "CRAIG_BENCH_S3_URL"       // bucket URL; default CRAIG_TEST_S3_URL, then the local versitygw
+	EnvRounds      = "CRAIG_BENCH_ROUNDS"
+	EnvDrainRows   = "CRAIG_BENCH_DRAIN_ROWS"
+	EnvSteadyRows  = "CRAIG_BENCH_STEADY_ROWS"
+	EnvArchiveRows = "CRAIG_BENCH_ARCHIVE_ROWS"
+	EnvWriterRate  = "CRAIG_BENCH_WRITER_RATE"
+	EnvTimeBox     = "CRAIG_BENCH_TIMEBOX"
+	EnvScenarios   = "CRAIG_BENCH_SCENARIOS"
+	EnvSmoke       = "CRAIG_BENCH_SMOKE"
+)
+
+// Default servers: the local PostgreSQL and versitygw of `go tool mage store:up`.
+const (
+	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	DefaultS3URL       = "s3://craig-archive?endpoint=http://127.0.0.1:7070&region=us-east-1&use_path_style=true&disable_https=true"
+)
+
+// Config sizes one run.
+type Config struct {
+	// DatabaseURL names the PostgreSQL server (any database on it; the
+	// benchmark connects to it to create and drop its own databases).
+	DatabaseURL string
+	// S3URL is the bucket the archive pass writes to.
+	S3URL string
+	// RulesBinary is the built rules service binary the archive scenario
+	// runs as a child process (`rules archive run`).
+	RulesBinary string
+	// Rounds is how many interleaved rounds every configuration runs (≥ 3).
+	Rounds int
+	// DrainRows is the event_outbox size of the drain and writer scenarios
+	// (45% eligible).
+	DrainRows int
+	// SteadyRows is the event_outbox size of the steady scenario (spanning
+	// the window + 1 h).
+	SteadyRows int
+	// ArchiveRows is the number of aged rule_evaluations the archive pass
+	// archives (plus a tenth as many hot rows it must keep).
+	ArchiveRows int
+	// WriterRate is the concurrent writer's rate, in staged events per second.
+	WriterRate int
+	// TimeBox bounds the oldest-first no-index drain of each round; its
+	// throughput is extrapolated to the whole backlog.
+	TimeBox time.Duration
+	// Scenarios to run (AllScenarios when empty).
+	Scenarios []string
+	// Smoke marks a tiny run (the test suite's); it changes nothing but the
+	// label in the results.
+	Smoke bool
+	// Log receives progress lines (os.Stderr in the cmd); nil discards them.
+	Log func(format string, args ...any)
+}
+
+// Default returns the full-size configuration, sized to fit a 2-core,
+// 24 GiB machine in under 15 minutes (about 8 on an idle one).
+func Default() Config {
+	return Config{
+		DatabaseURL: DefaultDatabaseURL,
+		S3URL:       DefaultS3URL,
+		Rounds:      5,
+		DrainRows:   2_000_000,
+		SteadyRows:  5_000_000,
+		ArchiveRows: 200_000,
+		WriterRate:  200,
+		TimeBox:     15 * time.Second,
+		Scenarios:   slices.Clone(AllScenarios),
+	}
+}
+
+// Smoke returns the tiny configuration the test suite runs so the harness
+// cannot rot: every scenario and every code path, in seconds.
+func Smoke() Config {
+	c := Default()
+	c.Rounds = 3
+	c.DrainRows, c.SteadyRows, c.ArchiveRows = 20_000, 30_000, 2_000
+	c.WriterRate = 100
+	c.TimeBox = 300 * time.Millisecond
+	c.Smoke = true
+	return c
+}
+
+// FromEnv returns base with every CRAIG_BENCH_* variable that is set applied
+// (CRAIG_BENCH_SMOKE=1 starts from Smoke() instead).
+func FromEnv(base Config, getenv func(string) string) (Config, error) {
+	c := base
+	if v := getenv(EnvSmoke); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("%s=%q: %w", EnvSmoke, v, err)
+		}
+		if on {
+			c = Smoke()
+			c.DatabaseURL, c.S3URL, c.RulesBinary, c.Log = base.DatabaseURL, base.S3URL, base.RulesBinary, base.Log
+		}
+	}
+	c.DatabaseURL = firstSet(getenv(EnvDatabaseURL), getenv("CRAIG_TEST_DATABASE_URL"), c.DatabaseURL)
+	c.S3URL = firstSet(getenv(EnvS3URL), getenv("CRAIG_TEST_S3_URL"), c.S3URL)
+	var errs []error
+	for _, iv := range []struct {
+		env string
+		dst *int
+	}{
+		{EnvRounds, &c.Rounds}, {EnvDrainRows, &c.DrainRows}, {EnvSteadyRows, &c.SteadyRows},
+		{EnvArchiveRows, &c.ArchiveRows}, {EnvWriterRate, &c.WriterRate},
+	} {
+		if v := getenv(iv.env); v != "" {
+			n, err := strconv.Atoi(strings.ReplaceAll(v, "_", ""))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: not an integer", iv.env, v))
+				continue
+			}
+			*iv.dst = n
+		}
+	}
+	if v := getenv(EnvTimeBox); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvTimeBox, v, err))
+		} else {
+			c.TimeBox = d
+		}
+	}
+	if v := getenv(EnvScenarios); v != "" {
+		c.Scenarios = ParseScenarios(v)
+	}
+	return c, errors.Join(errs...)
+}
+
+// ParseScenarios splits a comma-separated scenario list.
+func ParseScenarios(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Validate checks the bounds of a configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.DatabaseURL == "" {
+		errs = append(errs, errors.New("no database url"))
+	}
+	if c.Rounds < 3 {
+		errs = append(errs, fmt.Errorf("rounds %d: at least 3 (the median of fewer is not a median)", c.Rounds))
+	}
+	for _, b := range []struct {
+		name string
+		v    int
+		min  int
+	}{{"drain rows", c.DrainRows, 1000}, {"steady rows", c.SteadyRows, 1000}, {"archive rows", c.ArchiveRows, 100}, {"writer rate", c.WriterRate, 1}} {
+		if b.v < b.min {
+			errs = append(errs, fmt.Errorf("%s %d: at least %d", b.name, b.v, b.min))
+		}
+	}
+	if c.TimeBox <= 0 {
+		errs = append(errs, fmt.Errorf("time box %s: must be positive", c.TimeBox))
+	}
+	for _, s := range c.Scenarios {
+		if !slices.Contains(AllScenarios, s) {
+			errs = append(errs, fmt.Errorf("unknown scenario %q (known: %s)", s, strings.Join(AllScenarios, ", ")))
+		}
+	}
+	if c.runs(ScenarioArchive) {
+		if c.RulesBinary == "" {
+			errs = append(errs, errors.New("the archive scenario needs the rules binary (build it with `go build -o bin/rules ./services/rules/cmd/rules`)"))
+		} else if _, err := os.Stat(c.RulesBinary); err != nil {
+			errs = append(errs, fmt.Errorf("rules binary: %w", err))
+		}
+		if c.S3URL == "" {
+			errs = append(errs, errors.New("the archive scenario needs an S3 bucket url"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) runs(s string) bool {
+	return len(c.Scenarios) == 0 || slices.Contains(c.Scenarios, s)
+}
+
+func (c Config) logf(format string, args ...any) {
+	if c.Log != nil {
+		c.Log(format, args...)
+	}
+}
+
+func firstSet(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,189 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// summarize fills the summary and the goal table from what was measured.
+func summarize(res *Results) (Summary, []Goal) {
+	var s Summary
+	var kernel *DrainConfig
+	if res.Drain != nil {
+		for i := range res.Drain.Configs {
+			if res.Drain.Configs[i].Name == cfgKernel {
+				kernel = &res.Drain.Configs[i]
+			}
+		}
+	}
+	if kernel != nil {
+		s.BacklogDrainRatio = ptr(kernel.Ratio)
+		s.WorstBatchMS = ptr(kernel.WorstBatchMS)
+	}
+	steadyWhat := "steady cycle with nothing eligible"
+	if res.Steady != nil {
+		s.SteadyIdleCycleMS = ptr(res.Steady.IdleCycleMS)
+		steadyWhat += " on " + thousands(int64(res.Steady.Rows)) + " rows"
+	}
+	if res.Writer != nil {
+		s.WriterP99Ratio = ptr(res.Writer.P99Ratio)
+	}
+	rssGoal := "≤ 64 MiB + max_batch_bytes"
+	if res.Archive != nil {
+		s.ArchiveVsCopyRatio = ptr(res.Archive.Ratio)
+		if res.Archive.PeakRSSMiB > 0 {
+			s.ArchivePeakRSSMiB = ptr(round3(res.Archive.PeakRSSMiB))
+		}
+		rssGoal = fmt.Sprintf("≤ 64 MiB + max_batch_bytes (%s MiB)", trim(res.Archive.RSSGoalMiB, 0))
+	}
+	goals := []Goal{
+		goal("backlog drain (ratio to one unbounded DELETE)", "≥ 0.90", s.BacklogDrainRatio, "×", func(v float64) bool { return v >= 0.90 }),
+		goal("worst batch", "≤ 250 ms", s.WorstBatchMS, "ms", func(v float64) bool { return v <= 250 }),
+		goal(steadyWhat, "≤ 50 ms", s.SteadyIdleCycleMS, "ms", func(v float64) bool { return v <= 50 }),
+		goal("writer p99 during a drain (ratio to no sweep)", "≤ 1.2×", s.WriterP99Ratio, "×", func(v float64) bool { return v <= 1.2 }),
+		goal("archive pass (ratio to COPY)", "≥ 0.5×", s.ArchiveVsCopyRatio, "×", func(v float64) bool { return v >= 0.5 }),
+		goal("archive peak RSS", rssGoal, s.ArchivePeakRSSMiB, "MiB", func(v float64) bool {
+			return res.Archive != nil && v <= res.Archive.RSSGoalMiB
+		}),
+	}
+	return s, goals
+}
+
+func goal(what, target string, v *float64, unit string, ok func(float64) bool) Goal {
+	g := Goal{What: what, Goal: target, Measured: v, Unit: unit}
+	if v != nil {
+		g.Met = ptr(ok(*v))
+	}
+	return g
+}
+
+// WriteJSON writes the results to dir/<date>.json (through a .tmp file
+// renamed into place) and returns the path.
+func WriteJSON(res *Results, dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("results directory: %w", err)
+	}
+	name := res.Date
+	if res.Smoke {
+		name += "-smoke"
+	}
+	path := filepath.Join(dir, name+".json")
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("encode results: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return "", fmt.Errorf("write results: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("write results: %w", err)
+	}
+	return path, nil
+}
+
+// Markdown renders the results as the tables the README's Performance
+// section shows.
+func Markdown(res *Results) string {
+	var b strings.Builder
+	m := res.Machine
+	fmt.Fprintf(&b, "Run of %s: %d rounds per configuration, interleaved, medians; every ratio is measured side by side in this run.\n", res.Date, res.Config.Rounds)
+	busy := "idle apart from the run"
+	if m.Busy {
+		busy = fmt.Sprintf("BUSY: other sessions were active (mean %.1f, max %d), so absolute timings are noisy", m.OtherBackendsMean, m.OtherBackendsMax)
+	}
+	fmt.Fprintf(&b, "Machine: %d CPUs, %d GiB, PostgreSQL %s, %s; load %.2f before, mean %.2f during; %s.\n",
+		m.CPUs, m.MemGiB, m.Postgres, m.Go, m.LoadBefore, m.LoadMean, busy)
+	if res.Smoke {
+		b.WriteString("SMOKE RUN (tiny sizes): the numbers only show that the harness works.\n")
+	}
+
+	if d := res.Drain; d != nil {
+		fmt.Fprintf(&b, "\n**Backlog drain**: %s-row `event_outbox`, %s eligible (45%%), window %d d.\n\n",
+			thousands(int64(d.Rows)), thousands(d.Eligible), res.Config.WindowDays)
+		b.WriteString("| way of draining the backlog | rows/s | ratio to one unbounded DELETE | worst batch (ms) | WAL bytes/row | batches |\n")
+		b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+		for _, c := range d.Configs {
+			batches := strconv.Itoa(c.Batches)
+			if c.TimeBoxed {
+				batches += fmt.Sprintf(" in the box; whole backlog ≈ %s s extrapolated", trim(c.ExtrapolatedSeconds, 0))
+			}
+			fmt.Fprintf(&b, "| %s | %s | **%s** | %s | %s | %s |\n", c.Label, thousands(int64(c.RowsPerSec)), trim(c.Ratio, 3),
+				trim(c.WorstBatchMS, 1), trim(c.WALPerRow, 0), batches)
+		}
+		fmt.Fprintf(&b, "\nKernel: batch %d, statement timeout %d ms, lock timeout %d ms; worst batch is the longest BEGIN…COMMIT (locks held), median over rounds (max of all rounds %s ms). WAL is the cluster-wide insert-position difference.\n",
+			d.Kernel.BatchSize, d.Kernel.StatementTimeoutMS, d.Kernel.LockTimeoutMS, trim(d.Kernel.WorstBatchMaxMS, 1))
+	}
+	if s := res.Steady; s != nil {
+		fmt.Fprintf(&b, "\n**Steady state**: %s-row `event_outbox` spanning the window + 1 h; one full sweep cycle (`Sweeper.RunOnce`: lease, outbox, backlog gauge, inbox), an idle connection in the pool as in `serve` unless said.\n\n", thousands(int64(s.Rows)))
+		b.WriteString("| cycle | ms |\n|---|---:|\n")
+		fmt.Fprintf(&b, "| hourly cycle (%s rows eligible) | %s |\n", thousands(s.HourlyDeleted), trim(s.HourlyCycleMS, 1))
+		fmt.Fprintf(&b, "| nothing eligible, right after the hourly cycle (dead tuples not vacuumed) | **%s** |\n", trim(s.IdleCycleMS, 1))
+		fmt.Fprintf(&b, "| nothing eligible, after VACUUM | %s |\n", trim(s.IdleVacuumedCycleMS, 1))
+		fmt.Fprintf(&b, "| nothing eligible, opening a new connection first (as `sweep --once`) | %s |\n", trim(s.IdleColdCycleMS, 1))
+	}
+	if w := res.Writer; w != nil {
+		fmt.Fprintf(&b, "\n**Writer impact**: one writer staging outbox events (`outbox.Stage`, one transaction each) at %d/s, latency from the scheduled time; %.1f s windows.\n\n", w.RatePerSec, w.WindowS)
+		b.WriteString("| writer | p50 (ms) | p99 (ms) |\n|---|---:|---:|\n")
+		fmt.Fprintf(&b, "| while the kernel drains the backlog | %s | %s |\n", trim(w.DrainP50MS, 2), trim(w.DrainP99MS, 2))
+		fmt.Fprintf(&b, "| with no sweep | %s | %s |\n", trim(w.AloneP50MS, 2), trim(w.AloneP99MS, 2))
+		fmt.Fprintf(&b, "| **ratio** | **%s** | **%s** |\n", trim(w.P50Ratio, 3), trim(w.P99Ratio, 3))
+	}
+	if a := res.Archive; a != nil {
+		fmt.Fprintf(&b, "\n**Archive**: %s aged `rule_evaluations` (+ %s hot kept), batch %d, max_batch_bytes %s MiB, to the S3 server; `rules archive run` as a child process (start-up and boot probe included).\n\n",
+			thousands(int64(a.Rows)), thousands(int64(a.HotRows)), a.BatchSize, trim(float64(a.MaxBatchBytes)/(1<<20), 0))
+		b.WriteString("| | rows/s | ratio to COPY | peak RSS (MiB) |\n|---|---:|---:|---:|\n")
+		fmt.Fprintf(&b, "| archive pass (select, NDJSON, 2 PUTs, delete + ledger + event per batch) | %s | **%s** | %s (max %s) |\n",
+			thousands(int64(a.ArchiveRowsPS)), trim(a.Ratio, 3), trim(a.PeakRSSMiB, 1), trim(a.PeakRSSMaxMiB, 1))
+		fmt.Fprintf(&b, "| `COPY (SELECT to_jsonb(t) …) TO STDOUT` (ceiling) | %s | 1 | – |\n", thousands(int64(a.CopyRowsPS)))
+		b.WriteString("\n`archive fetch`-style lookup by id: not measured (there is no `archive fetch` yet).\n")
+	}
+
+	b.WriteString("\n**Goals** (issue 5)\n\n| what | goal | measured | met |\n|---|---|---:|---|\n")
+	for _, g := range res.Goals {
+		measured, met := "not measured", "–"
+		if g.Measured != nil {
+			measured = trim(*g.Measured, 3) + " " + g.Unit
+			met = "no"
+			if *g.Met {
+				met = "yes"
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", g.What, g.Goal, measured, met)
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(&b, "\nNOTE: %s\n", n)
+	}
+	return b.String()
+}
+
+// thousands formats n with comma separators.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var out []byte
+	for i, c := range []byte(s) {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, c)
+	}
+	if neg {
+		return "-" + string(out)
+	}
+	return string(out)
+}
+
+// trim formats v with at most prec decimals, without trailing zeros.
+func trim(v float64, prec int) string {
+	s := strconv.FormatFloat(v, 'f', prec, 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}

@@ -1,0 +1,283 @@
+package bench
+
+import (
+	"cmp"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Summary is the top-level object tools outside this repo read: exactly
+// these keys, null where the run did not measure them.
+type Summary struct {
+	// BacklogDrainRatio is kernel rows/s ÷ unbounded DELETE rows/s.
+	BacklogDrainRatio *float64 `json:"backlog_drain_ratio"`
+	// WorstBatchMS is the kernel's longest single batch (locks held).
+	WorstBatchMS *float64 `json:"worst_batch_ms"`
+	// SteadyIdleCycleMS is one sweep cycle with nothing eligible.
+	SteadyIdleCycleMS *float64 `json:"steady_idle_cycle_ms"`
+	// WriterP99Ratio is the writer's p99 during a drain ÷ without a sweep.
+	WriterP99Ratio *float64 `json:"writer_p99_ratio"`
+	// ArchiveVsCopyRatio is archive rows/s ÷ COPY rows/s.
+	ArchiveVsCopyRatio *float64 `json:"archive_vs_copy_ratio"`
+	// ArchivePeakRSSMiB is the archiving process's peak resident set.
+	ArchivePeakRSSMiB *float64 `json:"archive_peak_rss_mib"`
+}
+
+// SummaryKeys returns the summary's JSON keys, sorted.
+func SummaryKeys() []string {
+	t := reflect.TypeFor[Summary]()
+	keys := make([]string, 0, t.NumField())
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		keys = append(keys, name)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Results is everything one run measured; it is written to
+// bench/results/<date>.json.
+type Results struct {
+	Summary   Summary        `json:"summary"`
+	Goals     []Goal         `json:"goals"`
+	Date      string         `json:"date"`
+	StartedAt time.Time      `json:"started_at"`
+	Seconds   float64        `json:"seconds"`
+	Smoke     bool           `json:"smoke"`
+	Config    ConfigReport   `json:"config"`
+	Machine   Machine        `json:"machine"`
+	Drain     *DrainResult   `json:"drain"`
+	Steady    *SteadyResult  `json:"steady"`
+	Writer    *WriterResult  `json:"writer"`
+	Archive   *ArchiveResult `json:"archive"`
+	Notes     []string       `json:"notes"`
+}
+
+// ConfigReport is the configuration a run used.
+type ConfigReport struct {
+	Rounds         int      `json:"rounds"`
+	DrainRows      int      `json:"drain_rows"`
+	SteadyRows     int      `json:"steady_rows"`
+	ArchiveRows    int      `json:"archive_rows"`
+	WriterRate     int      `json:"writer_rate_per_s"`
+	TimeBoxSeconds float64  `json:"oldest_first_time_box_s"`
+	Scenarios      []string `json:"scenarios"`
+	BatchSize      int      `json:"kernel_batch_size"`
+	WindowDays     int      `json:"outbox_window_days"`
+	ArchiveBatch   int      `json:"archive_batch_size"`
+	MaxBatchBytes  int64    `json:"archive_max_batch_bytes"`
+}
+
+// Machine describes where the run took place and how busy it looked.
+type Machine struct {
+	CPUs     int    `json:"cpus"`
+	MemGiB   int    `json:"mem_gib"`
+	Postgres string `json:"postgres"`
+	Go       string `json:"go"`
+	// LoadBefore is the 1-minute load average before the run started.
+	LoadBefore float64 `json:"load_before"`
+	// LoadMean and LoadMax are sampled every second during the run (the
+	// run's own work included).
+	LoadMean float64 `json:"load_mean"`
+	LoadMax  float64 `json:"load_max"`
+	// OtherBackendsMean and OtherBackendsMax count active sessions in
+	// databases that are not this run's, sampled every second.
+	OtherBackendsMean float64 `json:"other_active_backends_mean"`
+	OtherBackendsMax  int     `json:"other_active_backends_max"`
+	// Busy is true when other work shared the machine: the timings are
+	// noisier than on an idle machine (the side-by-side ratios less so).
+	Busy bool `json:"busy"`
+}
+
+// Goal is one line of the issue's goal table.
+type Goal struct {
+	What     string   `json:"what"`
+	Goal     string   `json:"goal"`
+	Measured *float64 `json:"measured"`
+	Unit     string   `json:"unit"`
+	Met      *bool    `json:"met"`
+}
+
+// DrainResult is the backlog-drain scenario.
+type DrainResult struct {
+	Rows     int             `json:"rows"`
+	Eligible int64           `json:"eligible"`
+	Configs  []DrainConfig   `json:"configs"`
+	Runs     []DrainRun      `json:"runs"`
+	Kernel   KernelDrainNote `json:"kernel"`
+}
+
+// KernelDrainNote describes the kernel configuration that ran.
+type KernelDrainNote struct {
+	BatchSize          int     `json:"batch_size"`
+	CycleCap           int64   `json:"cycle_cap"`
+	StatementTimeoutMS int64   `json:"statement_timeout_ms"`
+	LockTimeoutMS      int64   `json:"lock_timeout_ms"`
+	WorstBatchMaxMS    float64 `json:"worst_batch_max_ms"`
+}
+
+// DrainConfig is one way of draining, medians over the rounds.
+type DrainConfig struct {
+	Name  string `json:"name"`
+	Label string `json:"label"`
+	// RowsPerSec is the median throughput; for a time-boxed configuration
+	// it is the throughput within the time box.
+	RowsPerSec float64 `json:"rows_per_s"`
+	// Ratio is the median over the rounds of this configuration's rows/s ÷
+	// the unbounded DELETE's rows/s in the same round.
+	Ratio        float64 `json:"ratio_to_unbounded_delete"`
+	WorstBatchMS float64 `json:"worst_batch_ms"`
+	WALPerRow    float64 `json:"wal_bytes_per_row"`
+	Batches      int     `json:"batches"`
+	Deleted      int64   `json:"deleted"`
+	// TimeBoxed marks a configuration stopped by the time box; its
+	// ExtrapolatedSeconds is the time the whole backlog would take at the
+	// measured rate.
+	TimeBoxed           bool    `json:"time_boxed"`
+	ExtrapolatedSeconds float64 `json:"extrapolated_s,omitempty"`
+}
+
+// DrainRun is one configuration in one round.
+type DrainRun struct {
+	Config       string  `json:"config"`
+	Round        int     `json:"round"`
+	Order        int     `json:"order"`
+	Deleted      int64   `json:"deleted"`
+	Batches      int     `json:"batches"`
+	Seconds      float64 `json:"seconds"`
+	RowsPerSec   float64 `json:"rows_per_s"`
+	WorstBatchMS float64 `json:"worst_batch_ms"`
+	WALBytes     int64   `json:"wal_bytes"`
+	TimeBoxed    bool    `json:"time_boxed"`
+}
+
+// SteadyResult is the steady-state scenario.
+type SteadyResult struct {
+	Rows int `json:"rows"`
+	// HourlyCycleMS is one sweep cycle (transport group, lease included)
+	// with about an hour of rows eligible.
+	HourlyCycleMS float64 `json:"hourly_cycle_ms"`
+	HourlyDeleted int64   `json:"hourly_deleted"`
+	// IdleCycleMS is a cycle with nothing eligible right after the hourly
+	// one (its dead tuples not yet vacuumed).
+	IdleCycleMS float64 `json:"idle_cycle_ms"`
+	// IdleVacuumedCycleMS is the same after VACUUM.
+	IdleVacuumedCycleMS float64 `json:"idle_vacuumed_cycle_ms"`
+	// IdleColdCycleMS is a cycle with nothing eligible that first opens a
+	// connection (no idle one in the pool, as in `sweep --once`).
+	IdleColdCycleMS float64     `json:"idle_new_connection_cycle_ms"`
+	Runs            []SteadyRun `json:"runs"`
+}
+
+// SteadyRun is one round of the steady scenario.
+type SteadyRun struct {
+	Round               int     `json:"round"`
+	HourlyCycleMS       float64 `json:"hourly_cycle_ms"`
+	HourlyDeleted       int64   `json:"hourly_deleted"`
+	IdleCycleMS         float64 `json:"idle_cycle_ms"`
+	IdleVacuumedCycleMS float64 `json:"idle_vacuumed_cycle_ms"`
+	IdleColdCycleMS     float64 `json:"idle_new_connection_cycle_ms"`
+}
+
+// WriterResult is the writer-impact scenario.
+type WriterResult struct {
+	RatePerSec int     `json:"rate_per_s"`
+	WindowS    float64 `json:"window_s"`
+	// Medians over the rounds; the ratios are per-round ratios' medians.
+	DrainP50MS float64     `json:"with_drain_p50_ms"`
+	DrainP99MS float64     `json:"with_drain_p99_ms"`
+	AloneP50MS float64     `json:"without_sweep_p50_ms"`
+	AloneP99MS float64     `json:"without_sweep_p99_ms"`
+	P50Ratio   float64     `json:"p50_ratio"`
+	P99Ratio   float64     `json:"p99_ratio"`
+	Runs       []WriterRun `json:"runs"`
+}
+
+// WriterRun is one configuration in one round.
+type WriterRun struct {
+	Config  string  `json:"config"`
+	Round   int     `json:"round"`
+	Order   int     `json:"order"`
+	Samples int     `json:"samples"`
+	P50MS   float64 `json:"p50_ms"`
+	P99MS   float64 `json:"p99_ms"`
+	MaxMS   float64 `json:"max_ms"`
+	WindowS float64 `json:"window_s"`
+	Deleted int64   `json:"drain_deleted,omitempty"`
+}
+
+// ArchiveResult is the archive scenario.
+type ArchiveResult struct {
+	Rows          int     `json:"rows"`
+	HotRows       int     `json:"hot_rows"`
+	BatchSize     int     `json:"batch_size"`
+	MaxBatchBytes int64   `json:"max_batch_bytes"`
+	ArchiveRowsPS float64 `json:"archive_rows_per_s"`
+	CopyRowsPS    float64 `json:"copy_rows_per_s"`
+	Ratio         float64 `json:"ratio_to_copy"`
+	PeakRSSMiB    float64 `json:"peak_rss_mib"`
+	PeakRSSMaxMiB float64 `json:"peak_rss_max_mib"`
+	// RSSGoalMiB is 64 MiB + max_batch_bytes.
+	RSSGoalMiB float64 `json:"rss_goal_mib"`
+	// FetchLookup is not measured: there is no `archive fetch` yet.
+	FetchLookupMS *float64     `json:"fetch_lookup_ms"`
+	Runs          []ArchiveRun `json:"runs"`
+}
+
+// ArchiveRun is one configuration in one round.
+type ArchiveRun struct {
+	Config     string  `json:"config"`
+	Round      int     `json:"round"`
+	Order      int     `json:"order"`
+	Rows       int64   `json:"rows"`
+	Bytes      int64   `json:"bytes,omitempty"`
+	Seconds    float64 `json:"seconds"`
+	RowsPerSec float64 `json:"rows_per_s"`
+	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"`
+	Archives   int     `json:"archives,omitempty"`
+}
+
+// median of the values (0 for none); the mean of the middle two for an even
+// count.
+func median(vals []float64) float64 {
+	if len(vals) == 0 {
+		return 0
+	}
+	s := slices.Clone(vals)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// percentile by nearest rank (p in (0, 100]) of durations, in ms.
+func percentile(d []time.Duration, p float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.SortFunc(s, cmp.Compare)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	rank = min(max(rank, 1), len(s))
+	return ms(s[rank-1])
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func maxDuration(d []time.Duration) time.Duration {
+	var m time.Duration
+	for _, x := range d {
+		m = max(m, x)
+	}
+	return m
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// round3 keeps three significant decimals for the report.
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }

@@ -1,0 +1,142 @@
+package bench
+
+// The benchmark's own SQL: the seeds of its scratch databases and the
+// statements of the comparison baselines (the ceiling and the peers). They
+// are reviewed like the SQL in queries/: every value is a bound parameter,
+// except where COPY takes none (copyAgedEvaluations, whose window is a
+// literal checked against the archiver's default at run time). The kernel's
+// own statements are never restated here: the kernel configurations call
+// the kernel.
+
+// seedDrainOutbox inserts $1 event_outbox rows in created_at order (the
+// physical order of an append-only table). Rows 1..$2 are old: created over
+// [now - 55 d, now - 31 d), every 46th of them still pending (an undelivered
+// event the sweep must keep); the rest are young, created over
+// [now - 29 d, now), all published. The day of margin on either side of the
+// 30-day window keeps the eligible set fixed for the whole run.
+const seedDrainOutbox = `
+INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+SELECT 'case.placement_changed',
+       jsonb_build_object('case_id', 'case-' || lpad((g % 100000)::text, 6, '0'), 'seq', g,
+                          'county', 'county-' || (g % 58), 'actor', 'worker-' || (g % 97),
+                          'occurred_at', c.at, 'digest', md5(g::text)),
+       c.at,
+       CASE WHEN g <= $2::int AND g % 46 = 0 THEN NULL ELSE c.at + interval '2 seconds' END
+FROM generate_series(1, $1::int) AS g,
+LATERAL (SELECT CASE WHEN g <= $2::int
+                     THEN now() - interval '55 days' + (g - 1) * (interval '24 days' / $2::int)
+                     ELSE now() - interval '29 days' + (g - $2::int - 1) * (interval '29 days' / ($1::int - $2::int))
+                END AS at) AS c`
+
+// seedSteadyOutbox inserts $1 event_outbox rows at an even rate over the
+// window ($2 days) + 1 hour, ending now, except for a 30-minute gap right
+// after the cutoff: the oldest hour is eligible (the hourly cycle's work),
+// and for the next half hour a cycle finds nothing eligible. The newest
+// 0.01% are pending (events not delivered yet).
+const seedSteadyOutbox = `
+INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+SELECT 'case.placement_changed',
+       jsonb_build_object('case_id', 'case-' || lpad((g % 100000)::text, 6, '0'), 'seq', g,
+                          'county', 'county-' || (g % 58), 'actor', 'worker-' || (g % 97),
+                          'occurred_at', c.at, 'digest', md5(g::text)),
+       c.at,
+       CASE WHEN g > $1::int - $1::int / 10000 THEN NULL ELSE c.at + interval '2 seconds' END
+FROM generate_series(1, $1::int) AS g,
+LATERAL (SELECT (g - 1)::float8 / $1::int * (make_interval(days => $2::int) + interval '30 minutes') AS t) AS o,
+LATERAL (SELECT now() - make_interval(days => $2::int) - interval '1 hour' + o.t
+                + CASE WHEN o.t >= interval '1 hour' THEN interval '30 minutes' ELSE interval '0' END AS at) AS c`
+
+// countEligibleOutbox counts the rows the outbox sweep may delete at a
+// window of $1 days (the sweep's predicate, read-only).
+const countEligibleOutbox = `
+SELECT count(*) FROM event_outbox
+WHERE published_at IS NOT NULL AND created_at < now() - make_interval(days => $1::int)`
+
+// seedRuleEvaluations inserts $1 rule evaluations of a realistic shape
+// (about 1.3 KB of jsonb each, stored inline): rows 1..$2 are aged,
+// evaluated over [now - 400 d, now - 91 d); the rest are hot, evaluated
+// over [now - 89 d, now), and must be kept.
+const seedRuleEvaluations = `
+INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+SELECT c.at,
+       'placement.eligibility.v' || (g % 7),
+       jsonb_build_object(
+           'case_id', 'case-' || lpad((g % 100000)::text, 6, '0'),
+           'child', jsonb_build_object('age_months', g % 216, 'county', 'county-' || (g % 58),
+                                       'language', (ARRAY['en', 'es', 'vi', 'zh'])[1 + g % 4],
+                                       'needs', jsonb_build_array('medical', 'educational', 'behavioral')),
+           'placement', jsonb_build_object('kind', (ARRAY['kinship', 'foster', 'group', 'residential'])[1 + g % 4],
+                                           'provider_id', 'prov-' || (g % 5000), 'since', (c.at - interval '200 days')::date),
+           'facts', (SELECT jsonb_agg(jsonb_build_object('code', 'F' || ((g * 7 + k) % 900), 'value', (g * 13 + k) % 1000,
+                                                         'source', 'intake', 'observed_at', c.at - k * interval '1 day'))
+                     FROM generate_series(1, 12) AS k),
+           'notes', repeat(md5(g::text), 4)),
+       jsonb_build_object('eligible', g % 3 <> 0, 'score', (g % 1000) / 10.0,
+                          'reasons', jsonb_build_array('R' || (g % 40), 'R' || (g % 17)), 'engine', 'rules-2026.11')
+FROM generate_series(1, $1::int) AS g,
+LATERAL (SELECT CASE WHEN g <= $2::int
+                     THEN now() - interval '400 days' + (g - 1) * (interval '309 days' / $2::int)
+                     ELSE now() - interval '89 days' + (g - $2::int - 1) * (interval '89 days' / greatest($1::int - $2::int, 1))
+                END AS at) AS c`
+
+// countAgedEvaluations counts the rule evaluations older than $1 days.
+const countAgedEvaluations = `
+SELECT count(*) FROM rule_evaluations WHERE evaluated_at < now() - make_interval(days => $1::int)`
+
+// deleteUnbounded is the ceiling: one DELETE of every eligible outbox row.
+const deleteUnbounded = `
+DELETE FROM event_outbox
+WHERE published_at IS NOT NULL AND created_at < now() - make_interval(days => $1::int)`
+
+// forceIndexPlan makes the session's planner take the sweep index for the
+// unbounded DELETE (the second ceiling candidate): no sequential and no
+// bitmap scans.
+var forceIndexPlan = []string{`SET enable_seqscan = off`, `SET enable_bitmapscan = off`}
+
+// deleteRiverBatch is River's job-cleaner shape: DELETE … WHERE id IN
+// (SELECT id … LIMIT n), repeated until a short batch.
+const deleteRiverBatch = `
+DELETE FROM event_outbox
+WHERE id IN (SELECT id FROM event_outbox
+             WHERE published_at IS NOT NULL AND created_at < now() - make_interval(days => $1::int)
+             LIMIT $2::int)`
+
+// deleteOldestFirstBatch is the oldest-first pattern (the Namastack
+// documentation's): ORDER BY created_at LIMIT 1000, here without the
+// sweep's index (dropIndexForOldestFirst), so every batch scans the table.
+const deleteOldestFirstBatch = `
+DELETE FROM event_outbox
+WHERE id IN (SELECT id FROM event_outbox
+             WHERE published_at IS NOT NULL AND created_at < now() - make_interval(days => $1::int)
+             ORDER BY created_at
+             LIMIT $2::int)`
+
+// dropIndexForOldestFirst removes the sweep's partial index from the copy
+// the oldest-first configuration runs on ("without index").
+const dropIndexForOldestFirst = `DROP INDEX event_outbox_published_created_idx`
+
+// oldestFirstBatch is the batch size of the oldest-first pattern.
+const oldestFirstBatch = 1000
+
+// copyAgedEvaluations is the archive's ceiling: the same aged rows, each as
+// to_jsonb, streamed out by COPY. COPY takes no parameters, so the hot
+// window is a literal; archiveCeilingWindowDays must equal the archiver's
+// default hot window, and the run checks that it does.
+const copyAgedEvaluations = `COPY (SELECT to_jsonb(t) FROM rule_evaluations AS t WHERE t.evaluated_at < now() - interval '90 days') TO STDOUT`
+
+// archiveCeilingWindowDays is the literal window of copyAgedEvaluations.
+const archiveCeilingWindowDays = 90
+
+// walInsertLSN reads the WAL insert position (cluster-wide: WAL written by
+// other databases' sessions in the same interval counts too).
+const walInsertLSN = `SELECT pg_current_wal_insert_lsn()::text`
+
+// walBytesSince is the WAL written since an insert position.
+const walBytesSince = `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::bigint`
+
+// otherActiveBackends counts sessions busy in databases that are not this
+// run's (other people's work on the same server), for the busy note.
+const otherActiveBackends = `
+SELECT count(*) FROM pg_stat_activity
+WHERE state = 'active' AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+  AND coalesce(left(datname, length($1::text)), '') <> $1::text`
