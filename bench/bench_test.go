@@ -110,3 +110,13 @@ func TestValidate(t *testing.T) {
 	c.Scenarios = []string{ScenarioArchive}
 	require.ErrorContains(t, c.Validate(), "rules binary", "the archive scenario needs the rules binary")
 }
+
+// The drain seed makes 45% of the table eligible: 46% old, every 46th of
+// them pending.
+func TestDrainSeedIs45PercentEligible(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{1000, 20_000, 2_000_000, 3_000_000} {
+		old := drainOldRows(n)
+		require.Equal(t, n*45/100, old-old/46, "n=%d", n)
+	}
+}
