@@ -32,50 +32,6 @@ import (
 
 const scratchTimeout = 2 * time.Minute
 
-// logRecorder is a slog.Handler that keeps every record and can call a hook
-// on each (the hook runs on the logging goroutine).
-type logRecorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-	hook    func(slog.Record)
-}
-
-func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	r.records = append(r.records, rec.Clone())
-	hook := r.hook
-	r.mu.Unlock()
-	if hook != nil {
-		hook(rec)
-	}
-	return nil
-}
-
-func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *logRecorder) WithGroup(string) slog.Handler      { return r }
-
-// entries returns the attributes of the records at level whose message
-// contains msg.
-func (r *logRecorder) entries(level slog.Level, msg string) []map[string]any {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []map[string]any
-	for _, rec := range r.records {
-		if rec.Level != level || !strings.Contains(rec.Message, msg) {
-			continue
-		}
-		attrs := map[string]any{}
-		rec.Attrs(func(a slog.Attr) bool {
-			attrs[a.Key] = a.Value.Resolve().Any()
-			return true
-		})
-		out = append(out, attrs)
-	}
-	return out
-}
-
 // itemsDDL is a small archived table with one column of each attribute the
 // manifest's schema records, and a ledger the test bookkeeping writes.
 const itemsDDL = `
@@ -143,7 +99,7 @@ type scratchEnv struct {
 	st   *store.Store
 	reg  *prometheus.Registry
 	m    *metrics.Archive
-	logs *logRecorder
+	logs *kerneltest.LogRecorder
 }
 
 // newScratchEnv is a scratch database (transport set, for
@@ -165,7 +121,7 @@ func newScratchEnv(t *testing.T, tables ...string) (context.Context, *scratchEnv
 	reg := prometheus.NewRegistry()
 	m, err := metrics.NewArchive(reg)
 	require.NoError(t, err)
-	return ctx, &scratchEnv{db: db, s3: s3, st: st, reg: reg, m: m, logs: &logRecorder{}}
+	return ctx, &scratchEnv{db: db, s3: s3, st: st, reg: reg, m: m, logs: &kerneltest.LogRecorder{}}
 }
 
 func (e *scratchEnv) engine(t *testing.T, specs []archive.TableSpec, bk archive.BookkeepFunc, mutate func(*archive.Config)) *archive.Engine {
@@ -378,7 +334,7 @@ func TestQuarantineBoundary(t *testing.T) {
 					archived = append(archived, lineID(t, l))
 				}
 			}
-			warns := env.logs.entries(slog.LevelWarn, "quarantined")
+			warns := env.logs.Entries(slog.LevelWarn, "quarantined")
 			if tt.wantQuarantined == 0 {
 				require.Equal(t, append([]uuid.UUID{big}, small...), archived)
 				require.Empty(t, warns)
@@ -453,7 +409,7 @@ func TestStoreFailureDeletesNothing(t *testing.T) {
 	require.Equal(t, int64(5), env.db.Count(t, `SELECT count(*) FROM items`))
 	require.Equal(t, 1.0, testutil.ToFloat64(env.m.Failures.WithLabelValues("items", "store")))
 	require.Zero(t, testutil.ToFloat64(env.m.LastSuccess.WithLabelValues(env.s3.Service)), "no success stamp for a pass with a table error")
-	require.Len(t, env.logs.entries(slog.LevelError, "archive batch failed"), 1)
+	require.Len(t, env.logs.Entries(slog.LevelError, "archive batch failed"), 1)
 }
 
 // TestCancellationBetweenBatches: a cancelled pass stops before its next
@@ -464,11 +420,11 @@ func TestCancellationBetweenBatches(t *testing.T) {
 	seedItems(t, env.db, "items", 6, 100, 10)
 	passCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	env.logs.hook = func(r slog.Record) {
+	env.logs.SetHook(func(r slog.Record) {
 		if r.Message == "archived rows" {
 			cancel() // between the first batch's commit and the next batch
 		}
-	}
+	})
 	eng := env.engine(t, []archive.TableSpec{itemsSpec("items")}, ledgerBookkeep, func(c *archive.Config) { c.BatchSize = 2 })
 	rep, err := eng.RunPass(passCtx, 10)
 	require.ErrorIs(t, err, context.Canceled)

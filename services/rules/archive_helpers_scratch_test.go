@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,44 +25,6 @@ import (
 
 const scratchTimeout = 3 * time.Minute
 
-// logRecorder is a slog.Handler that keeps every record.
-type logRecorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.records = append(r.records, rec.Clone())
-	return nil
-}
-
-func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *logRecorder) WithGroup(string) slog.Handler      { return r }
-
-// entries returns the attributes of the records at level whose message
-// contains msg.
-func (r *logRecorder) entries(level slog.Level, msg string) []map[string]any {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []map[string]any
-	for _, rec := range r.records {
-		if rec.Level != level || !strings.Contains(rec.Message, msg) {
-			continue
-		}
-		attrs := map[string]any{}
-		rec.Attrs(func(a slog.Attr) bool {
-			attrs[a.Key] = a.Value.Resolve().Any()
-			return true
-		})
-		out = append(out, attrs)
-	}
-	return out
-}
-
 // rulesEnv is one test's rules database (every migration rules receives) and
 // scratch prefix on the real S3 server.
 type rulesEnv struct {
@@ -71,7 +32,7 @@ type rulesEnv struct {
 	s3   *kerneltest.S3Scratch
 	st   *store.Store
 	m    *metrics.Archive
-	logs *logRecorder
+	logs *kerneltest.LogRecorder
 }
 
 func newRulesEnv(t testing.TB) (context.Context, *rulesEnv) {
@@ -85,7 +46,7 @@ func newRulesEnv(t testing.TB) (context.Context, *rulesEnv) {
 	t.Cleanup(func() { _ = st.Close() })
 	m, err := metrics.NewArchive(prometheus.NewRegistry())
 	require.NoError(t, err)
-	return ctx, &rulesEnv{db: db, s3: s3, st: st, m: m, logs: &logRecorder{}}
+	return ctx, &rulesEnv{db: db, s3: s3, st: st, m: m, logs: &kerneltest.LogRecorder{}}
 }
 
 // engine builds an engine on the scratch database and prefix with the

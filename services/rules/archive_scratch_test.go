@@ -423,7 +423,7 @@ func TestArchiveQuarantineAndTableIsolation(t *testing.T) {
 				require.Equal(t, int64(6), env.db.Count(t, `SELECT sum(record_count) FROM archive_ledger WHERE table_name = 'audit_items'`))
 			}
 
-			warns := env.logs.entries(slog.LevelWarn, "quarantined")
+			warns := env.logs.Entries(slog.LevelWarn, "quarantined")
 			if !tt.oversize {
 				require.Empty(t, warns)
 				require.Zero(t, env.db.Count(t, `SELECT count(*) FROM rule_evaluations`))
