@@ -178,7 +178,7 @@ func (r *runner) drainOnce(ctx context.Context, tpl, name string, round int) (Dr
 			if err != nil {
 				return err
 			}
-			batches, run.Deleted = d, rep.Deleted
+			batches, run.Deleted, run.Batches = d, rep.Deleted, rep.Batches
 		case cfgUnbounded, cfgUnboundedIndex:
 			if name == cfgUnboundedIndex {
 				for _, stmt := range forceIndexPlan {
@@ -212,7 +212,9 @@ func (r *runner) drainOnce(ctx context.Context, tpl, name string, round int) (Dr
 		}
 		run.Seconds = elapsed.Seconds()
 		run.RowsPerSec = float64(run.Deleted) / elapsed.Seconds()
-		run.Batches = len(batches)
+		if run.Batches == 0 {
+			run.Batches = len(batches)
+		}
 		run.WorstBatchMS = ms(maxDuration(batches))
 		return nil
 	})

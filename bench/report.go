@@ -115,7 +115,7 @@ func Markdown(res *Results) string {
 			fmt.Fprintf(&b, "| %s | %s | **%s** | %s | %s | %s |\n", c.Label, thousands(int64(c.RowsPerSec)), trim(c.Ratio, 3),
 				trim(c.WorstBatchMS, 1), trim(c.WALPerRow, 0), batches)
 		}
-		fmt.Fprintf(&b, "\nKernel: batch %d, statement timeout %d ms, lock timeout %d ms; worst batch is the longest BEGIN…COMMIT (locks held), median over rounds (max of all rounds %s ms). WAL is the cluster-wide insert-position difference.\n",
+		fmt.Fprintf(&b, "\nKernel: batch %d, statement timeout %d ms, lock timeout %d ms; worst batch is the longest time locks were held (a statement that commits on its own, as the kernel's batches on its connection do, or BEGIN…COMMIT), median over rounds (max of all rounds %s ms). WAL is the cluster-wide insert-position difference.\n",
 			d.Kernel.BatchSize, d.Kernel.StatementTimeoutMS, d.Kernel.LockTimeoutMS, trim(d.Kernel.WorstBatchMaxMS, 1))
 	}
 	if s := res.Steady; s != nil {

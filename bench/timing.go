@@ -33,6 +33,11 @@ func (b *batchTimer) durations() []time.Duration {
 	return append([]time.Duration(nil), b.batches...)
 }
 
+// PgConn exposes the session of the connection the timer wraps (the bench
+// always wraps one *pgx.Conn), so that the kernel takes the same path as on
+// the sweep's own lease connection (prune.Session).
+func (b *batchTimer) PgConn() *pgconn.PgConn { return b.DB.(prune.Session).PgConn() }
+
 func (b *batchTimer) Begin(ctx context.Context) (pgx.Tx, error) {
 	start := time.Now()
 	tx, err := b.DB.Begin(ctx)

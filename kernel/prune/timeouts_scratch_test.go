@@ -95,6 +95,44 @@ func (b *batchLog) wrap(p prune.Policy) prune.Policy {
 	return p
 }
 
+// Where a test runs PruneTable: a pool (each batch in its own transaction
+// with SET LOCAL settings) or one connection, as the sweep's lease
+// connection is (settings for the session, put back after the call).
+const (
+	onPool = "Pool"
+	onConn = "Conn"
+)
+
+var places = []string{onPool, onConn}
+
+// runOn returns the prune.DB of place for db; a connection is closed at the
+// test's end.
+func runOn(ctx context.Context, t *testing.T, db *kerneltest.DB, place string) prune.DB {
+	t.Helper()
+	if place == onPool {
+		return db.Pool
+	}
+	conn, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+// requireSessionUntouched checks that a connection PruneTable ran on has the
+// server's settings back and no transaction open.
+func requireSessionUntouched(ctx context.Context, t *testing.T, d prune.DB) {
+	t.Helper()
+	conn, ok := d.(*pgx.Conn)
+	if !ok {
+		return
+	}
+	var statement, lock, syncCommit, planMode string
+	require.NoError(t, conn.QueryRow(ctx, "SELECT current_setting('statement_timeout'), current_setting('lock_timeout'), current_setting('synchronous_commit'), current_setting('plan_cache_mode')").
+		Scan(&statement, &lock, &syncCommit, &planMode))
+	require.Equal(t, []string{"0", "0", "on", "auto"}, []string{statement, lock, syncCommit, planMode}, "the session's settings are back")
+	require.Equal(t, byte('I'), conn.PgConn().TxStatus(), "no transaction is left open")
+}
+
 func withTimeouts(p prune.Policy, batch int) prune.Policy {
 	p.BatchSize = batch
 	p.LockTimeout = testLockTimeout
@@ -140,30 +178,34 @@ func TestPruneBatchTimeoutsGiveUp(t *testing.T) {
 		},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			ctx, bundle := setup(t, sweep.TransportConfig{})
-			db := bundle.db
-			insertOutbox(t, db, kindAgedPublished, tt.eligible, 31, true)
-			insertOutbox(t, db, kindAgedPending, 3, 31, false)
-			l := tt.lock(ctx, t, db)
+		for _, place := range places {
+			t.Run(tt.name+"/"+place, func(t *testing.T) {
+				t.Parallel()
+				ctx, bundle := setup(t, sweep.TransportConfig{})
+				db := bundle.db
+				insertOutbox(t, db, kindAgedPublished, tt.eligible, 31, true)
+				insertOutbox(t, db, kindAgedPending, 3, 31, false)
+				on := runOn(ctx, t, db, place)
+				l := tt.lock(ctx, t, db)
 
-			log := &batchLog{}
-			rep, err := prune.PruneTable(ctx, db.Pool, log.wrap(withTimeouts(bundle.outbox, 100)))
-			require.ErrorIs(t, err, prune.ErrBatchTimeouts)
-			require.ErrorContains(t, err, "prune event_outbox")
-			require.Equal(t, 6, rep.Timeouts)
-			require.True(t, rep.Reduced)
-			require.Zero(t, rep.Deleted)
-			require.Zero(t, rep.Batches)
-			require.Equal(t, []int32{100, 100, 100, 10, 10, 10}, log.limits, "three at the batch size, three at a tenth of it")
-			requireLockTimeouts(t, log.errs, 6)
-			require.Less(t, rep.Duration, testStatementTimeout, "each batch gave up after the lock timeout")
+				log := &batchLog{}
+				rep, err := prune.PruneTable(ctx, on, log.wrap(withTimeouts(bundle.outbox, 100)))
+				require.ErrorIs(t, err, prune.ErrBatchTimeouts)
+				require.ErrorContains(t, err, "prune event_outbox")
+				require.Equal(t, 6, rep.Timeouts)
+				require.True(t, rep.Reduced)
+				require.Zero(t, rep.Deleted)
+				require.Zero(t, rep.Batches)
+				require.Equal(t, []int32{100, 100, 100, 10, 10, 10}, log.limits, "three at the batch size, three at a tenth of it")
+				requireLockTimeouts(t, log.errs, 6)
+				require.Less(t, rep.Duration, testStatementTimeout, "each batch gave up after the lock timeout")
 
-			l.release() // an ACCESS EXCLUSIVE lock would block the counts too
-			require.Equal(t, int64(tt.eligible), countOutbox(t, db, kindAgedPublished), "nothing deleted")
-			require.Equal(t, int64(3), countOutbox(t, db, kindAgedPending))
-		})
+				l.release() // an ACCESS EXCLUSIVE lock would block the counts too
+				require.Equal(t, int64(tt.eligible), countOutbox(t, db, kindAgedPublished), "nothing deleted")
+				require.Equal(t, int64(3), countOutbox(t, db, kindAgedPending))
+				requireSessionUntouched(ctx, t, on)
+			})
+		}
 	}
 }
 
@@ -203,46 +245,66 @@ func TestPruneBatchTimeoutsRecover(t *testing.T) {
 // is cancelled by the server and counts as a timeout like a lock wait.
 func TestPruneBatchStatementTimeout(t *testing.T) {
 	t.Parallel()
-	ctx, bundle := setup(t, sweep.TransportConfig{})
-	p := bundle.outbox
-	p.BatchSize, p.StatementTimeout, p.LockTimeout = 100, 50*time.Millisecond, time.Second
-	calls := 0
-	p.DeleteBatch = func(ctx context.Context, db prune.DB, _ prune.BatchParams) (int64, error) {
-		calls++
-		// A batch that would take 10 s; the server cancels it at 50 ms.
-		_, err := db.Exec(ctx, "SELECT pg_sleep(10)")
-		return 0, err
+	for _, place := range places {
+		t.Run(place, func(t *testing.T) {
+			t.Parallel()
+			ctx, bundle := setup(t, sweep.TransportConfig{})
+			on := runOn(ctx, t, bundle.db, place)
+			p := bundle.outbox
+			p.BatchSize, p.StatementTimeout, p.LockTimeout = 100, 50*time.Millisecond, time.Second
+			calls := 0
+			p.DeleteBatch = func(ctx context.Context, db prune.DB, _ prune.BatchParams) (int64, error) {
+				calls++
+				// A batch that would take 10 s; the server cancels it at 50 ms.
+				_, err := db.Exec(ctx, "SELECT pg_sleep(10)")
+				return 0, err
+			}
+			rep, err := prune.PruneTable(ctx, on, p)
+			require.ErrorIs(t, err, prune.ErrBatchTimeouts)
+			var pgErr *pgconn.PgError
+			require.ErrorAs(t, err, &pgErr)
+			require.Equal(t, "57014", pgErr.Code)
+			require.Equal(t, 6, rep.Timeouts)
+			require.Equal(t, 6, calls)
+			require.Less(t, rep.Duration, 10*time.Second)
+			requireSessionUntouched(ctx, t, on)
+		})
 	}
-	rep, err := prune.PruneTable(ctx, bundle.db.Pool, p)
-	require.ErrorIs(t, err, prune.ErrBatchTimeouts)
-	var pgErr *pgconn.PgError
-	require.ErrorAs(t, err, &pgErr)
-	require.Equal(t, "57014", pgErr.Code)
-	require.Equal(t, 6, rep.Timeouts)
-	require.Equal(t, 6, calls)
-	require.Less(t, rep.Duration, 10*time.Second)
 }
 
-// TestPruneBatchTimeoutsAreSetLocal: with timeouts set, each batch runs in
-// a transaction of its own whose SET LOCAL timeouts the batch sees, and the
-// session's own settings are untouched afterwards. Without timeouts the
-// batch runs on the session as given.
-func TestPruneBatchTimeoutsAreSetLocal(t *testing.T) {
+// TestPruneBatchSettings: every batch statement sees the policy's settings
+// (its non-zero timeouts, asynchronous commit, generic plans when the policy
+// asks) and commits on its own. On one connection they are set for the
+// session for the duration of the call and the session's own values are put
+// back afterwards; on a pool each batch is a transaction of its own with SET
+// LOCAL settings (none without timeouts).
+func TestPruneBatchSettings(t *testing.T) {
 	t.Parallel()
 
+	type want struct {
+		isTx                               bool
+		statement, lock, syncCommit, plans string
+	}
 	tests := []struct {
-		name          string
-		statement     time.Duration
-		lock          time.Duration
-		wantTx        bool
-		wantStatement string
-		wantLock      string
+		name      string
+		place     string
+		statement time.Duration
+		lock      time.Duration
+		want      want
 	}{
-		{name: "Both", statement: 5 * time.Second, lock: 50 * time.Millisecond, wantTx: true, wantStatement: "5s", wantLock: "50ms"},
+		{name: "ConnBoth", place: onConn, statement: 5 * time.Second, lock: 50 * time.Millisecond,
+			want: want{statement: "5s", lock: "50ms", syncCommit: "off", plans: "force_generic_plan"}},
 		// A zero timeout leaves the session's (the server's) setting.
-		{name: "StatementOnly", statement: 1500 * time.Millisecond, wantTx: true, wantStatement: "1500ms", wantLock: "7s"},
-		{name: "LockOnly", lock: 250 * time.Millisecond, wantTx: true, wantStatement: "9s", wantLock: "250ms"},
-		{name: "Neither", wantTx: false, wantStatement: "9s", wantLock: "7s"},
+		{name: "ConnStatementOnly", place: onConn, statement: 1500 * time.Millisecond,
+			want: want{statement: "1500ms", lock: "7s", syncCommit: "off", plans: "force_generic_plan"}},
+		{name: "ConnLockOnly", place: onConn, lock: 250 * time.Millisecond,
+			want: want{statement: "9s", lock: "250ms", syncCommit: "off", plans: "force_generic_plan"}},
+		{name: "ConnNeither", place: onConn,
+			want: want{statement: "9s", lock: "7s", syncCommit: "off", plans: "force_generic_plan"}},
+		{name: "PoolBoth", place: onPool, statement: 5 * time.Second, lock: 50 * time.Millisecond,
+			want: want{isTx: true, statement: "5s", lock: "50ms", syncCommit: "off", plans: "force_generic_plan"}},
+		{name: "PoolNeither", place: onPool,
+			want: want{statement: "0", lock: "0", syncCommit: "on", plans: "auto"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -251,30 +313,30 @@ func TestPruneBatchTimeoutsAreSetLocal(t *testing.T) {
 			db := bundle.db
 			insertOutbox(t, db, kindAgedPublished, 25, 31, true)
 
-			conn, err := pgx.Connect(ctx, db.URL)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = conn.Close(context.Background()) })
-			_, err = conn.Exec(ctx, "SET lock_timeout = '7s'")
-			require.NoError(t, err)
-			_, err = conn.Exec(ctx, "SET statement_timeout = '9s'")
-			require.NoError(t, err)
+			on := runOn(ctx, t, db, tt.place)
+			conn, isConn := on.(*pgx.Conn)
+			if isConn {
+				_, err := conn.Exec(ctx, "SET lock_timeout = '7s'")
+				require.NoError(t, err)
+				_, err = conn.Exec(ctx, "SET statement_timeout = '9s'")
+				require.NoError(t, err)
+			}
 
 			type seen struct {
-				isTx            bool
-				statement, lock string
-				txid            int64
+				want
+				txid int64
 			}
 			var got []seen
 			p := bundle.outbox
+			require.True(t, p.GenericPlans, "the transport sweeps ask for generic plans")
 			p.BatchSize, p.StatementTimeout, p.LockTimeout = 10, tt.statement, tt.lock
 			inner := p.DeleteBatch
 			p.DeleteBatch = func(ctx context.Context, d prune.DB, bp prune.BatchParams) (int64, error) {
 				var s seen
 				_, s.isTx = d.(pgx.Tx)
-				if err := d.QueryRow(ctx, "SHOW statement_timeout").Scan(&s.statement); err != nil {
-					return 0, err
-				}
-				if err := d.QueryRow(ctx, "SHOW lock_timeout").Scan(&s.lock); err != nil {
+				err := d.QueryRow(ctx, "SELECT current_setting('statement_timeout'), current_setting('lock_timeout'), current_setting('synchronous_commit'), current_setting('plan_cache_mode')").
+					Scan(&s.statement, &s.lock, &s.syncCommit, &s.plans)
+				if err != nil {
 					return 0, err
 				}
 				n, err := inner(ctx, d, bp)
@@ -288,42 +350,38 @@ func TestPruneBatchTimeoutsAreSetLocal(t *testing.T) {
 				return n, nil
 			}
 
-			rep, err := prune.PruneTable(ctx, conn, p)
+			rep, err := prune.PruneTable(ctx, on, p)
 			require.NoError(t, err)
 			require.Equal(t, int64(25), rep.Deleted)
 			require.Len(t, got, 3)
 			txids := map[int64]bool{}
 			for i, s := range got {
-				require.Equal(t, tt.wantTx, s.isTx, "batch %d runs in its own transaction", i+1)
-				require.Equal(t, tt.wantStatement, s.statement, "batch %d: statement_timeout", i+1)
-				require.Equal(t, tt.wantLock, s.lock, "batch %d: lock_timeout", i+1)
+				require.Equal(t, tt.want, s.want, "batch %d", i+1)
 				txids[s.txid] = true
 			}
-			if tt.wantTx {
+			if tt.want.isTx {
 				require.Len(t, txids, 3, "one transaction per batch")
 			}
+			require.Zero(t, countOutbox(t, db, kindAgedPublished))
 
-			var lock, statement string
-			require.NoError(t, conn.QueryRow(ctx, "SHOW lock_timeout").Scan(&lock))
-			require.NoError(t, conn.QueryRow(ctx, "SHOW statement_timeout").Scan(&statement))
-			require.Equal(t, "7s", lock, "the session's lock_timeout is unchanged")
-			require.Equal(t, "9s", statement, "the session's statement_timeout is unchanged")
-			require.Equal(t, byte('I'), conn.PgConn().TxStatus(), "no transaction is left open")
+			if isConn {
+				var statement, lock, syncCommit, plans string
+				require.NoError(t, conn.QueryRow(ctx, "SELECT current_setting('statement_timeout'), current_setting('lock_timeout'), current_setting('synchronous_commit'), current_setting('plan_cache_mode')").
+					Scan(&statement, &lock, &syncCommit, &plans))
+				require.Equal(t, []string{"9s", "7s", "on", "auto"}, []string{statement, lock, syncCommit, plans}, "the session's own settings are back")
+				require.Equal(t, byte('I'), conn.PgConn().TxStatus(), "no transaction is left open")
+			}
 		})
 	}
 }
 
-// A failed batch rolls its transaction back: nothing it did survives, and the
-// session is usable for the next batch.
+// A failed batch in its own transaction (on a pool) rolls back: nothing it
+// did survives.
 func TestPruneBatchTransactionRollsBackOnError(t *testing.T) {
 	t.Parallel()
 	ctx, bundle := setup(t, sweep.TransportConfig{})
 	db := bundle.db
 	insertOutbox(t, db, kindAgedPublished, 5, 31, true)
-
-	conn, err := pgx.Connect(ctx, db.URL)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 
 	boom := errors.New("boom")
 	p := withTimeouts(bundle.outbox, 100)
@@ -334,8 +392,41 @@ func TestPruneBatchTransactionRollsBackOnError(t *testing.T) {
 		}
 		return 0, boom // deleted inside the batch's transaction, then failed
 	}
-	_, err = prune.PruneTable(ctx, conn, p)
+	_, err := prune.PruneTable(ctx, db.Pool, p)
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, int64(5), countOutbox(t, db, kindAgedPublished), "the failed batch's delete was rolled back")
-	require.Equal(t, byte('I'), conn.PgConn().TxStatus())
+}
+
+// On one connection a batch's statement commits on its own; a call that
+// fails (or is cancelled) part-way still puts the session's settings back,
+// so a pooled connection never keeps a sweep's timeouts.
+func TestPruneSessionSettingsRestoredOnError(t *testing.T) {
+	t.Parallel()
+	ctx, bundle := setup(t, sweep.TransportConfig{})
+	db := bundle.db
+	insertOutbox(t, db, kindAgedPublished, 250, 31, true)
+	conn := runOn(ctx, t, db, onConn)
+
+	boom := errors.New("boom")
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	calls := 0
+	p := withTimeouts(bundle.outbox, 100)
+	inner := p.DeleteBatch
+	p.DeleteBatch = func(ctx context.Context, d prune.DB, bp prune.BatchParams) (int64, error) {
+		calls++
+		n, err := inner(ctx, d, bp)
+		if calls == 2 {
+			cancel() // the shutdown arrives while the second batch is in flight
+			return n, boom
+		}
+		return n, err
+	}
+	rep, err := prune.PruneTable(cctx, conn, p)
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, 1, rep.Batches, "the first batch is reported")
+	require.Equal(t, int64(100), rep.Deleted)
+	require.Equal(t, int64(50), countOutbox(t, db, kindAgedPublished),
+		"each batch statement committed on its own: the second batch's DELETE ran before its error")
+	requireSessionUntouched(ctx, t, conn)
 }

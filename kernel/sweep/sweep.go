@@ -68,12 +68,14 @@ func Transport(c TransportConfig) Group {
 			{
 				Table: OutboxTable, WindowDays: c.OutboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
 				AgeColumn: "created_at", Eligible: "published_at IS NOT NULL", Invariant: "outbox_retention_overrun",
-				DeleteBatch: deleteOutboxBatch,
+				GenericPlans: true,
+				DeleteBatch:  deleteOutboxBatch,
 			},
 			{
 				Table: InboxTable, WindowDays: c.InboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
 				AgeColumn: "received_at", Eligible: "TRUE", Invariant: "inbox_retention_overrun",
-				DeleteBatch: deleteInboxBatch,
+				GenericPlans: true,
+				DeleteBatch:  deleteInboxBatch,
 			},
 		},
 	}
