@@ -86,6 +86,7 @@ func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
 	groups := []sweep.Group{sweep.Transport(sweep.TransportConfig{
 		OutboxWindowDays: tr.EventOutboxRetentionDays,
 		InboxWindowDays:  tr.EventInboxRetentionDays,
+		YieldToWriters:   tr.PruneYieldToWriters,
 	})}
 	if spec.LocalGroups != nil {
 		groups = append(groups, spec.LocalGroups(cfg)...)

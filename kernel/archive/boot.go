@@ -61,6 +61,13 @@ func Probe(ctx context.Context, st *store.Store, service string) error {
 		}
 		want := []byte(probePrefix + time.Now().UTC().Format(time.RFC3339Nano) + " " + uuid.NewString())
 		err := st.PutCreate(ctx, key, want, "text/plain")
+		if errors.Is(err, store.ErrConflict) {
+			// Another replica's write or delete of the key is in flight.
+			if err := probePause(ctx); err != nil {
+				return fmt.Errorf("%w: waiting for %s: %w", ErrProbe, key, err)
+			}
+			continue
+		}
 		if errors.Is(err, store.ErrAlreadyExists) {
 			held, err := st.Get(ctx, key)
 			switch {

@@ -37,6 +37,10 @@ type Prune struct {
 	// BatchReduced counts cycles that fell back to the reduced batch size
 	// after consecutive timeouts (retention_prune_batch_reduced_total{table}).
 	BatchReduced *prometheus.CounterVec
+	// BatchYielded counts batches run at the reduced batch size because
+	// other sessions were committing writes
+	// (retention_prune_yielded_batches_total{table}).
+	BatchYielded *prometheus.CounterVec
 	// LastSuccess is the time a group's cycle last completed without error
 	// (retention_sweep_last_success_timestamp_seconds{group}).
 	LastSuccess *prometheus.GaugeVec
@@ -82,13 +86,17 @@ func NewPrune(reg prometheus.Registerer) (*Prune, error) {
 			Name: "retention_prune_batch_reduced_total",
 			Help: "Prune cycles that fell back to the reduced batch size after consecutive timeouts, per table.",
 		}, []string{"table"}),
+		BatchYielded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retention_prune_yielded_batches_total",
+			Help: "Prune batches run at the reduced batch size because other sessions were committing writes, per table.",
+		}, []string{"table"}),
 		LastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "retention_sweep_last_success_timestamp_seconds",
 			Help: "Unix time at which the sweep group's last cycle completed without error.",
 		}, []string{"group"}),
 	}
 	if err := register(reg, m.RowsPruned, m.Capped, m.Duration, m.Failures, m.LockSkipped,
-		m.OldestEligibleAge, m.BatchTimeouts, m.BatchReduced, m.LastSuccess); err != nil {
+		m.OldestEligibleAge, m.BatchTimeouts, m.BatchReduced, m.BatchYielded, m.LastSuccess); err != nil {
 		return nil, err
 	}
 	return m, nil

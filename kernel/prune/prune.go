@@ -193,6 +193,15 @@ type Policy struct {
 	// the ctid-shaped local sweeps are) must leave it false: a generic plan
 	// may scan the whole table.
 	GenericPlans bool
+	// YieldToWriters keeps batches small while other sessions of the server
+	// are committing writes: then (and for YieldHold after the last one
+	// seen) batches run at the reduced batch size, so that another
+	// session's commit never waits behind a full batch's WAL; with nobody
+	// else writing, at the full batch size. It costs one round trip a batch
+	// (reading the server's transaction horizon). The number of batches of
+	// a run then depends on the server's other traffic, which a dry run
+	// (Plan) cannot know: it plans full batches.
+	YieldToWriters bool
 }
 
 // Report is the outcome of one PruneTable call.
@@ -213,6 +222,9 @@ type Report struct {
 	// Reduced is true when timeouts made the loop fall back to the reduced
 	// batch size.
 	Reduced bool
+	// Yielded counts the batches run at the reduced batch size because
+	// other sessions were committing writes (Policy.YieldToWriters).
+	Yielded int
 	// Duration is the wall time spent.
 	Duration time.Duration
 }
@@ -309,6 +321,10 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 			run = p.DeleteBatch
 		}
 	}
+	watch, err := newYieldWatch(ctx, db, p.YieldToWriters)
+	if err != nil {
+		return rep, fmt.Errorf("prune %s: %w", p.Table, err)
+	}
 	consecutiveTimeouts := 0
 	cursor := &Cursor{}
 	bctx := context.WithValue(ctx, cursorKey{}, cursor)
@@ -324,12 +340,19 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 			return rep, nil
 		}
 		limit64 := min(batch, remaining)
+		yielded := watch.yielding() && p.reducedBatchSize() < limit64
+		if yielded {
+			limit64 = p.reducedBatchSize()
+		}
 		limit, err := toInt32(limit64)
 		if err != nil {
 			return rep, fmt.Errorf("prune %s: limit: %w", p.Table, err)
 		}
 		saved := *cursor
 		n, err := run(bctx, db, BatchParams{WindowDays: window, Limit: limit})
+		if _, werr := watch.observe(ctx, n > 0 || err != nil); werr != nil && err == nil && ctx.Err() == nil {
+			return rep, fmt.Errorf("prune %s: after batch %d: %w", p.Table, rep.Batches+1, werr)
+		}
 		if err != nil {
 			*cursor = saved // the batch's keys are not done: the retry covers them again
 			if !isTimeout(err) || ctx.Err() != nil {
@@ -349,6 +372,9 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 		}
 		consecutiveTimeouts = 0
 		rep.Batches++
+		if yielded {
+			rep.Yielded++
+		}
 		rep.Deleted += n
 		if n < limit64 {
 			return rep, nil // short batch: nothing eligible is left

@@ -479,6 +479,7 @@ func TestKeys(t *testing.T) {
 		"prune_cycle_cap",
 		"prune_lock_timeout",
 		"prune_statement_timeout",
+		"prune_yield_to_writers",
 	}
 
 	t.Run("Transport", func(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -45,6 +46,12 @@ var (
 	// ErrAlreadyExists: PutCreate found the key taken (S3 412 Precondition
 	// Failed on If-None-Match: *); the existing object is untouched.
 	ErrAlreadyExists = errors.New("store: object already exists")
+	// ErrConflict: PutCreate met another write to the same key in progress
+	// (S3 409: AWS answers ConditionalRequestConflict to concurrent
+	// conditional writes, versitygw's posix backend
+	// ExistingObjectIsDirectory while another request creates or removes
+	// the key). Nothing was written; the caller may retry.
+	ErrConflict = errors.New("store: conflicting write in progress")
 	// ErrNotFound: Get of a key that holds no object.
 	ErrNotFound = errors.New("store: object not found")
 	// ErrInvalidKey: a key outside Prefix or not a clean slash-separated path,
@@ -215,9 +222,20 @@ func (s *Store) PutCreate(ctx context.Context, key string, data []byte, contentT
 		return nil
 	case gcerrors.Code(err) == gcerrors.FailedPrecondition:
 		return fmt.Errorf("store: put %s: %w: %w", key, ErrAlreadyExists, err)
+	case httpStatus(err) == http.StatusConflict:
+		return fmt.Errorf("store: put %s: %w: %w", key, ErrConflict, err)
 	default:
 		return fmt.Errorf("store: put %s: %w", key, err)
 	}
+}
+
+// httpStatus is the HTTP status of the S3 response behind err, or 0.
+func httpStatus(err error) int {
+	var re interface{ HTTPStatusCode() int }
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
 }
 
 // Get returns the bytes stored under key, or an error wrapping ErrNotFound.

@@ -50,6 +50,8 @@ type TransportConfig struct {
 	InboxWindowDays  int
 	BatchSize        int
 	CycleCap         int64
+	// YieldToWriters sets prune.Policy.YieldToWriters on both policies.
+	YieldToWriters bool
 }
 
 // Transport returns the transport group: the published-only outbox policy,
@@ -68,14 +70,14 @@ func Transport(c TransportConfig) Group {
 			{
 				Table: OutboxTable, WindowDays: c.OutboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
 				AgeColumn: "created_at", Eligible: "published_at IS NOT NULL", Invariant: "outbox_retention_overrun",
-				GenericPlans: true,
-				DeleteBatch:  deleteOutboxBatch,
+				GenericPlans: true, YieldToWriters: c.YieldToWriters,
+				DeleteBatch: deleteOutboxBatch,
 			},
 			{
 				Table: InboxTable, WindowDays: c.InboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
 				AgeColumn: "received_at", Eligible: "TRUE", Invariant: "inbox_retention_overrun",
-				GenericPlans: true,
-				DeleteBatch:  deleteInboxBatch,
+				GenericPlans: true, YieldToWriters: c.YieldToWriters,
+				DeleteBatch: deleteInboxBatch,
 			},
 		},
 	}
@@ -217,6 +219,9 @@ type TableReport struct {
 	// reduced batch size.
 	Timeouts int  `json:"timeouts,omitempty"`
 	Reduced  bool `json:"reduced_batch_size,omitempty"`
+	// Yielded counts batches run at the reduced batch size while other
+	// sessions were committing writes (prune.Policy.YieldToWriters).
+	Yielded int `json:"yielded_batches,omitempty"`
 	// DryRunTable is set only in a dry-run report.
 	*DryRunTable
 }
@@ -427,15 +432,17 @@ func (s *Sweeper) DryRun(ctx context.Context) (Report, error) {
 
 func (s *Sweeper) record(g Group, tr *TableReport, r prune.Report, err error) {
 	tr.Deleted, tr.Capped, tr.Batches, tr.Timeouts, tr.Reduced = r.Deleted, r.Capped, r.Batches, r.Timeouts, r.Reduced
+	tr.Yielded = r.Yielded
 	tr.DurationMS = float64(r.Duration.Microseconds()) / 1000
 	s.metrics.RowsPruned.WithLabelValues(r.Table).Add(float64(r.Deleted))
 	s.metrics.Duration.WithLabelValues(r.Table).Observe(r.Duration.Seconds())
 	attrs := []any{
 		slog.String("group", g.Name), slog.String("table", r.Table),
-		slog.Int64("deleted", r.Deleted), slog.Int("batches", r.Batches),
+		slog.Int64("deleted", r.Deleted), slog.Int("batches", r.Batches), slog.Int("yielded_batches", r.Yielded),
 		slog.Float64("duration_ms", float64(r.Duration.Microseconds())/1000),
 	}
 	s.metrics.BatchTimeouts.WithLabelValues(r.Table).Add(float64(r.Timeouts))
+	s.metrics.BatchYielded.WithLabelValues(r.Table).Add(float64(r.Yielded))
 	if r.Reduced {
 		s.metrics.BatchReduced.WithLabelValues(r.Table).Inc()
 		s.logger.Warn("retention prune fell back to the reduced batch size after consecutive batch timeouts",
