@@ -86,6 +86,7 @@ func (r *runner) runDrain(ctx context.Context) (*DrainResult, error) {
 		}
 	}
 	var worstMax float64
+	var yieldedMax int
 	for _, name := range drainConfigs {
 		var rates, ratios, worst, wal, batches []float64
 		var deleted int64
@@ -105,6 +106,7 @@ func (r *runner) runDrain(ctx context.Context) (*DrainResult, error) {
 			}
 			if name == cfgKernel {
 				worstMax = max(worstMax, run.WorstBatchMS)
+				yieldedMax = max(yieldedMax, run.Yielded)
 			}
 		}
 		c := DrainConfig{
@@ -119,7 +121,7 @@ func (r *runner) runDrain(ctx context.Context) (*DrainResult, error) {
 	res.Kernel = KernelDrainNote{
 		BatchSize: int(r.outboxBatch()), CycleCap: r.outbox.CycleCap,
 		StatementTimeoutMS: r.outbox.StatementTimeout.Milliseconds(), LockTimeoutMS: r.outbox.LockTimeout.Milliseconds(),
-		WorstBatchMaxMS: worstMax,
+		WorstBatchMaxMS: worstMax, YieldedMax: yieldedMax,
 	}
 	return res, nil
 }
@@ -178,7 +180,7 @@ func (r *runner) drainOnce(ctx context.Context, tpl, name string, round int) (Dr
 			if err != nil {
 				return err
 			}
-			batches, run.Deleted, run.Batches = d, rep.Deleted, rep.Batches
+			batches, run.Deleted, run.Batches, run.Yielded = d, rep.Deleted, rep.Batches, rep.Yielded
 		case cfgUnbounded, cfgUnboundedIndex:
 			if name == cfgUnboundedIndex {
 				for _, stmt := range forceIndexPlan {
@@ -232,6 +234,7 @@ func (r *runner) kernelDrain(ctx context.Context, conn *pgx.Conn) ([]time.Durati
 		rep, err := prune.PruneTable(ctx, timer, r.outbox)
 		total.Deleted += rep.Deleted
 		total.Batches += rep.Batches
+		total.Yielded += rep.Yielded
 		if err != nil {
 			return nil, total, fmt.Errorf("kernel prune: %w", err)
 		}

@@ -117,6 +117,9 @@ func Markdown(res *Results) string {
 		}
 		fmt.Fprintf(&b, "\nKernel: batch %d, statement timeout %d ms, lock timeout %d ms; worst batch is the longest time locks were held (a statement that commits on its own, as the kernel's batches on its connection do, or BEGIN…COMMIT), median over rounds (max of all rounds %s ms). WAL is the cluster-wide insert-position difference.\n",
 			d.Kernel.BatchSize, d.Kernel.StatementTimeoutMS, d.Kernel.LockTimeoutMS, trim(d.Kernel.WorstBatchMaxMS, 1))
+		if d.Kernel.YieldedMax > 0 {
+			fmt.Fprintf(&b, "Other sessions of the server wrote during a kernel drain: up to %d of its batches ran at the reduced size (prune_yield_to_writers), so its rate understates a quiet server's.\n", d.Kernel.YieldedMax)
+		}
 	}
 	if s := res.Steady; s != nil {
 		fmt.Fprintf(&b, "\n**Steady state**: %s-row `event_outbox` spanning the window + 1 h; one full sweep cycle (`Sweeper.RunOnce`: lease, outbox, backlog gauge, inbox), an idle connection in the pool as in `serve` unless said.\n\n", thousands(int64(s.Rows)))
@@ -132,6 +135,7 @@ func Markdown(res *Results) string {
 		fmt.Fprintf(&b, "| while the kernel drains the backlog | %s | %s |\n", trim(w.DrainP50MS, 2), trim(w.DrainP99MS, 2))
 		fmt.Fprintf(&b, "| with no sweep | %s | %s |\n", trim(w.AloneP50MS, 2), trim(w.AloneP99MS, 2))
 		fmt.Fprintf(&b, "| **ratio** | **%s** | **%s** |\n", trim(w.P50Ratio, 3), trim(w.P99Ratio, 3))
+		fmt.Fprintf(&b, "\nThe drain saw the writer and yielded (`prune_yield_to_writers`): %d of its %d batches ran at the reduced size (medians).\n", w.DrainYielded, w.DrainBatches)
 	}
 	if a := res.Archive; a != nil {
 		fmt.Fprintf(&b, "\n**Archive**: %s aged `rule_evaluations` (+ %s hot kept), batch %d, max_batch_bytes %s MiB, to the S3 server; `rules archive run` as a child process (start-up and boot probe included).\n\n",

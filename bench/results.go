@@ -117,6 +117,10 @@ type KernelDrainNote struct {
 	StatementTimeoutMS int64   `json:"statement_timeout_ms"`
 	LockTimeoutMS      int64   `json:"lock_timeout_ms"`
 	WorstBatchMaxMS    float64 `json:"worst_batch_max_ms"`
+	// YieldedMax is the most batches one kernel drain ran at the reduced
+	// size because other sessions of the server were writing: 0 on a quiet
+	// server (the drain is measured at the full batch size).
+	YieldedMax int `json:"yielded_batches_max"`
 }
 
 // DrainConfig is one way of draining, medians over the rounds.
@@ -152,6 +156,9 @@ type DrainRun struct {
 	WorstBatchMS float64 `json:"worst_batch_ms"`
 	WALBytes     int64   `json:"wal_bytes"`
 	TimeBoxed    bool    `json:"time_boxed"`
+	// Yielded counts the kernel's batches run at the reduced size because
+	// other sessions of the server were writing (0 on a quiet server).
+	Yielded int `json:"yielded_batches,omitempty"`
 }
 
 // SteadyResult is the steady-state scenario.
@@ -187,13 +194,16 @@ type WriterResult struct {
 	RatePerSec int     `json:"rate_per_s"`
 	WindowS    float64 `json:"window_s"`
 	// Medians over the rounds; the ratios are per-round ratios' medians.
-	DrainP50MS float64     `json:"with_drain_p50_ms"`
-	DrainP99MS float64     `json:"with_drain_p99_ms"`
-	AloneP50MS float64     `json:"without_sweep_p50_ms"`
-	AloneP99MS float64     `json:"without_sweep_p99_ms"`
-	P50Ratio   float64     `json:"p50_ratio"`
-	P99Ratio   float64     `json:"p99_ratio"`
-	Runs       []WriterRun `json:"runs"`
+	DrainP50MS float64 `json:"with_drain_p50_ms"`
+	DrainP99MS float64 `json:"with_drain_p99_ms"`
+	AloneP50MS float64 `json:"without_sweep_p50_ms"`
+	AloneP99MS float64 `json:"without_sweep_p99_ms"`
+	P50Ratio   float64 `json:"p50_ratio"`
+	P99Ratio   float64 `json:"p99_ratio"`
+	// DrainBatches and DrainYielded are medians over the drains.
+	DrainBatches int         `json:"drain_batches"`
+	DrainYielded int         `json:"drain_yielded_batches"`
+	Runs         []WriterRun `json:"runs"`
 }
 
 // WriterRun is one configuration in one round.
@@ -207,6 +217,10 @@ type WriterRun struct {
 	MaxMS   float64 `json:"max_ms"`
 	WindowS float64 `json:"window_s"`
 	Deleted int64   `json:"drain_deleted,omitempty"`
+	// Batches and Yielded are the drain's batches, and those of them run at
+	// the reduced size because the writer was seen (prune_yield_to_writers).
+	Batches int `json:"drain_batches,omitempty"`
+	Yielded int `json:"drain_yielded_batches,omitempty"`
 }
 
 // ArchiveResult is the archive scenario.

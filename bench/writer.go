@@ -122,18 +122,19 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 			if name == cfgWithDrain {
 				drainWindows = append(drainWindows, run.WindowS)
 			}
-			r.cfg.logf("writer round %d/%d %-13s %5d samples p50 %6.2f ms p99 %7.2f ms max %7.2f ms over %.1f s",
-				round+1, r.cfg.Rounds, name, run.Samples, run.P50MS, run.P99MS, run.MaxMS, run.WindowS)
+			r.cfg.logf("writer round %d/%d %-13s %5d samples p50 %6.2f ms p99 %7.2f ms max %7.2f ms over %.1f s (drain batches %d, yielded %d)",
+				round+1, r.cfg.Rounds, name, run.Samples, run.P50MS, run.P99MS, run.MaxMS, run.WindowS, run.Batches, run.Yielded)
 			res.Runs = append(res.Runs, run)
 		}
 	}
-	var dp50, dp99, ap50, ap99, r50, r99 []float64
+	var dp50, dp99, ap50, ap99, r50, r99, batches, yielded []float64
 	for _, run := range res.Runs {
 		if run.Config != cfgWithDrain {
 			ap50, ap99 = append(ap50, run.P50MS), append(ap99, run.P99MS)
 			continue
 		}
 		dp50, dp99 = append(dp50, run.P50MS), append(dp99, run.P99MS)
+		batches, yielded = append(batches, float64(run.Batches)), append(yielded, float64(run.Yielded))
 		for _, other := range res.Runs {
 			if other.Config == cfgAlone && other.Round == run.Round && other.P50MS > 0 && other.P99MS > 0 {
 				r50, r99 = append(r50, run.P50MS/other.P50MS), append(r99, run.P99MS/other.P99MS)
@@ -143,6 +144,7 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 	res.WindowS = median(drainWindows)
 	res.DrainP50MS, res.DrainP99MS, res.AloneP50MS, res.AloneP99MS = median(dp50), median(dp99), median(ap50), median(ap99)
 	res.P50Ratio, res.P99Ratio = round3(median(r50)), round3(median(r99))
+	res.DrainBatches, res.DrainYielded = int(median(batches)), int(median(yielded))
 	return res, nil
 }
 
@@ -195,7 +197,7 @@ func (r *runner) writerOnce(ctx context.Context, name string, round int, alone t
 			stopWriter()
 			return run, err
 		}
-		run.Deleted = rep.Deleted
+		run.Deleted, run.Batches, run.Yielded = rep.Deleted, rep.Batches, rep.Yielded
 	} else {
 		select {
 		case <-time.After(alone):
