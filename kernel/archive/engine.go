@@ -322,7 +322,7 @@ func (e *Engine) fly(ctx context.Context, conn *pgx.Conn, p *prepared) *flight {
 // anything), then deletes the rows and books the archive in one transaction.
 func (e *Engine) upload(ctx context.Context, conn *pgx.Conn, p *prepared) error {
 	spec := e.specs[p.table]
-	if err := e.store.PutCreate(ctx, p.m.DataKey, p.data, store.ContentTypeNDJSON); err != nil {
+	if err := e.store.PutCreateSHA256(ctx, p.m.DataKey, p.data, store.ContentTypeNDJSON, p.m.DataSHA256); err != nil {
 		return fail(ErrStore, spec.Table, fmt.Errorf("put data %s: %w", p.m.DataKey, err))
 	}
 	if err := e.store.PutCreate(ctx, p.m.ManifestKey, p.manifest, store.ContentTypeJSON); err != nil {

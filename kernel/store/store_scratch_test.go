@@ -3,7 +3,15 @@
 package store_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/store"
@@ -21,4 +29,25 @@ func TestConformanceS3(t *testing.T) {
 		}
 		return s
 	})
+}
+
+// TestPutCreateSHA256WrongDigestS3: over plain HTTP the request is signed
+// with the caller's digest; a digest of other bytes makes the server refuse
+// the put, and nothing is stored.
+func TestPutCreateSHA256WrongDigestS3(t *testing.T) {
+	bucketURL := kerneltest.S3URL(t)
+	s := openURL(t, bucketURL)
+	if !strings.Contains(bucketURL, "endpoint=http://") {
+		t.Skipf("%s is not plain HTTP: the SDK sends the payload unsigned over TLS", bucketURL)
+	}
+	ctx := context.Background()
+	keys, err := store.NewArchiveKeys("test-digest", "digest", time.Now(), uuid.NewString())
+	require.NoError(t, err)
+	data := []byte("{\"id\":1}\n")
+	wrong := sha256.Sum256([]byte("something else"))
+	err = s.PutCreateSHA256(ctx, keys.Data, data, store.ContentTypeNDJSON, hex.EncodeToString(wrong[:]))
+	require.Error(t, err)
+	require.NotErrorIs(t, err, store.ErrAlreadyExists)
+	_, err = s.Get(ctx, keys.Data)
+	require.ErrorIs(t, err, store.ErrNotFound, "nothing stored")
 }

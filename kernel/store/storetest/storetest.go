@@ -31,12 +31,16 @@ const (
 	// shows several winners in about 2% of rounds, so one round proves little.
 	raceRounds = 8
 	// largeObjectBytes (~5 MiB) is a realistic archive batch, above one
-	// network buffer and below the 16 MiB where s3blob turns multipart.
+	// network buffer.
 	largeObjectBytes = 5<<20 + 123
-	// multipartObjectBytes exceeds the AWS transfer manager's 16 MiB
-	// multipart threshold (s3blob v0.47), so on S3 the put is a multipart
-	// upload whose CompleteMultipartUpload must honour If-None-Match too.
-	multipartObjectBytes = 17<<20 + 7
+	// digestObjectBytes (~1 MiB) is a typical archive batch, sent as one
+	// PutObject on S3.
+	digestObjectBytes = 1<<20 + 17
+	// bigObjectBytes exceeds the 16 MiB where gocloud's s3blob writer turns
+	// multipart (PutCreate sends one PutObject of known length on S3, up to
+	// 5 GiB): the archiver's default max_batch_bytes is 32 MiB, so a batch
+	// this big is normal and must be refused an existing key like any other.
+	bigObjectBytes = 17<<20 + 7
 	// opTimeout bounds every test's store calls; the 17 MiB puts are the
 	// slowest, under a second on a local server.
 	opTimeout = 2 * time.Minute
@@ -82,7 +86,8 @@ func RunConformance(t *testing.T, open func(t *testing.T) *store.Store, opts ...
 		{"ProbeWriteReadDelete", testProbe},
 		{"EmptyObject", testEmptyObject},
 		{"LargeObject", testLargeObject},
-		{"MultipartObjectNoOverwrite", testMultipartNoOverwrite},
+		{"BigObjectNoOverwrite", testBigObjectNoOverwrite},
+		{"PutCreateSHA256", testPutCreateSHA256},
 		{"InvalidKeysRefused", testInvalidKeys},
 		{"Identity", testIdentity},
 	}
@@ -313,17 +318,45 @@ func testLargeObject(t *testing.T, s *store.Store, sc *scratch) {
 	mustGet(ctx, t, s, k, data)
 }
 
-func testMultipartNoOverwrite(t *testing.T, s *store.Store, sc *scratch) {
+func testBigObjectNoOverwrite(t *testing.T, s *store.Store, sc *scratch) {
 	ctx := ctxFor(t)
-	k := sc.key("multipart.ndjson")
-	data := randomBytes(t, multipartObjectBytes)
+	k := sc.key("big.ndjson")
+	data := randomBytes(t, bigObjectBytes)
 	if err := s.PutCreate(ctx, k, data, store.ContentTypeNDJSON); err != nil {
 		t.Fatalf("PutCreate(%d bytes): %v", len(data), err)
 	}
-	if err := s.PutCreate(ctx, k, randomBytes(t, multipartObjectBytes), store.ContentTypeNDJSON); !errors.Is(err, store.ErrAlreadyExists) {
-		t.Fatalf("second PutCreate(%d bytes): got %v, want ErrAlreadyExists", multipartObjectBytes, err)
+	if err := s.PutCreate(ctx, k, randomBytes(t, bigObjectBytes), store.ContentTypeNDJSON); !errors.Is(err, store.ErrAlreadyExists) {
+		t.Fatalf("second PutCreate(%d bytes): got %v, want ErrAlreadyExists", bigObjectBytes, err)
 	}
 	mustGet(ctx, t, s, k, data)
+}
+
+// testPutCreateSHA256: a put with the data's digest stores the data as
+// PutCreate does and keeps the create-only rule; a value that is not a
+// SHA-256 is refused before anything is sent.
+func testPutCreateSHA256(t *testing.T, s *store.Store, sc *scratch) {
+	ctx := ctxFor(t)
+	k := sc.key("digest.ndjson")
+	data := randomBytes(t, digestObjectBytes)
+	if err := s.PutCreateSHA256(ctx, k, data, store.ContentTypeNDJSON, digest(data)); err != nil {
+		t.Fatalf("PutCreateSHA256: %v", err)
+	}
+	mustGet(ctx, t, s, k, data)
+	other := []byte("other\n")
+	if err := s.PutCreateSHA256(ctx, k, other, store.ContentTypeNDJSON, digest(other)); !errors.Is(err, store.ErrAlreadyExists) {
+		t.Fatalf("PutCreateSHA256 on an existing key: got %v, want ErrAlreadyExists", err)
+	}
+	mustGet(ctx, t, s, k, data)
+
+	fresh := sc.key("bad-digest.ndjson")
+	for _, bad := range []string{"", "abc", strings.ToUpper(digest(data)), digest(data)[:63] + "g"} {
+		if err := s.PutCreateSHA256(ctx, fresh, data, store.ContentTypeNDJSON, bad); !errors.Is(err, store.ErrBadDigest) {
+			t.Fatalf("PutCreateSHA256 with digest %q: got %v, want ErrBadDigest", bad, err)
+		}
+	}
+	if _, err := s.Get(ctx, fresh); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after refused puts: got %v, want ErrNotFound", err)
+	}
 }
 
 func testInvalidKeys(t *testing.T, s *store.Store, sc *scratch) {
@@ -359,7 +392,7 @@ func testIdentity(t *testing.T, s *store.Store, _ *scratch) {
 	if !s.IsLocalBackend() && id.Bucket == "" {
 		t.Errorf("Identity().Bucket is empty on a remote backend: %+v", id)
 	}
-	if s.MaxObjectBytes() < multipartObjectBytes {
+	if s.MaxObjectBytes() < bigObjectBytes {
 		t.Errorf("MaxObjectBytes() = %d, below the suite's largest object", s.MaxObjectBytes())
 	}
 }
@@ -375,6 +408,12 @@ func mustGet(ctx context.Context, t *testing.T, s *store.Store, key string, want
 		t.Fatalf("Get(%s): %d bytes sha256 %s, want %d bytes sha256 %s",
 			key, len(got), sum(got), len(want), sum(want))
 	}
+}
+
+// digest is the full lower-case hex SHA-256 of b.
+func digest(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }
 
 func sum(b []byte) string {
