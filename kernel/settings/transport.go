@@ -84,11 +84,11 @@ type Transport struct {
 	PruneBatchSize int `koanf:"prune_batch_size"`
 	// PruneCycleCap is the most rows one table's prune deletes per cycle.
 	PruneCycleCap int64 `koanf:"prune_cycle_cap"`
-	// PruneStatementTimeout bounds each batch DELETE (SET LOCAL
-	// statement_timeout).
+	// PruneStatementTimeout bounds each batch statement (statement_timeout,
+	// see prune.Policy.StatementTimeout).
 	PruneStatementTimeout time.Duration `koanf:"prune_statement_timeout"`
-	// PruneLockTimeout bounds each batch's lock waits (SET LOCAL
-	// lock_timeout).
+	// PruneLockTimeout bounds each batch statement's lock waits
+	// (lock_timeout).
 	PruneLockTimeout time.Duration `koanf:"prune_lock_timeout"`
 	// PruneYieldToWriters keeps the transport sweep's batches at a tenth of
 	// prune_batch_size while other sessions of the server are committing
