@@ -135,7 +135,15 @@ func Markdown(res *Results) string {
 		fmt.Fprintf(&b, "| while the kernel drains the backlog | %s | %s |\n", trim(w.DrainP50MS, 2), trim(w.DrainP99MS, 2))
 		fmt.Fprintf(&b, "| with no sweep | %s | %s |\n", trim(w.AloneP50MS, 2), trim(w.AloneP99MS, 2))
 		fmt.Fprintf(&b, "| **ratio** | **%s** | **%s** |\n", trim(w.P50Ratio, 3), trim(w.P99Ratio, 3))
-		fmt.Fprintf(&b, "\nThe drain saw the writer and yielded (`prune_yield_to_writers`): %d of its %d batches ran at the reduced size (medians).\n", w.DrainYielded, w.DrainBatches)
+		fmt.Fprintf(&b, "\nThe drain saw the writer and yielded (`prune_yield_to_writers`): %d of its %d batches ran at the reduced size, and it drained %s rows/s while the writer ran (medians)", w.DrainYielded, w.DrainBatches, thousands(int64(w.DrainRowsPerSec)))
+		if d := res.Drain; d != nil {
+			for _, c := range d.Configs {
+				if c.Name == cfgKernel && c.RowsPerSec > 0 {
+					fmt.Fprintf(&b, ", %s of its rate with nobody else writing", trim(w.DrainRowsPerSec/c.RowsPerSec, 2))
+				}
+			}
+		}
+		b.WriteString(".\n")
 	}
 	if a := res.Archive; a != nil {
 		fmt.Fprintf(&b, "\n**Archive**: %s aged `rule_evaluations` (+ %s hot kept), batch %d, max_batch_bytes %s MiB, to the S3 server; `rules archive run` as a child process (start-up and boot probe included).\n\n",

@@ -200,6 +200,8 @@ type WriterResult struct {
 	AloneP99MS float64 `json:"without_sweep_p99_ms"`
 	P50Ratio   float64 `json:"p50_ratio"`
 	P99Ratio   float64 `json:"p99_ratio"`
+	// DrainRowsPerSec is the drains' median rate while the writer ran.
+	DrainRowsPerSec float64 `json:"drain_rows_per_s"`
 	// DrainBatches and DrainYielded are medians over the drains.
 	DrainBatches int         `json:"drain_batches"`
 	DrainYielded int         `json:"drain_yielded_batches"`

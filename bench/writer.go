@@ -127,7 +127,7 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 			res.Runs = append(res.Runs, run)
 		}
 	}
-	var dp50, dp99, ap50, ap99, r50, r99, batches, yielded []float64
+	var dp50, dp99, ap50, ap99, r50, r99, batches, yielded, rates []float64
 	for _, run := range res.Runs {
 		if run.Config != cfgWithDrain {
 			ap50, ap99 = append(ap50, run.P50MS), append(ap99, run.P99MS)
@@ -135,6 +135,9 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 		}
 		dp50, dp99 = append(dp50, run.P50MS), append(dp99, run.P99MS)
 		batches, yielded = append(batches, float64(run.Batches)), append(yielded, float64(run.Yielded))
+		if run.WindowS > 0 {
+			rates = append(rates, float64(run.Deleted)/run.WindowS)
+		}
 		for _, other := range res.Runs {
 			if other.Config == cfgAlone && other.Round == run.Round && other.P50MS > 0 && other.P99MS > 0 {
 				r50, r99 = append(r50, run.P50MS/other.P50MS), append(r99, run.P99MS/other.P99MS)
@@ -145,6 +148,7 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 	res.DrainP50MS, res.DrainP99MS, res.AloneP50MS, res.AloneP99MS = median(dp50), median(dp99), median(ap50), median(ap99)
 	res.P50Ratio, res.P99Ratio = round3(median(r50)), round3(median(r99))
 	res.DrainBatches, res.DrainYielded = int(median(batches)), int(median(yielded))
+	res.DrainRowsPerSec = median(rates)
 	return res, nil
 }
 
