@@ -58,6 +58,14 @@ const (
 	// reducedBatchDivisor derives the reduced batch size from the normal one
 	// when a policy sets none: a tenth, as River's job cleaner does.
 	reducedBatchDivisor = 10
+
+	// yieldBatchDivisor derives the yield batch size from the normal one
+	// when a policy sets none: a twentieth (250 rows of the outbox, about
+	// 90 KB of WAL). In the bench a writer's p99 during a drain came out at
+	// 1.2-1.35x its p99 alone with batches of 1,000 rows, 0.85-1.17x with
+	// 500 and 0.86x with 250 (0.74x with 100, where the drain ran at a
+	// quarter of its rate).
+	yieldBatchDivisor = 20
 )
 
 // DB is what a batch delete runs on: a *pgx.Conn, a pgx.Tx or a pool. It is
@@ -205,13 +213,17 @@ type Policy struct {
 	GenericPlans bool
 	// YieldToWriters keeps batches small while other sessions of the server
 	// are committing writes: then (and for YieldHold after the last one
-	// seen) batches run at the reduced batch size, so that another
+	// seen, and for YieldProbe at the start of a call) batches run at the
+	// yield batch size, so that another
 	// session's commit never waits behind a full batch's WAL; with nobody
 	// else writing, at the full batch size. It costs one round trip a batch
 	// (reading the server's transaction horizon). The number of batches of
 	// a run then depends on the server's other traffic, which a dry run
 	// (Plan) cannot know: it plans full batches.
 	YieldToWriters bool
+	// YieldBatchSize is the batch size while yielding to writers; 0 means
+	// a twentieth of the batch size (at least 1).
+	YieldBatchSize int
 }
 
 // Report is the outcome of one PruneTable call.
@@ -232,8 +244,9 @@ type Report struct {
 	// Reduced is true when timeouts made the loop fall back to the reduced
 	// batch size.
 	Reduced bool
-	// Yielded counts the batches run at the reduced batch size because
-	// other sessions were committing writes (Policy.YieldToWriters).
+	// Yielded counts the batches run at the yield batch size because other
+	// sessions were committing writes, or at the start of the call
+	// (Policy.YieldToWriters).
 	Yielded int
 	// Duration is the wall time spent.
 	Duration time.Duration
@@ -259,6 +272,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("%w: %s: batch size %d outside 0..%d", ErrInvalidPolicy, p.Table, p.BatchSize, math.MaxInt32)
 	case p.CycleCap < 0:
 		return fmt.Errorf("%w: %s: negative cycle cap %d", ErrInvalidPolicy, p.Table, p.CycleCap)
+	case p.YieldBatchSize < 0 || p.YieldBatchSize > math.MaxInt32:
+		return fmt.Errorf("%w: %s: yield batch size %d outside 0..%d", ErrInvalidPolicy, p.Table, p.YieldBatchSize, math.MaxInt32)
 	case p.ReducedBatchSize < 0 || p.ReducedBatchSize > math.MaxInt32:
 		return fmt.Errorf("%w: %s: reduced batch size %d outside 0..%d", ErrInvalidPolicy, p.Table, p.ReducedBatchSize, math.MaxInt32)
 	case p.StatementTimeout < 0 || p.LockTimeout < 0:
@@ -272,6 +287,13 @@ func (p Policy) batchSize() int64 {
 		return DefaultBatchSize
 	}
 	return int64(p.BatchSize)
+}
+
+func (p Policy) yieldBatchSize() int64 {
+	if p.YieldBatchSize > 0 {
+		return int64(p.YieldBatchSize)
+	}
+	return max(1, p.batchSize()/yieldBatchDivisor)
 }
 
 func (p Policy) reducedBatchSize() int64 {
@@ -350,9 +372,9 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 			return rep, nil
 		}
 		limit64 := min(batch, remaining)
-		yielded := watch.yielding() && p.reducedBatchSize() < limit64
+		yielded := watch.yielding() && p.yieldBatchSize() < limit64
 		if yielded {
-			limit64 = p.reducedBatchSize()
+			limit64 = p.yieldBatchSize()
 		}
 		limit, err := toInt32(limit64)
 		if err != nil {

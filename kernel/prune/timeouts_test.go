@@ -230,6 +230,8 @@ func TestPolicyValidateTimeouts(t *testing.T) {
 		{"NegativeLockTimeout", func(p *prune.Policy) { p.LockTimeout = -time.Millisecond }, "negative timeout"},
 		{"NegativeReducedBatchSize", func(p *prune.Policy) { p.ReducedBatchSize = -1 }, "reduced batch size -1"},
 		{"ReducedBatchSizeAboveMaxInt32", func(p *prune.Policy) { p.ReducedBatchSize = math.MaxInt32 + 1 }, "reduced batch size 2147483648"},
+		{"NegativeYieldBatchSize", func(p *prune.Policy) { p.YieldBatchSize = -1 }, "yield batch size -1"},
+		{"YieldBatchSizeAboveMaxInt32", func(p *prune.Policy) { p.YieldBatchSize = math.MaxInt32 + 1 }, "yield batch size 2147483648"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,13 +26,14 @@ func TestYieldWatch(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{name: "AloneAtFullSize", steps: []step{
-			{horizon: 101, wrote: true},
-			{horizon: 102, wrote: true},
-			{horizon: 102, wrote: false}, // the last, short batch deleted nothing
+		{name: "AloneAtFullSizeAfterTheProbe", steps: []step{
+			{horizon: 101, wrote: true, wantNext: true}, // still within YieldProbe
+			{advance: YieldProbe, horizon: 102, wrote: true, wantNext: false},
+			{horizon: 103, wrote: true},
+			{horizon: 103, wrote: false}, // the last, short batch deleted nothing
 		}},
 		{name: "WriterSeenThenGone", steps: []step{
-			{horizon: 101, wrote: true},
+			{advance: YieldProbe, horizon: 101, wrote: true},
 			{horizon: 104, wrote: true, wantSeen: true, wantNext: true}, // two others committed
 			{advance: 500 * time.Millisecond, horizon: 105, wrote: true, wantNext: true},
 			{advance: 501 * time.Millisecond, horizon: 106, wrote: true, wantNext: false}, // YieldHold has passed
@@ -57,7 +58,8 @@ func TestYieldWatch(t *testing.T) {
 				enabled: true,
 			}
 			require.NoError(t, w.read(context.Background()))
-			require.False(t, w.yielding(), "the first batch runs at the full size")
+			w.until = now.Add(YieldProbe) // as newYieldWatch does
+			require.True(t, w.yielding(), "a call starts small, within YieldProbe")
 			for i, s := range tt.steps {
 				now = now.Add(s.advance)
 				next = s.horizon

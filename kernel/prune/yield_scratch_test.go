@@ -4,6 +4,7 @@ package prune_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -12,10 +13,11 @@ import (
 )
 
 // TestPruneYieldsToWriters: another session commits a write while every batch
-// runs (as a service staging events does). The first batch runs at the full
-// size (nobody was seen yet); every later one at the reduced size, and the
-// run still deletes everything eligible and nothing else. On one connection
-// and on a pool alike.
+// runs (as a service staging events does). Every batch runs at the reduced
+// size: the first within prune.YieldProbe (which the first batch waits out,
+// so that every later batch is small only because the writer was seen), the
+// rest because the writer was seen. The run still deletes everything
+// eligible and nothing else. On one connection and on a pool alike.
 //
 // The converse (no other writer: full batches throughout) is not asserted
 // here: the test server is shared with parallel tests whose writes the watch
@@ -34,21 +36,23 @@ func TestPruneYieldsToWriters(t *testing.T) {
 
 			p := bundle.outbox
 			require.True(t, p.YieldToWriters)
-			p.BatchSize = 100 // reduced: 10
+			p.BatchSize = 100 // yield: 5
 			log := &batchLog{}
-			log.before = func(int) {
+			log.before = func(call int) {
+				if call == 1 {
+					time.Sleep(prune.YieldProbe) // the clock must pass the probe window
+				}
 				// A fresh event staged and committed by another session.
 				db.Exec(t, `INSERT INTO event_outbox (event_type, payload) VALUES ('case.written', '{}')`)
 			}
 			rep, err := prune.PruneTable(ctx, on, log.wrap(p))
 			require.NoError(t, err)
 			require.Equal(t, int64(250), rep.Deleted)
-			require.Equal(t, int32(100), log.limits[0], "nobody seen yet: full size")
-			for i, l := range log.limits[1:] {
-				require.Equal(t, int32(10), l, "batch %d: another session wrote during the previous one", i+2)
+			for i, l := range log.limits {
+				require.Equal(t, int32(5), l, "batch %d: another session is writing", i+1)
 			}
-			require.Equal(t, 1+15+1, rep.Batches, "100, then 15 of 10, then a short one")
-			require.Equal(t, rep.Batches-1, rep.Yielded)
+			require.Equal(t, 50+1, rep.Batches, "50 of 5, then a short one")
+			require.Equal(t, rep.Batches, rep.Yielded)
 			require.Zero(t, countOutbox(t, db, kindAgedPublished))
 			require.Equal(t, int64(3), countOutbox(t, db, kindAgedPending), "pending rows kept")
 			require.Equal(t, int64(rep.Batches), countOutbox(t, db, "case.written"), "fresh rows kept")
