@@ -135,7 +135,9 @@ func Markdown(res *Results) string {
 		fmt.Fprintf(&b, "| while the kernel drains the backlog | %s | %s |\n", trim(w.DrainP50MS, 2), trim(w.DrainP99MS, 2))
 		fmt.Fprintf(&b, "| with no sweep | %s | %s |\n", trim(w.AloneP50MS, 2), trim(w.AloneP99MS, 2))
 		fmt.Fprintf(&b, "| **ratio** | **%s** | **%s** |\n", trim(w.P50Ratio, 3), trim(w.P99Ratio, 3))
-		fmt.Fprintf(&b, "\nThe drain saw the writer and yielded (`prune_yield_to_writers`): %d of its %d batches ran at the reduced size, and it drained %s rows/s while the writer ran (medians)", w.DrainYielded, w.DrainBatches, thousands(int64(w.DrainRowsPerSec)))
+		fmt.Fprintf(&b, "\nThe ratios are medians of each round's ratio. All rounds' samples pooled: p99 %s ms with the drain, %s ms without, ratio %s.\n",
+			trim(w.PooledDrainP99MS, 2), trim(w.PooledAloneP99MS, 2), trim(w.PooledP99Ratio, 3))
+		fmt.Fprintf(&b, "The drain saw the writer and yielded (`prune_yield_to_writers`): %d of its %d batches ran at the yield batch size, and it drained %s rows/s while the writer ran (medians)", w.DrainYielded, w.DrainBatches, thousands(int64(w.DrainRowsPerSec)))
 		if d := res.Drain; d != nil {
 			for _, c := range d.Configs {
 				if c.Name == cfgKernel && c.RowsPerSec > 0 {

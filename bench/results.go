@@ -200,6 +200,12 @@ type WriterResult struct {
 	AloneP99MS float64 `json:"without_sweep_p99_ms"`
 	P50Ratio   float64 `json:"p50_ratio"`
 	P99Ratio   float64 `json:"p99_ratio"`
+	// Pooled* are the percentiles of all rounds' samples of a configuration
+	// together (about Rounds times as many samples as one round's: a p99 of
+	// one round of a few hundred samples is its second or third worst).
+	PooledDrainP99MS float64 `json:"pooled_with_drain_p99_ms"`
+	PooledAloneP99MS float64 `json:"pooled_without_sweep_p99_ms"`
+	PooledP99Ratio   float64 `json:"pooled_p99_ratio"`
 	// DrainRowsPerSec is the drains' median rate while the writer ran.
 	DrainRowsPerSec float64 `json:"drain_rows_per_s"`
 	// DrainBatches and DrainYielded are medians over the drains.
@@ -223,6 +229,8 @@ type WriterRun struct {
 	// the reduced size because the writer was seen (prune_yield_to_writers).
 	Batches int `json:"drain_batches,omitempty"`
 	Yielded int `json:"drain_yielded_batches,omitempty"`
+
+	lat []time.Duration // the window's latencies, for the pooled percentiles
 }
 
 // ArchiveResult is the archive scenario.

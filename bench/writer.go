@@ -128,7 +128,13 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 		}
 	}
 	var dp50, dp99, ap50, ap99, r50, r99, batches, yielded, rates []float64
+	var pooledDrain, pooledAlone []time.Duration
 	for _, run := range res.Runs {
+		if run.Config == cfgWithDrain {
+			pooledDrain = append(pooledDrain, run.lat...)
+		} else {
+			pooledAlone = append(pooledAlone, run.lat...)
+		}
 		if run.Config != cfgWithDrain {
 			ap50, ap99 = append(ap50, run.P50MS), append(ap99, run.P99MS)
 			continue
@@ -149,6 +155,10 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 	res.P50Ratio, res.P99Ratio = round3(median(r50)), round3(median(r99))
 	res.DrainBatches, res.DrainYielded = int(median(batches)), int(median(yielded))
 	res.DrainRowsPerSec = median(rates)
+	res.PooledDrainP99MS, res.PooledAloneP99MS = percentile(pooledDrain, 99), percentile(pooledAlone, 99)
+	if res.PooledAloneP99MS > 0 {
+		res.PooledP99Ratio = round3(res.PooledDrainP99MS / res.PooledAloneP99MS)
+	}
 	return res, nil
 }
 
@@ -216,7 +226,7 @@ func (r *runner) writerOnce(ctx context.Context, name string, round int, alone t
 		return run, w.err
 	}
 	lat := window(w.s, from, to)
-	run.Samples, run.WindowS = len(lat), to.Sub(from).Seconds()
+	run.Samples, run.WindowS, run.lat = len(lat), to.Sub(from).Seconds(), lat
 	run.P50MS, run.P99MS, run.MaxMS = percentile(lat, 50), percentile(lat, 99), ms(maxDuration(lat))
 	return run, nil
 }
