@@ -117,8 +117,8 @@ func Markdown(res *Results) string {
 		}
 		fmt.Fprintf(&b, "\nKernel: batch %d, statement timeout %d ms, lock timeout %d ms; worst batch is the longest time locks were held (a statement that commits on its own, as the kernel's batches on its connection do, or BEGIN…COMMIT), median over rounds (max of all rounds %s ms). WAL is the cluster-wide insert-position difference.\n",
 			d.Kernel.BatchSize, d.Kernel.StatementTimeoutMS, d.Kernel.LockTimeoutMS, trim(d.Kernel.WorstBatchMaxMS, 1))
-		if d.Kernel.YieldedMax > 0 {
-			fmt.Fprintf(&b, "Other sessions of the server wrote during a kernel drain: up to %d of its batches ran at the reduced size (prune_yield_to_writers), so its rate understates a quiet server's.\n", d.Kernel.YieldedMax)
+		if d.Kernel.YieldedMax > 0 { // the YieldProbe batches at the start of every call count too
+			fmt.Fprintf(&b, "Up to %d of a kernel drain's batches ran at the yield batch size (`prune_yield_to_writers`): its first 25 ms, and any second after another session of the server committed a write (autovacuum's ANALYZE writes too), so its rate understates a quiet server's.\n", d.Kernel.YieldedMax)
 		}
 	}
 	if s := res.Steady; s != nil {

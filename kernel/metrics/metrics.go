@@ -37,7 +37,7 @@ type Prune struct {
 	// BatchReduced counts cycles that fell back to the reduced batch size
 	// after consecutive timeouts (retention_prune_batch_reduced_total{table}).
 	BatchReduced *prometheus.CounterVec
-	// BatchYielded counts batches run at the reduced batch size because
+	// BatchYielded counts batches run at the yield batch size because
 	// other sessions were committing writes
 	// (retention_prune_yielded_batches_total{table}).
 	BatchYielded *prometheus.CounterVec
@@ -88,7 +88,7 @@ func NewPrune(reg prometheus.Registerer) (*Prune, error) {
 		}, []string{"table"}),
 		BatchYielded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retention_prune_yielded_batches_total",
-			Help: "Prune batches run at the reduced batch size because other sessions were committing writes, per table.",
+			Help: "Prune batches run at the yield batch size (other sessions were committing writes, or the first 25 ms of a prune), per table.",
 		}, []string{"table"}),
 		LastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "retention_sweep_last_success_timestamp_seconds",

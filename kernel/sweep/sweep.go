@@ -219,7 +219,7 @@ type TableReport struct {
 	// reduced batch size.
 	Timeouts int  `json:"timeouts,omitempty"`
 	Reduced  bool `json:"reduced_batch_size,omitempty"`
-	// Yielded counts batches run at the reduced batch size while other
+	// Yielded counts batches run at the yield batch size while other
 	// sessions were committing writes (prune.Policy.YieldToWriters).
 	Yielded int `json:"yielded_batches,omitempty"`
 	// DryRunTable is set only in a dry-run report.
