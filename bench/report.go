@@ -117,8 +117,8 @@ func Markdown(res *Results) string {
 		}
 		fmt.Fprintf(&b, "\nKernel: batch %d, statement timeout %d ms, lock timeout %d ms; worst batch is the longest time locks were held (a statement that commits on its own, as the kernel's batches on its connection do, or BEGIN…COMMIT), median over rounds (max of all rounds %s ms). WAL is the cluster-wide insert-position difference.\n",
 			d.Kernel.BatchSize, d.Kernel.StatementTimeoutMS, d.Kernel.LockTimeoutMS, trim(d.Kernel.WorstBatchMaxMS, 1))
-		if d.Kernel.YieldedMax > 0 { // the YieldProbe batches at the start of every call count too
-			fmt.Fprintf(&b, "Up to %d of a kernel drain's batches ran at the yield batch size (`prune_yield_to_writers`): its first 25 ms, and any second after another session of the server committed a write (autovacuum's ANALYZE writes too), so its rate understates a quiet server's.\n", d.Kernel.YieldedMax)
+		if d.Kernel.YieldedMax > 0 {
+			fmt.Fprintf(&b, "Up to %d of a kernel drain's batches ran at the yield batch size because another session of the server committed a write (`prune_yield_to_writers`; autovacuum's ANALYZE writes too), so its rate understates a quiet server's.\n", d.Kernel.YieldedMax)
 		}
 	}
 	if s := res.Steady; s != nil {
@@ -137,7 +137,7 @@ func Markdown(res *Results) string {
 		fmt.Fprintf(&b, "| **ratio** | **%s** | **%s** |\n", trim(w.P50Ratio, 3), trim(w.P99Ratio, 3))
 		fmt.Fprintf(&b, "\nThe ratios are medians of each round's ratio. All rounds' samples pooled: p99 %s ms with the drain, %s ms without, ratio %s.\n",
 			trim(w.PooledDrainP99MS, 2), trim(w.PooledAloneP99MS, 2), trim(w.PooledP99Ratio, 3))
-		fmt.Fprintf(&b, "The drain saw the writer and yielded (`prune_yield_to_writers`): %d of its %d batches ran at the yield batch size, and it drained %s rows/s while the writer ran (medians)", w.DrainYielded, w.DrainBatches, thousands(int64(w.DrainRowsPerSec)))
+		fmt.Fprintf(&b, "The drain saw the writer and yielded (`prune_yield_to_writers`): %d of its %d batches ran at the yield batch size because of it, and it drained %s rows/s while the writer ran (medians)", w.DrainYielded, w.DrainBatches, thousands(int64(w.DrainRowsPerSec)))
 		if d := res.Drain; d != nil {
 			for _, c := range d.Configs {
 				if c.Name == cfgKernel && c.RowsPerSec > 0 {

@@ -88,7 +88,7 @@ func NewPrune(reg prometheus.Registerer) (*Prune, error) {
 		}, []string{"table"}),
 		BatchYielded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "retention_prune_yielded_batches_total",
-			Help: "Prune batches run at the yield batch size (other sessions were committing writes, or the first 25 ms of a prune), per table.",
+			Help: "Prune batches run at the yield batch size because other sessions were committing writes, per table.",
 		}, []string{"table"}),
 		LastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "retention_sweep_last_success_timestamp_seconds",

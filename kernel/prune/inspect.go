@@ -113,9 +113,11 @@ func OldestEligibleAge(ctx context.Context, db DB, p Policy) (time.Duration, err
 // DryRun is what a real PruneTable call would do now.
 type DryRun struct {
 	Eligibility
-	// Batches is the number of DELETE statements a real run would take
-	// (a run ends on its first short batch, so a multiple of the batch size
-	// costs one extra, empty batch).
+	// Batches is the number of DELETE statements a real run would take at
+	// the full batch size (a run ends on its first short batch, so a
+	// multiple of the batch size costs one extra, empty batch). A policy
+	// that yields to writers takes more: its first YieldProbe, and any time
+	// other sessions write, run at the yield batch size.
 	Batches int64
 	// WouldCap is true when the eligible rows exceed the cycle cap.
 	WouldCap bool

@@ -245,8 +245,8 @@ type Report struct {
 	// batch size.
 	Reduced bool
 	// Yielded counts the batches run at the yield batch size because other
-	// sessions were committing writes, or at the start of the call
-	// (Policy.YieldToWriters).
+	// sessions were committing writes (Policy.YieldToWriters; the small
+	// batches of a call's first YieldProbe are not counted).
 	Yielded int
 	// Duration is the wall time spent.
 	Duration time.Duration
@@ -372,9 +372,10 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 			return rep, nil
 		}
 		limit64 := min(batch, remaining)
-		yielded := watch.yielding() && p.yieldBatchSize() < limit64
-		if yielded {
-			limit64 = p.yieldBatchSize()
+		small, forWriter := watch.yielding()
+		yielded := forWriter && p.yieldBatchSize() < limit64
+		if small {
+			limit64 = min(limit64, p.yieldBatchSize())
 		}
 		limit, err := toInt32(limit64)
 		if err != nil {

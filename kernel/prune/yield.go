@@ -43,6 +43,7 @@ type yieldWatch struct {
 	until   time.Time
 	now     func() time.Time
 	enabled bool
+	seen    bool // a writer was seen in this call
 }
 
 func newYieldWatch(ctx context.Context, db DB, enabled bool) (*yieldWatch, error) {
@@ -83,13 +84,16 @@ func (w *yieldWatch) observe(ctx context.Context, wrote bool) (bool, error) {
 		own = 1
 	}
 	if had && w.last-prev > own {
-		w.until = w.now().Add(YieldHold)
+		w.until, w.seen = w.now().Add(YieldHold), true
 		return true, nil
 	}
 	return false, nil
 }
 
-// yielding reports whether the next batch should be small.
-func (w *yieldWatch) yielding() bool {
-	return w.enabled && w.now().Before(w.until)
+// yielding reports whether the next batch should be small, and whether
+// because of a writer seen in this call (not only the call's first
+// YieldProbe).
+func (w *yieldWatch) yielding() (small, forWriter bool) {
+	small = w.enabled && w.now().Before(w.until)
+	return small, small && w.seen
 }

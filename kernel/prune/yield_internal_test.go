@@ -59,14 +59,18 @@ func TestYieldWatch(t *testing.T) {
 			}
 			require.NoError(t, w.read(context.Background()))
 			w.until = now.Add(YieldProbe) // as newYieldWatch does
-			require.True(t, w.yielding(), "a call starts small, within YieldProbe")
+			small, forWriter := w.yielding()
+			require.True(t, small, "a call starts small, within YieldProbe")
+			require.False(t, forWriter, "no writer seen yet")
 			for i, s := range tt.steps {
 				now = now.Add(s.advance)
 				next = s.horizon
 				seen, err := w.observe(context.Background(), s.wrote)
 				require.NoError(t, err)
 				require.Equal(t, s.wantSeen, seen, "step %d: another writer seen", i+1)
-				require.Equal(t, s.wantNext, w.yielding(), "step %d: next batch yields", i+1)
+				small, forWriter := w.yielding()
+				require.Equal(t, s.wantNext, small, "step %d: next batch yields", i+1)
+				require.Equal(t, s.wantNext && w.seen, forWriter, "step %d: yields for a writer", i+1)
 			}
 		})
 	}
@@ -78,7 +82,8 @@ func TestYieldWatch(t *testing.T) {
 		seen, err := w.observe(context.Background(), true)
 		require.NoError(t, err)
 		require.False(t, seen)
-		require.False(t, w.yielding())
+		small, _ := w.yielding()
+		require.False(t, small)
 	})
 
 	t.Run("ReadError", func(t *testing.T) {

@@ -52,7 +52,7 @@ func TestPruneYieldsToWriters(t *testing.T) {
 				require.Equal(t, int32(5), l, "batch %d: another session is writing", i+1)
 			}
 			require.Equal(t, 50+1, rep.Batches, "50 of 5, then a short one")
-			require.Equal(t, rep.Batches, rep.Yielded)
+			require.Equal(t, rep.Batches-1, rep.Yielded, "the first batch was small for the probe window, the rest for the writer")
 			require.Zero(t, countOutbox(t, db, kindAgedPublished))
 			require.Equal(t, int64(3), countOutbox(t, db, kindAgedPending), "pending rows kept")
 			require.Equal(t, int64(rep.Batches), countOutbox(t, db, "case.written"), "fresh rows kept")
