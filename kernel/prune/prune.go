@@ -6,7 +6,7 @@
 // predicate in the outer DELETE). PruneTable runs that delete in batches until
 // a short batch, never deleting more than the cycle cap in one call. A batch
 // delete may continue where the previous batch of the same call stopped (a
-// keyset Cursor, CursorFrom), so that a large backlog drains at the speed of
+// keyset Cursor, BatchParams.Cursor), so that a large backlog drains at the speed of
 // its own rows rather than re-reading what earlier batches deleted.
 //
 // What a batch costs the database it protects is kept small three ways (the
@@ -95,17 +95,20 @@ type BatchParams struct {
 	WindowDays int32
 	// Limit is the most rows the statement may delete.
 	Limit int32
+	// Cursor is the keyset position of the PruneTable call the batch
+	// belongs to (nil outside one: a nil *Cursor has no key and ignores
+	// Advance).
+	Cursor *Cursor
 }
 
 // DeleteBatchFunc runs one batch delete and returns the rows it deleted.
-// Within PruneTable, ctx carries the call's keyset Cursor (CursorFrom).
 type DeleteBatchFunc func(ctx context.Context, db DB, p BatchParams) (int64, error)
 
 // Cursor is the keyset position of a batch delete that takes its table's
 // rows in the order of a unique key (age column, primary key): the last key
 // the previous batch of the same PruneTable call covered. PruneTable hands
-// every batch of one call the same Cursor, empty at the start, through the
-// batch's context (CursorFrom). A batch delete that uses it starts after the
+// every batch of one call the same Cursor, empty at the start, in its
+// BatchParams. A batch delete that uses it starts after the
 // key and, once its DELETE succeeded, moves it to the last key it covered;
 // one that ignores it deletes the same rows, only slower on a large backlog.
 // When a batch fails (a timeout, say), PruneTable puts the cursor back where
@@ -131,16 +134,6 @@ func (c *Cursor) Advance(at time.Time, id [16]byte) {
 	if c != nil {
 		c.at, c.id, c.set = at, id, true
 	}
-}
-
-type cursorKey struct{}
-
-// CursorFrom returns the keyset cursor of the PruneTable call whose batch ctx
-// belongs to, or nil outside one (a nil *Cursor is valid: it has no key and
-// ignores Advance).
-func CursorFrom(ctx context.Context) *Cursor {
-	c, _ := ctx.Value(cursorKey{}).(*Cursor)
-	return c
 }
 
 // Policy is one swept table.
@@ -359,7 +352,6 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 	}
 	consecutiveTimeouts := 0
 	cursor := &Cursor{}
-	bctx := context.WithValue(ctx, cursorKey{}, cursor)
 	for {
 		if err := ctx.Err(); err != nil {
 			return rep, fmt.Errorf("prune %s: %w", p.Table, err)
@@ -382,7 +374,7 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 			return rep, fmt.Errorf("prune %s: limit: %w", p.Table, err)
 		}
 		saved := *cursor
-		n, err := run(bctx, db, BatchParams{WindowDays: window, Limit: limit})
+		n, err := run(ctx, db, BatchParams{WindowDays: window, Limit: limit, Cursor: cursor})
 		if _, werr := watch.observe(ctx, n > 0 || err != nil); werr != nil && err == nil && ctx.Err() == nil {
 			return rep, fmt.Errorf("prune %s: after batch %d: %w", p.Table, rep.Batches+1, werr)
 		}

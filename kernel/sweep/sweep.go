@@ -87,7 +87,7 @@ func Transport(c TransportConfig) Group {
 // than the window, in (created_at, id) order after the call's cursor
 // (queries/kernel/sweep.sql).
 func deleteOutboxBatch(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
-	q, cur := queries.New(db), prune.CursorFrom(ctx)
+	q, cur := queries.New(db), p.Cursor
 	afterAt, afterID := keysetStart(cur)
 	throughAt, throughID := keysetEnd()
 	b, err := q.OutboxSweepBound(ctx, queries.OutboxSweepBoundParams{
@@ -116,7 +116,7 @@ func deleteOutboxBatch(ctx context.Context, db prune.DB, p prune.BatchParams) (i
 // deleteInboxBatch deletes the next batch of inbox rows older than the
 // window, in (received_at, event_id) order after the call's cursor.
 func deleteInboxBatch(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
-	q, cur := queries.New(db), prune.CursorFrom(ctx)
+	q, cur := queries.New(db), p.Cursor
 	afterAt, afterID := keysetStart(cur)
 	throughAt, throughID := keysetEnd()
 	b, err := q.InboxSweepBound(ctx, queries.InboxSweepBoundParams{
