@@ -118,19 +118,35 @@ func runOn(ctx context.Context, t *testing.T, db *kerneltest.DB, place string) p
 	return conn
 }
 
-// requireSessionUntouched checks that a connection PruneTable ran on has the
-// server's settings back and no transaction open.
-func requireSessionUntouched(ctx context.Context, t *testing.T, d prune.DB) {
+// readBatchSettings reads the settings a batch runs with, as a session reports
+// them: statement_timeout, lock_timeout, synchronous_commit, plan_cache_mode.
+const readBatchSettings = "SELECT current_setting('statement_timeout'), current_setting('lock_timeout'), current_setting('synchronous_commit'), current_setting('plan_cache_mode')"
+
+func batchSettings(ctx context.Context, d prune.DB) ([]string, error) {
+	v := make([]string, 4)
+	err := d.QueryRow(ctx, readBatchSettings).Scan(&v[0], &v[1], &v[2], &v[3])
+	return v, err
+}
+
+// requireSessionBack checks that a connection PruneTable ran on has want
+// back (the batchSettings order) and no transaction open.
+func requireSessionBack(ctx context.Context, t *testing.T, d prune.DB, want []string) {
 	t.Helper()
 	conn, ok := d.(*pgx.Conn)
 	if !ok {
 		return
 	}
-	var statement, lock, syncCommit, planMode string
-	require.NoError(t, conn.QueryRow(ctx, "SELECT current_setting('statement_timeout'), current_setting('lock_timeout'), current_setting('synchronous_commit'), current_setting('plan_cache_mode')").
-		Scan(&statement, &lock, &syncCommit, &planMode))
-	require.Equal(t, []string{"0", "0", "on", "auto"}, []string{statement, lock, syncCommit, planMode}, "the session's settings are back")
+	got, err := batchSettings(ctx, conn)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "the session's own settings are back")
 	require.Equal(t, byte('I'), conn.PgConn().TxStatus(), "no transaction is left open")
+}
+
+// requireSessionUntouched checks that a connection PruneTable ran on has the
+// server's settings back and no transaction open.
+func requireSessionUntouched(ctx context.Context, t *testing.T, d prune.DB) {
+	t.Helper()
+	requireSessionBack(ctx, t, d, []string{"0", "0", "on", "auto"})
 }
 
 func withTimeouts(p prune.Policy, batch int) prune.Policy {
@@ -334,11 +350,11 @@ func TestPruneBatchSettings(t *testing.T) {
 			p.DeleteBatch = func(ctx context.Context, d prune.DB, bp prune.BatchParams) (int64, error) {
 				var s seen
 				_, s.isTx = d.(pgx.Tx)
-				err := d.QueryRow(ctx, "SELECT current_setting('statement_timeout'), current_setting('lock_timeout'), current_setting('synchronous_commit'), current_setting('plan_cache_mode')").
-					Scan(&s.statement, &s.lock, &s.syncCommit, &s.plans)
+				v, err := batchSettings(ctx, d)
 				if err != nil {
 					return 0, err
 				}
+				s.statement, s.lock, s.syncCommit, s.plans = v[0], v[1], v[2], v[3]
 				n, err := inner(ctx, d, bp)
 				if err != nil {
 					return n, err
@@ -364,13 +380,7 @@ func TestPruneBatchSettings(t *testing.T) {
 			}
 			require.Zero(t, countOutbox(t, db, kindAgedPublished))
 
-			if isConn {
-				var statement, lock, syncCommit, plans string
-				require.NoError(t, conn.QueryRow(ctx, "SELECT current_setting('statement_timeout'), current_setting('lock_timeout'), current_setting('synchronous_commit'), current_setting('plan_cache_mode')").
-					Scan(&statement, &lock, &syncCommit, &plans))
-				require.Equal(t, []string{"9s", "7s", "on", "auto"}, []string{statement, lock, syncCommit, plans}, "the session's own settings are back")
-				require.Equal(t, byte('I'), conn.PgConn().TxStatus(), "no transaction is left open")
-			}
+			requireSessionBack(ctx, t, on, []string{"9s", "7s", "on", "auto"})
 		})
 	}
 }

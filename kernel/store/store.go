@@ -223,10 +223,11 @@ func (s *Store) PutCreate(ctx context.Context, key string, data []byte, contentT
 
 // PutCreateSHA256 is PutCreate for a caller that has the data's SHA-256
 // already (the archiver's manifest records it): on S3 the request is signed
-// with that digest instead of the SDK hashing the data a second time (over
-// HTTPS the SDK sends the payload unsigned, and the digest is not needed).
-// The server checks the signed digest against what it received: a wrong one
-// stores nothing. sha256Hex must be 64 lower-case hex digits.
+// with that digest (x-amz-content-sha256, over HTTP and HTTPS alike) instead
+// of the SDK hashing the data a second time over HTTP or sending it unsigned
+// over HTTPS. The server checks the signed digest against what it received:
+// a wrong one stores nothing. The local backends ignore it. sha256Hex must be
+// 64 lower-case hex digits.
 func (s *Store) PutCreateSHA256(ctx context.Context, key string, data []byte, contentType, sha256Hex string) error {
 	if !isSHA256Hex(sha256Hex) {
 		return fmt.Errorf("store: put %s: %w: %q is not a lower-case hex SHA-256", key, ErrBadDigest, sha256Hex)
