@@ -125,9 +125,9 @@ func Run[T any](ctx context.Context, spec Spec[T], args []string, stdout, stderr
 	var actor *string
 	switch cmd {
 	case "archive":
-		budget = fs.Int("budget", archive.DefaultManualBudget, "most batches this pass may run")
+		budget = fs.Int("budget", archive.DefaultManualBudget, fmt.Sprintf("most batches this pass may run (1..%d)", archive.MaxManualBudget))
 		asJSON = fs.Bool("json", false, "print the pass report as one JSON object")
-		actor = fs.String("actor", defaultActor(), "who runs this pass (recorded as archived_by)")
+		actor = fs.String("actor", defaultActor(), "who runs this pass (recorded as archived_by cli:<actor>)")
 	case "sweep":
 		once = fs.Bool("once", false, "run one sweep cycle now (required)")
 		dryRun = fs.Bool("dry-run", false, "delete nothing; report what a cycle would delete")
@@ -150,8 +150,8 @@ func Run[T any](ctx context.Context, spec Spec[T], args []string, stdout, stderr
 		fmt.Fprintf(stderr, "%s %s: unexpected arguments %v\n", spec.Name, cmd, fs.Args())
 		return ExitUsage
 	}
-	if cmd == "archive" && (*budget < 1 || strings.TrimSpace(*actor) == "") {
-		fmt.Fprintf(stderr, "%s archive run: --budget must be at least 1 and --actor non-empty (got %d, %q)\n", spec.Name, *budget, *actor)
+	if cmd == "archive" && (*budget < 1 || *budget > archive.MaxManualBudget || strings.TrimSpace(*actor) == "") {
+		fmt.Fprintf(stderr, "%s archive run: --budget must be between 1 and %d and --actor non-empty (got %d, %q)\n", spec.Name, archive.MaxManualBudget, *budget, *actor)
 		return ExitUsage
 	}
 	if cmd == "sweep" && !*once {
@@ -191,7 +191,7 @@ func Run[T any](ctx context.Context, spec Spec[T], args []string, stdout, stderr
 			return ExitUsage // the gate's contract: 2 on error
 		}
 	case "archive":
-		err = rt.archiveRun(ctx, *budget, *asJSON, *actor)
+		err = rt.archiveRun(ctx, *budget, *asJSON, CLIActor(*actor))
 		if errors.Is(err, archive.ErrDisabled) {
 			fmt.Fprintf(stderr, "%s archive run: refused: %v\n", spec.Name, err)
 			return ExitDisabled
@@ -214,12 +214,28 @@ func Run[T any](ctx context.Context, spec Spec[T], args []string, stdout, stderr
 	return ExitOK
 }
 
+// CLIActorPrefix marks every act attributed from the command line: an
+// operator with database credentials is trusted with them, but a CLI act can
+// never pose as the scheduler (archive.SystemActor) or an API identity.
+const CLIActorPrefix = "cli:"
+
+// CLIActor is how a CLI act's --actor is recorded: "cli:" + the value, the
+// value trimmed, once (an --actor already starting with cli: is not
+// prefixed again).
+func CLIActor(actor string) string {
+	a := strings.TrimSpace(actor)
+	if strings.HasPrefix(a, CLIActorPrefix) {
+		return a
+	}
+	return CLIActorPrefix + a
+}
+
 // defaultActor attributes a manual CLI pass to the operating-system user.
 func defaultActor() string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
-		return "cli:" + u.Username
+		return u.Username
 	}
-	return "cli:unknown"
+	return "unknown"
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {

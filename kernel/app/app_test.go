@@ -53,7 +53,7 @@ func TestMainRejectsInvalidInputBeforeTouchingTheDatabase(t *testing.T) {
 			name: "unknown key", args: []string{"sweep", "--once"},
 			env:      []string{"CRAIG_EXCHANGE__EVENT_OUTBOX_RETENTION_DAY=3"},
 			wantCode: app.ExitUsage,
-			wantErr:  []string{"event_outbox_retention_day=3", "unknown key"},
+			wantErr:  []string{"event_outbox_retention_day (env CRAIG_EXCHANGE__EVENT_OUTBOX_RETENTION_DAY)", "unknown key"},
 		},
 		{
 			name: "exposed admin API without a token", args: []string{"serve"},

@@ -46,14 +46,37 @@ type runtime[T any] struct {
 	stdout io.Writer
 }
 
+// pool opens the service's database pool. Every connection it opens is
+// bounded by database_connect_timeout (TCP, TLS and the startup
+// handshake), and so is the first ping: a server that accepts connections
+// and never answers fails the command naming the database, instead of
+// hanging it.
 func (r *runtime[T]) pool(ctx context.Context) (*pgxpool.Pool, error) {
-	pool, err := pgxpool.New(ctx, r.tr.DatabaseURL)
+	return OpenPool(ctx, r.tr.DatabaseURL, r.tr.DatabaseConnectTimeout)
+}
+
+// OpenPool opens a pool on databaseURL whose connections are opened within
+// connectTimeout, and pings it within the same bound. Errors name the
+// database without its password.
+func OpenPool(ctx context.Context, databaseURL string, connectTimeout time.Duration) (*pgxpool.Pool, error) {
+	where := settings.Redact(databaseURL)
+	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("database pool: %w", err)
+		return nil, fmt.Errorf("database_url %s: does not parse as a PostgreSQL connection string", where)
 	}
-	if err := pool.Ping(ctx); err != nil {
+	cfg.ConnConfig.ConnectTimeout = connectTimeout
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("database pool %s: %w", where, err)
+	}
+	pctx, cancel := context.WithTimeoutCause(ctx, connectTimeout, fmt.Errorf("database %s did not answer within database_connect_timeout=%v", where, connectTimeout))
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("database %s unreachable: %w", redactURL(r.tr.DatabaseURL), err)
+		if ctx.Err() == nil && pctx.Err() != nil { // our bound fired, not the caller's
+			return nil, fmt.Errorf("%w: %w", context.Cause(pctx), err)
+		}
+		return nil, fmt.Errorf("database %s unreachable: %w", where, err)
 	}
 	return pool, nil
 }
@@ -219,7 +242,7 @@ func (r *runtime[T]) probe(ctx context.Context) (warned bool, err error) {
 		return false, err
 	}
 	defer pool.Close()
-	fmt.Fprintf(r.stdout, "database: reachable (%s)\n", redactURL(r.tr.DatabaseURL))
+	fmt.Fprintf(r.stdout, "database: reachable (%s)\n", settings.Redact(r.tr.DatabaseURL))
 	warnings, err := checkPlans(ctx, pool, sweep.Policies(Groups(r.spec, r.cfg)), r.tr.PlanCheckSeqScanRows, r.logger)
 	if err != nil {
 		return false, err

@@ -36,6 +36,12 @@ const (
 	probeBackoff = 25 * time.Millisecond
 )
 
+// BootTimeout bounds the whole boot (open, probe with its waits and
+// retries): a store that accepts connections and never answers refuses the
+// boot with an error instead of hanging it. It covers probeWait and a few
+// bounded requests.
+const BootTimeout = 2 * time.Minute
+
 // probePrefix starts every probe object's content, followed by its write
 // time (RFC 3339) and a random id.
 const probePrefix = "craig retention probe "
@@ -153,7 +159,9 @@ func Boot(ctx context.Context, service string, s Settings) (*store.Store, error)
 		return fmt.Errorf("archiver refused to start: %w (archive.enabled=true, env %s; store archive.store.url, env %s; set archive.enabled=false to run without archiving)",
 			err, settings.EnvVar(service, "archive.enabled"), settings.EnvVar(service, "archive.store.url"))
 	}
-	st, err := store.Open(ctx, s.Store.URL)
+	ctx, cancel := context.WithTimeoutCause(ctx, BootTimeout, fmt.Errorf("%w: the store did not answer within %v", store.ErrTimeout, BootTimeout))
+	defer cancel()
+	st, err := store.Open(ctx, s.Store.URL, store.WithRequestTimeout(s.Store.RequestTimeout))
 	if err != nil {
 		return nil, refuse(err)
 	}
@@ -164,6 +172,9 @@ func Boot(ctx context.Context, service string, s Settings) (*store.Store, error)
 	}
 	if err := Probe(ctx, st, service); err != nil {
 		_ = st.Close()
+		if cause := context.Cause(ctx); cause != nil && errors.Is(cause, store.ErrTimeout) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
 		return nil, refuse(err)
 	}
 	return st, nil

@@ -208,7 +208,21 @@ func TestSettingsProblems(t *testing.T) {
 		{name: "interval above a week", mutate: func(s *archive.Settings) { s.IntervalSeconds = archive.MaxIntervalSeconds + 1 }, want: []string{"archive.interval_seconds"}},
 		{name: "everything wrong", mutate: func(s *archive.Settings) {
 			*s = archive.Settings{Enabled: true, IntervalSeconds: -5}
-		}, want: []string{"archive.hot_window_days", "archive.interval_seconds", "archive.batch_size", "archive.max_batch_bytes", "archive.store.url"}},
+		}, want: []string{"archive.hot_window_days", "archive.interval_seconds", "archive.batch_size", "archive.max_batch_bytes", "archive.store.request_timeout", "archive.store.url"}},
+		{name: "max bytes above the store cap", mutate: func(s *archive.Settings) { s.MaxBatchBytes = archive.MaxMaxBatchBytes + 1 }, want: []string{"archive.max_batch_bytes"}},
+		{name: "max bytes at the store cap", mutate: func(s *archive.Settings) { s.MaxBatchBytes = archive.MaxMaxBatchBytes }},
+		{name: "request timeout below a second", mutate: func(s *archive.Settings) { s.Store.RequestTimeout = 999 * time.Millisecond }, want: []string{"archive.store.request_timeout"}},
+		{name: "request timeout above ten minutes", mutate: func(s *archive.Settings) { s.Store.RequestTimeout = 10*time.Minute + time.Second }, want: []string{"archive.store.request_timeout"}},
+		// Finding 14: credentials inside the store URL or its endpoint
+		// were accepted and copied into probe output, ledger, event and
+		// manifest.
+		{name: "store URL with userinfo", mutate: func(s *archive.Settings) { s.Store.URL = "s3://user:secret@b" }, want: []string{"archive.store.url"}},
+		{name: "store endpoint with userinfo", mutate: func(s *archive.Settings) {
+			s.Store.URL = "s3://b?endpoint=http://user:secret@127.0.0.1:7070&region=us-east-1"
+		}, want: []string{"archive.store.url"}},
+		{name: "store endpoint with user only", mutate: func(s *archive.Settings) {
+			s.Store.URL = "s3://b?endpoint=http://user@127.0.0.1:7070"
+		}, want: []string{"archive.store.url"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

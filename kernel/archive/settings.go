@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/kernel/store"
 )
 
 // Defaults of the archive settings (key prefix "archive.").
@@ -28,6 +29,19 @@ const (
 	DefaultScheduledBudget = 120
 	// DefaultManualBudget is the batches one `archive run` runs unless told.
 	DefaultManualBudget = 8
+	// MaxManualBudget bounds `archive run --budget` (and the API's budget):
+	// the seed's endpoint budget, one scheduled pass's worth.
+	MaxManualBudget = 120
+	// MaxMaxBatchBytes is the store's object cap (5 GiB, S3's single-put
+	// limit); the boot probe checks the store's own cap as well.
+	MaxMaxBatchBytes int64 = 5 << 30
+	// DefaultStoreRequestTimeout bounds each store request (store.Open).
+	DefaultStoreRequestTimeout = store.DefaultRequestTimeout
+	// MinStoreRequestTimeout and MaxStoreRequestTimeout bound it: a put of
+	// max_batch_bytes needs seconds, and a hung store must not hold the
+	// archive lease for longer than ten minutes a request.
+	MinStoreRequestTimeout = time.Second
+	MaxStoreRequestTimeout = 10 * time.Minute
 )
 
 // Settings are a service's archive settings. The archiver is OFF unless an
@@ -55,6 +69,8 @@ type StoreSettings struct {
 	// URL is a gocloud bucket URL, e.g.
 	// s3://craig-archive?endpoint=http://127.0.0.1:7070&region=us-east-1&use_path_style=true&disable_https=true
 	URL string `koanf:"url"`
+	// RequestTimeout bounds every request to the store.
+	RequestTimeout time.Duration `koanf:"request_timeout"`
 }
 
 // DefaultSettings returns the archive defaults: disabled.
@@ -64,6 +80,7 @@ func DefaultSettings() Settings {
 		IntervalSeconds: DefaultIntervalSeconds,
 		BatchSize:       DefaultBatchSize,
 		MaxBatchBytes:   DefaultMaxBatchBytes,
+		Store:           StoreSettings{RequestTimeout: DefaultStoreRequestTimeout},
 	}
 }
 
@@ -82,8 +99,16 @@ func (s Settings) Problems() []settings.Problem {
 	if s.BatchSize < MinBatchSize || s.BatchSize > MaxBatchSize {
 		ps = append(ps, settings.Problem{Key: "archive.batch_size", Value: s.BatchSize, Reason: fmt.Sprintf("must be between %d and %d rows", MinBatchSize, MaxBatchSize)})
 	}
-	if s.MaxBatchBytes < MinMaxBatchBytes {
-		ps = append(ps, settings.Problem{Key: "archive.max_batch_bytes", Value: s.MaxBatchBytes, Reason: fmt.Sprintf("must be at least %d bytes (and at most the store's object cap)", MinMaxBatchBytes)})
+	if s.MaxBatchBytes < MinMaxBatchBytes || s.MaxBatchBytes > MaxMaxBatchBytes {
+		ps = append(ps, settings.Problem{Key: "archive.max_batch_bytes", Value: s.MaxBatchBytes, Reason: fmt.Sprintf("must be between %d bytes and %d (the store's object cap)", MinMaxBatchBytes, MaxMaxBatchBytes)})
+	}
+	if s.Store.RequestTimeout < MinStoreRequestTimeout || s.Store.RequestTimeout > MaxStoreRequestTimeout {
+		ps = append(ps, settings.Problem{Key: "archive.store.request_timeout", Value: s.Store.RequestTimeout, Reason: fmt.Sprintf("must be a duration between %v and %v, such as 60s", MinStoreRequestTimeout, MaxStoreRequestTimeout)})
+	}
+	if s.Store.URL != "" {
+		if err := store.CheckURL(s.Store.URL); err != nil {
+			ps = append(ps, settings.Problem{Key: "archive.store.url", Value: s.Store.URL, Reason: err.Error()})
+		}
 	}
 	if s.Enabled && s.Store.URL == "" {
 		ps = append(ps, settings.Problem{Key: "archive.store.url", Value: `""`, Reason: "required when archive.enabled is true: the bucket URL archives are written to", Related: []string{"archive.enabled"}})

@@ -15,14 +15,12 @@ package settings
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"reflect"
 	"sort"
 	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
-	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/env/v2"
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
@@ -44,7 +42,10 @@ type Source struct {
 type Problem struct {
 	// Key is the offending key (dotted for nested keys).
 	Key string
-	// Value is the offending value.
+	// Value is the offending value; nil means it is not shown (an unknown
+	// key's value may be a misspelled secret). Errors show it redacted: the
+	// value of a secret key (token, secret, password …) never, a URL or DSN
+	// without its password.
 	Value any
 	// Reason says what is wrong and what would be accepted.
 	Reason string
@@ -66,8 +67,10 @@ type FieldError struct {
 }
 
 func (f FieldError) String() string {
-	s := fmt.Sprintf("%s=%v (env %s): %s", f.Key, f.Value, f.EnvVar, f.Reason)
-	return s
+	if f.Value == nil {
+		return fmt.Sprintf("%s (env %s): %s", f.Key, f.EnvVar, f.Reason)
+	}
+	return fmt.Sprintf("%s=%s (env %s): %s", f.Key, displayValue(f.Key, f.Value), f.EnvVar, f.Reason)
 }
 
 // Error is returned by Load for invalid configuration. It lists every
@@ -111,7 +114,7 @@ func Load[T any](service string, defaults T, src Source) (T, error) {
 	cfg := defaults
 	k := koanf.New(".")
 	if src.ConfigPath != "" {
-		if err := k.Load(file.Provider(src.ConfigPath), yaml.Parser()); err != nil {
+		if err := k.Load(file.Provider(src.ConfigPath), rawYAML{}); err != nil {
 			return cfg, fmt.Errorf("settings: %s: read config file %s: %w", service, src.ConfigPath, err)
 		}
 	}
@@ -140,11 +143,12 @@ func Load[T any](service string, defaults T, src Source) (T, error) {
 	for _, key := range keys {
 		typ, ok := known[key]
 		if !ok {
-			fields = append(fields, FieldError{Problem: Problem{Key: key, Value: k.Get(key), Reason: "unknown key (check its spelling against the configuration reference)"}, EnvVar: EnvVar(service, key)})
+			// The value is not shown: a misspelled key may hold a secret.
+			fields = append(fields, FieldError{Problem: Problem{Key: key, Reason: "unknown key (check its spelling against the configuration reference; its value is not shown)"}, EnvVar: EnvVar(service, key)})
 			continue
 		}
-		if err := decode(k.Get(key), reflect.New(typ).Interface()); err != nil {
-			fields = append(fields, FieldError{Problem: Problem{Key: key, Value: k.Get(key), Reason: "not a valid " + typ.String()}, EnvVar: EnvVar(service, key)})
+		if reason := checkValue(typ, k.Get(key)); reason != "" {
+			fields = append(fields, FieldError{Problem: Problem{Key: key, Value: k.Get(key), Reason: reason}, EnvVar: EnvVar(service, key)})
 		}
 	}
 	if len(fields) > 0 {
@@ -184,42 +188,40 @@ func Keys[T any]() []string {
 
 func decoderConfig(out any) *mapstructure.DecoderConfig {
 	return &mapstructure.DecoderConfig{
-		DecodeHook:       mapstructure.ComposeDecodeHookFunc(mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(","), strictScalarHook),
-		WeaklyTypedInput: true,
+		DecodeHook:       strictHook,
+		WeaklyTypedInput: false,
 		Result:           out,
 		TagName:          tag,
 	}
 }
 
-// strictScalarHook refuses values that weak typing would silently convert:
-// an empty string for a number or bool (it would load as 0 or false and, for
-// a window, switch a sweep off), a fractional number for an integer, and a
-// bool for a number.
-func strictScalarHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
-	isInt := false
-	switch to.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		isInt = true
-	case reflect.Float32, reflect.Float64, reflect.Bool:
-	default:
-		return data, nil
+// checkValue returns why raw is not a valid value of typ ("" when it is).
+// Both sources give scalars as strings; a mapping or list where a single
+// value belongs is refused too.
+func checkValue(typ reflect.Type, raw any) string {
+	switch raw.(type) {
+	case map[string]any, []any:
+		return "must be a single value, not a mapping or list"
 	}
-	switch v := data.(type) {
-	case string:
-		if strings.TrimSpace(v) == "" {
-			return nil, errors.New("empty value")
-		}
-	case float64:
-		if isInt && v != math.Trunc(v) {
-			return nil, fmt.Errorf("%v is not a whole number", v)
-		}
-	case bool:
-		if isInt {
-			return nil, fmt.Errorf("%v is not a number", v)
-		}
+	if _, err := strictHook(nil, typ, raw); err != nil {
+		return "not a valid " + typeName(typ) + ": " + err.Error()
 	}
-	return data, nil
+	if err := decode(raw, reflect.New(typ).Interface()); err != nil {
+		return "not a valid " + typeName(typ)
+	}
+	return ""
+}
+
+func typeName(t reflect.Type) string {
+	switch {
+	case t == durationType:
+		return "duration"
+	case t.Kind() == reflect.Bool:
+		return "boolean"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uint64:
+		return "integer"
+	}
+	return t.String()
 }
 
 func decode(in, out any) error {

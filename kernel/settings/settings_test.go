@@ -21,6 +21,10 @@ const (
 
 	envOutbox = "CRAIG_EXCHANGE__EVENT_OUTBOX_RETENTION_DAYS"
 	envInbox  = "CRAIG_EXCHANGE__EVENT_INBOX_RETENTION_DAYS"
+
+	envReplayMaxAge = "CRAIG_EXCHANGE__REPLAY_MAX_AGE_DAYS"
+	// goodToken is a valid admin token (32+ characters).
+	goodToken = "0123456789abcdef0123456789abcdef"
 )
 
 // rulesSettings is a service settings struct of the shape the services use:
@@ -183,7 +187,12 @@ func TestLoadWindowRule(t *testing.T) {
 		t.Run(fmt.Sprintf("Outbox%d_Inbox%d", tt.outbox, tt.inbox), func(t *testing.T) {
 			t.Parallel()
 
-			cfg, err := load(t, "", fmt.Sprintf("%s=%d", envOutbox, tt.outbox), fmt.Sprintf("%s=%d", envInbox, tt.inbox))
+			env := []string{fmt.Sprintf("%s=%d", envOutbox, tt.outbox), fmt.Sprintf("%s=%d", envInbox, tt.inbox)}
+			if tt.inbox > 1 && tt.inbox <= settings.DefaultReplayMaxAgeDays {
+				// replay_max_age_days must stay below the inbox window.
+				env = append(env, fmt.Sprintf("%s=%d", envReplayMaxAge, tt.inbox-1))
+			}
+			cfg, err := load(t, "", env...)
 			if tt.ok {
 				require.NoError(t, err)
 				require.Equal(t, tt.outbox, cfg.EventOutboxRetentionDays)
@@ -215,7 +224,7 @@ func TestLoadHTTPAddr(t *testing.T) {
 		{"[::1]:8080", "", true},
 		{"0.0.0.0:8080", "", false},
 		{":8080", "", false},
-		{"0.0.0.0:8080", "s3cret", true},
+		{"0.0.0.0:8080", goodToken, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.addr+"_token="+tt.token, func(t *testing.T) {
@@ -289,14 +298,16 @@ func TestLoadRejections(t *testing.T) {
 			wantKey: "event_outbox_retention_days", wantValue: "30.5", wantEnv: envOutbox,
 		},
 		{
+			// An unknown key is named without its value (it may be a
+			// misspelled secret): wantValue "" checks just that.
 			name:    "UnknownKey",
 			environ: []string{"CRAIG_EXCHANGE__EVENT_OUTBOX_RETENTION_DAY=30"},
-			wantKey: "event_outbox_retention_day", wantValue: "30", wantEnv: "CRAIG_EXCHANGE__EVENT_OUTBOX_RETENTION_DAY",
+			wantKey: "event_outbox_retention_day", wantEnv: "CRAIG_EXCHANGE__EVENT_OUTBOX_RETENTION_DAY",
 		},
 		{
 			name:    "UnknownNestedKey",
 			environ: []string{"CRAIG_EXCHANGE__ARCHIVE__ENABLED=true"},
-			wantKey: "archive.enabled", wantValue: "true", wantEnv: "CRAIG_EXCHANGE__ARCHIVE__ENABLED",
+			wantKey: "archive.enabled", wantEnv: "CRAIG_EXCHANGE__ARCHIVE__ENABLED",
 		},
 		{
 			name:    "BatchSizeZero",
@@ -337,7 +348,12 @@ func TestLoadRejections(t *testing.T) {
 			require.Contains(t, keys, tt.wantKey)
 
 			msg := err.Error()
-			require.Contains(t, msg, tt.wantKey+"="+tt.wantValue, "the message names the key and the offending value")
+			if tt.wantValue == "" {
+				require.Contains(t, msg, tt.wantKey+" (env ", "the message names the key")
+				require.NotContains(t, msg, tt.wantKey+"=", "an unknown key's value is not shown")
+			} else {
+				require.Contains(t, msg, tt.wantKey+"="+tt.wantValue, "the message names the key and the offending value")
+			}
 			require.Contains(t, msg, "(env "+tt.wantEnv+")", "the message names the env var")
 		})
 	}
@@ -469,6 +485,7 @@ func TestKeys(t *testing.T) {
 		"admin_token",
 		"amqp_exchange",
 		"amqp_url",
+		"database_connect_timeout",
 		"database_url",
 		"event_inbox_retention_days",
 		"event_outbox_retention_days",
@@ -480,6 +497,8 @@ func TestKeys(t *testing.T) {
 		"prune_lock_timeout",
 		"prune_statement_timeout",
 		"prune_yield_to_writers",
+		"replay_max_age_days",
+		"replay_max_rows",
 	}
 
 	t.Run("Transport", func(t *testing.T) {

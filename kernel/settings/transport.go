@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -39,6 +40,37 @@ const (
 	MaxPruneBatchSize = 100_000
 	// DefaultPruneCycleCap matches prune.DefaultCycleCap (seed 000).
 	DefaultPruneCycleCap = 1_000_000
+	// MaxPruneCycleCap bounds the cycle cap: the cap is the clock-jump
+	// guard of seed D6 (a wrong clock must not mass-delete), and a cap of
+	// 9e18 would switch it off. Ten times the default still lets a backlog
+	// drain of ten million rows run in one cycle.
+	MaxPruneCycleCap = 10_000_000
+	// DefaultReplayMaxAgeDays is the oldest an admin replay may reach: the
+	// inbox window every consumer of the fleet guarantees (31 days, seed
+	// 000 D3) less a day of margin for prune cadence and clock skew.
+	DefaultReplayMaxAgeDays = 30
+	// DefaultReplayMaxRows is the largest replay accepted: a range with more
+	// rows floods the broker and every consumer; narrow it instead.
+	DefaultReplayMaxRows = 100_000
+	// MaxReplayMaxRows bounds replay_max_rows like the cycle cap bounds a
+	// sweep: a replay is a bulk act and must stay one an operator meant.
+	MaxReplayMaxRows = 10_000_000
+	// DefaultDatabaseConnectTimeout bounds opening a database connection
+	// (TCP, TLS and the startup handshake): a server that accepts and never
+	// answers must fail the command, not hang it.
+	DefaultDatabaseConnectTimeout = 10 * time.Second
+	// MinDatabaseConnectTimeout and MaxDatabaseConnectTimeout bound it:
+	// below a second a busy server's handshake fails; above five minutes a
+	// hung server hangs an operator's command for longer than anyone waits.
+	MinDatabaseConnectTimeout = time.Second
+	MaxDatabaseConnectTimeout = 5 * time.Minute
+	// MaxPlanCheckSeqScanRows is ten billion rows: a threshold above any
+	// table's size switches the plan check off, which 0..this cannot.
+	MaxPlanCheckSeqScanRows = 10_000_000_000
+	// MinAdminTokenLength is the shortest admin token accepted: 32
+	// characters of a random token are ~190 bits; a short or guessable one
+	// on a non-loopback address lets anyone re-publish events.
+	MinAdminTokenLength = 32
 	// DefaultPruneStatementTimeout bounds one batch DELETE on the server: a
 	// 5,000-row batch takes well under a second, so 30 s only stops a
 	// pathological plan, not a busy one.
@@ -80,6 +112,14 @@ type Transport struct {
 	EventOutboxRetentionDays int `koanf:"event_outbox_retention_days"`
 	// EventInboxRetentionDays is the inbox window; 0 disables the inbox sweep.
 	EventInboxRetentionDays int `koanf:"event_inbox_retention_days"`
+	// ReplayMaxAgeDays is the oldest an admin replay may reach, whatever
+	// this service's own outbox window: consumers' inbox dedup records age
+	// out after the fleet's inbox window.
+	ReplayMaxAgeDays int `koanf:"replay_max_age_days"`
+	// ReplayMaxRows is the most rows one admin replay may re-queue.
+	ReplayMaxRows int64 `koanf:"replay_max_rows"`
+	// DatabaseConnectTimeout bounds opening each database connection.
+	DatabaseConnectTimeout time.Duration `koanf:"database_connect_timeout"`
 	// PruneBatchSize is the most rows one DELETE removes.
 	PruneBatchSize int `koanf:"prune_batch_size"`
 	// PruneCycleCap is the most rows one table's prune deletes per cycle.
@@ -113,6 +153,9 @@ func DefaultTransport(databaseURL string) Transport {
 		AMQPExchange:             DefaultAMQPExchange,
 		EventOutboxRetentionDays: DefaultOutboxRetentionDays,
 		EventInboxRetentionDays:  DefaultInboxRetentionDays,
+		ReplayMaxAgeDays:         DefaultReplayMaxAgeDays,
+		ReplayMaxRows:            DefaultReplayMaxRows,
+		DatabaseConnectTimeout:   DefaultDatabaseConnectTimeout,
 		PruneBatchSize:           DefaultPruneBatchSize,
 		PruneCycleCap:            DefaultPruneCycleCap,
 		PruneStatementTimeout:    DefaultPruneStatementTimeout,
@@ -138,28 +181,51 @@ func (t Transport) Problems() []Problem {
 			Related: []string{"event_outbox_retention_days"},
 		})
 	}
+	if t.ReplayMaxAgeDays < 1 || t.ReplayMaxAgeDays > MaxRetentionDays {
+		ps = append(ps, Problem{Key: "replay_max_age_days", Value: t.ReplayMaxAgeDays, Reason: fmt.Sprintf("must be between 1 and %d days", MaxRetentionDays)})
+	} else if t.EventInboxRetentionDays > 0 && t.ReplayMaxAgeDays > t.EventInboxRetentionDays-MinInboxMarginDays {
+		ps = append(ps, Problem{Key: "replay_max_age_days", Value: t.ReplayMaxAgeDays,
+			Reason: fmt.Sprintf("must be at most event_inbox_retention_days - %d = %d (event_inbox_retention_days=%d): a replay older than the inbox window would reach events whose dedup records are gone",
+				MinInboxMarginDays, t.EventInboxRetentionDays-MinInboxMarginDays, t.EventInboxRetentionDays),
+			Related: []string{"event_inbox_retention_days"}})
+	}
+	if t.ReplayMaxRows < 1 || t.ReplayMaxRows > MaxReplayMaxRows {
+		ps = append(ps, Problem{Key: "replay_max_rows", Value: t.ReplayMaxRows, Reason: fmt.Sprintf("must be between 1 and %d rows", MaxReplayMaxRows)})
+	}
+	if t.DatabaseConnectTimeout < MinDatabaseConnectTimeout || t.DatabaseConnectTimeout > MaxDatabaseConnectTimeout {
+		ps = append(ps, Problem{Key: "database_connect_timeout", Value: t.DatabaseConnectTimeout, Reason: fmt.Sprintf("must be a duration between %v and %v, such as 10s", MinDatabaseConnectTimeout, MaxDatabaseConnectTimeout)})
+	}
 	if t.DatabaseURL == "" {
 		ps = append(ps, Problem{Key: "database_url", Value: `""`, Reason: "required: a PostgreSQL URL such as postgres://user@host:5432/db"})
 	} else if u, err := url.Parse(t.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		ps = append(ps, Problem{Key: "database_url", Value: redact(t.DatabaseURL), Reason: "must be a postgres:// or postgresql:// URL"})
+		ps = append(ps, Problem{Key: "database_url", Value: Redact(t.DatabaseURL), Reason: "must be a postgres:// or postgresql:// URL"})
 	}
 	if u, err := url.Parse(t.AMQPURL); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
-		ps = append(ps, Problem{Key: "amqp_url", Value: redact(t.AMQPURL), Reason: "must be an amqp:// or amqps:// URL"})
+		ps = append(ps, Problem{Key: "amqp_url", Value: Redact(t.AMQPURL), Reason: "must be an amqp:// or amqps:// URL"})
 	}
 	if strings.TrimSpace(t.AMQPExchange) == "" {
 		ps = append(ps, Problem{Key: "amqp_exchange", Value: `""`, Reason: "required: the topic exchange events are published to"})
 	}
-	if host, _, err := net.SplitHostPort(t.HTTPAddr); err != nil {
-		ps = append(ps, Problem{Key: "http_addr", Value: t.HTTPAddr, Reason: "must be host:port to listen on"})
-	} else if t.AdminToken == "" && !isLoopback(host) {
+	host, addrErr := checkListenAddr(t.HTTPAddr)
+	if addrErr != "" {
+		ps = append(ps, Problem{Key: "http_addr", Value: t.HTTPAddr, Reason: addrErr})
+	}
+	token := t.AdminToken
+	switch {
+	case token != "" && (strings.TrimSpace(token) != token || len(token) < MinAdminTokenLength):
+		ps = append(ps, Problem{Key: "admin_token", Value: token,
+			Reason: fmt.Sprintf("must be at least %d characters with no leading or trailing whitespace (a random token, e.g. openssl rand -hex 32)", MinAdminTokenLength)})
+	case token == "" && addrErr == "" && !isLoopback(host):
 		ps = append(ps, Problem{Key: "admin_token", Value: `""`,
 			Reason: "required when http_addr is not a loopback address: the admin API can re-publish events", Related: []string{"http_addr"}})
 	}
 	if t.PruneBatchSize < 1 || t.PruneBatchSize > MaxPruneBatchSize {
 		ps = append(ps, Problem{Key: "prune_batch_size", Value: t.PruneBatchSize, Reason: fmt.Sprintf("must be between 1 and %d", MaxPruneBatchSize)})
 	}
-	if t.PruneCycleCap < int64(t.PruneBatchSize) || t.PruneCycleCap < 1 {
-		ps = append(ps, Problem{Key: "prune_cycle_cap", Value: t.PruneCycleCap, Reason: "must be at least prune_batch_size", Related: []string{"prune_batch_size"}})
+	if t.PruneCycleCap < int64(t.PruneBatchSize) || t.PruneCycleCap < 1 || t.PruneCycleCap > MaxPruneCycleCap {
+		ps = append(ps, Problem{Key: "prune_cycle_cap", Value: t.PruneCycleCap,
+			Reason:  fmt.Sprintf("must be between prune_batch_size (%d) and %d: the cap is the guard against a clock jump mass-deleting", t.PruneBatchSize, MaxPruneCycleCap),
+			Related: []string{"prune_batch_size"}})
 	}
 	for _, d := range []struct {
 		key string
@@ -169,8 +235,8 @@ func (t Transport) Problems() []Problem {
 			ps = append(ps, Problem{Key: d.key, Value: d.v, Reason: fmt.Sprintf("must be a duration between 1ms and %v, such as 30s", MaxPruneTimeout)})
 		}
 	}
-	if t.PlanCheckSeqScanRows < 0 {
-		ps = append(ps, Problem{Key: "plan_check_seqscan_rows", Value: t.PlanCheckSeqScanRows, Reason: "must be 0 (warn on any sequential scan) or more"})
+	if t.PlanCheckSeqScanRows < 0 || t.PlanCheckSeqScanRows > MaxPlanCheckSeqScanRows {
+		ps = append(ps, Problem{Key: "plan_check_seqscan_rows", Value: t.PlanCheckSeqScanRows, Reason: fmt.Sprintf("must be between 0 (warn on any sequential scan) and %d", int64(MaxPlanCheckSeqScanRows))})
 	}
 	switch t.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -197,10 +263,40 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-func redact(raw string) string {
-	u, err := url.Parse(raw)
+// checkListenAddr returns the host of a listen address host:port and "" or
+// why it is not one: the port must be decimal digits in 0..65535 (0 picks a
+// free port), not a service name; the host an IP address, a name or empty
+// (every interface).
+func checkListenAddr(addr string) (host, reason string) {
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "<unparseable url>"
+		return "", "must be host:port to listen on, such as 127.0.0.1:8080"
 	}
-	return u.Redacted()
+	n, err := strconv.Atoi(port)
+	if err != nil || !decimalInt.MatchString(port) || strings.HasPrefix(port, "+") || n < 0 || n > 65535 {
+		return "", "the port must be a number between 0 and 65535 (not a service name)"
+	}
+	if host != "" && net.ParseIP(host) == nil && !validHostname(host) {
+		return "", "the host must be an IP address or a host name"
+	}
+	return host, ""
+}
+
+// validHostname reports whether h is a DNS name (letters, digits, hyphens
+// and dots, labels of 1..63 characters).
+func validHostname(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

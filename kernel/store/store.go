@@ -30,7 +30,9 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
@@ -93,6 +95,28 @@ const (
 // test backend is valid on the real one.
 const maxObjectBytes int64 = 5 << 30
 
+// DefaultRequestTimeout bounds every store request (a put, a get, a delete,
+// each with its retries) unless Open is given another: a 32 MiB put takes
+// well under a second on a healthy store, and a store that accepts
+// connections and never answers must fail the pass, not hold its lease.
+const DefaultRequestTimeout = 60 * time.Second
+
+// ErrTimeout: a store request did not finish within the request timeout
+// (the store accepted the connection and did not answer in time).
+var ErrTimeout = errors.New("store: request timed out")
+
+// Option configures Open.
+type Option func(*Store)
+
+// WithRequestTimeout bounds every request of the store (d > 0).
+func WithRequestTimeout(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.timeout = d
+		}
+	}
+}
+
 // awsDefaultRegion is assumed for Identity when neither the URL nor the AWS
 // configuration names a region (the SDK's own fallback for S3).
 const awsDefaultRegion = "us-east-1"
@@ -117,15 +141,38 @@ type Store struct {
 	bucket   *blob.Bucket
 	scheme   string
 	identity Identity
+	// timeout bounds each request (DefaultRequestTimeout unless set).
+	timeout time.Duration
+}
+
+// bound returns ctx limited to the request timeout, and a function turning
+// a deadline the bound caused into ErrTimeout naming the operation.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, s.timeout, fmt.Errorf("%w after %v (endpoint %s)", ErrTimeout, s.timeout, s.identity.Endpoint))
+}
+
+// timedOut wraps err with the bound's cause when the request timeout ended
+// it, so callers can tell a hung store (ErrTimeout) from a refusal.
+func timedOut(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if cause := context.Cause(ctx); cause != nil && errors.Is(cause, ErrTimeout) {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
 }
 
 // Open opens the bucket a URL names (see the package comment for the forms).
 // It does not touch the network: the archiver's boot probe (D10) is what
 // proves the bucket is reachable and writable.
-func Open(ctx context.Context, bucketURL string) (*Store, error) {
+func Open(ctx context.Context, bucketURL string, opts ...Option) (*Store, error) {
 	u, err := url.Parse(bucketURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadURL, err)
+		return nil, fmt.Errorf("%w: the URL does not parse", ErrBadURL) // the parse error would echo it
+	}
+	if err := CheckURL(bucketURL); err != nil {
+		return nil, err
 	}
 	var id Identity
 	switch u.Scheme {
@@ -147,12 +194,18 @@ func Open(ctx context.Context, bucketURL string) (*Store, error) {
 	}
 	b, err := blob.OpenBucket(ctx, bucketURL)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", redactURL(u), err)
+		// gocloud's error quotes the URL and an unknown option's value:
+		// name the options instead.
+		return nil, fmt.Errorf("%w: %s: the driver refused it (options given: %s; see the package documentation for the accepted ones)",
+			ErrBadURL, redactURL(u), strings.Join(optionNames(u), ", "))
 	}
 	if u.Scheme == SchemeS3 && id.Endpoint == "" {
 		id.Endpoint = awsEndpoint(b)
 	}
-	st := &Store{bucket: b, scheme: u.Scheme, identity: id}
+	st := &Store{bucket: b, scheme: u.Scheme, identity: id, timeout: DefaultRequestTimeout}
+	for _, o := range opts {
+		o(st)
+	}
 	if u.Scheme == SchemeS3 {
 		var client *s3.Client
 		if !b.As(&client) {
@@ -192,8 +245,53 @@ func awsEndpoint(b *blob.Bucket) string {
 	return "https://s3." + region + ".amazonaws.com"
 }
 
-// redactURL hides any userinfo password of a URL for messages.
-func redactURL(u *url.URL) string { return u.Redacted() }
+// redactURL shows a bucket URL without its query values (an option's value
+// may be a secret) and without userinfo.
+func redactURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	if c.RawQuery != "" {
+		c.RawQuery = ""
+		return c.String() + "?" + strings.Join(optionNames(u), "&")
+	}
+	return c.String()
+}
+
+// optionNames lists the query option names of a bucket URL, sorted.
+func optionNames(u *url.URL) []string {
+	q := u.Query()
+	names := make([]string, 0, len(q))
+	for k := range q {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// CheckURL refuses a bucket URL or an endpoint option carrying userinfo
+// (s3://user:secret@bucket, endpoint=http://user:secret@host): credentials
+// come from the AWS SDK's chain, never the URL, because the endpoint is
+// copied into manifests, ledger rows, events and probe output. The error
+// never repeats the credentials.
+func CheckURL(bucketURL string) error {
+	u, err := url.Parse(bucketURL)
+	if err != nil {
+		return fmt.Errorf("%w: the URL does not parse", ErrBadURL)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%w: the bucket URL carries user info (user:password@); give credentials with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY instead", ErrBadURL)
+	}
+	if ep := u.Query().Get("endpoint"); ep != "" {
+		e, err := url.Parse(ep)
+		if err != nil {
+			return fmt.Errorf("%w: the endpoint option does not parse", ErrBadURL)
+		}
+		if e.User != nil {
+			return fmt.Errorf("%w: the endpoint option carries user info (user:password@); give credentials with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY instead", ErrBadURL)
+		}
+	}
+	return nil
+}
 
 // Identity returns the store's endpoint and bucket.
 func (s *Store) Identity() Identity { return s.identity }
@@ -245,6 +343,8 @@ func (s *Store) putCreate(ctx context.Context, key string, data []byte, contentT
 	if contentType == "" {
 		contentType = defaultContentType
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	var err error
 	if s.s3 != nil && len(data) <= directPutMaxBytes && !strings.Contains(key, gocloudEscapeMarker) {
 		err = s.putObject(ctx, key, data, contentType, sha256Hex)
@@ -265,7 +365,7 @@ func (s *Store) putCreate(ctx context.Context, key string, data []byte, contentT
 	case httpStatus(err) == http.StatusConflict:
 		return fmt.Errorf("store: put %s: %w: %w", key, ErrConflict, err)
 	default:
-		return fmt.Errorf("store: put %s: %w", key, err)
+		return fmt.Errorf("store: put %s: %w", key, timedOut(ctx, err))
 	}
 }
 
@@ -338,12 +438,14 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	r, err := s.bucket.NewReader(ctx, key, nil)
 	if err != nil {
 		if gcerrors.Code(err) == gcerrors.NotFound {
 			return nil, fmt.Errorf("store: get %s: %w: %w", key, ErrNotFound, err)
 		}
-		return nil, fmt.Errorf("store: get %s: %w", key, err)
+		return nil, fmt.Errorf("store: get %s: %w", key, timedOut(ctx, err))
 	}
 	defer func() { _ = r.Close() }()
 	if size := r.Size(); size > maxObjectBytes {
@@ -352,7 +454,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	buf := bytes.NewBuffer(make([]byte, 0, max(r.Size(), 0)))
 	// The limit guards against an object that grew past its announced size.
 	if _, err := io.Copy(buf, io.LimitReader(r, maxObjectBytes+1)); err != nil {
-		return nil, fmt.Errorf("store: get %s: read: %w", key, err)
+		return nil, fmt.Errorf("store: get %s: read: %w", key, timedOut(ctx, err))
 	}
 	if int64(buf.Len()) > maxObjectBytes {
 		return nil, fmt.Errorf("store: get %s: %w: more than %d bytes", key, ErrTooLarge, maxObjectBytes)
@@ -367,6 +469,8 @@ func (s *Store) DeleteIfExists(ctx context.Context, key string) (deleted bool, e
 	if err := ValidateKey(key); err != nil {
 		return false, err
 	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	err = s.bucket.Delete(ctx, key)
 	switch {
 	case err == nil:
@@ -374,7 +478,7 @@ func (s *Store) DeleteIfExists(ctx context.Context, key string) (deleted bool, e
 	case gcerrors.Code(err) == gcerrors.NotFound:
 		return false, nil
 	default:
-		return false, fmt.Errorf("store: delete %s: %w", key, err)
+		return false, fmt.Errorf("store: delete %s: %w", key, timedOut(ctx, err))
 	}
 }
 

@@ -126,7 +126,8 @@ func TestArchiveConsentCLI(t *testing.T) {
 
 // TestArchiveRunCLIRealStore: with consent and the real store, `probe`
 // passes and `archive run --json --actor` prints the pinned one-object
-// report and attributes the archive to the actor.
+// report and attributes the archive to the actor as cli:<actor>: an actor
+// posing as the scheduler is recorded as a CLI act (issue 9, finding 8).
 //
 // The rules binary writes under retention-archives/rules/ (its service
 // name), so the test deletes exactly the keys it reports.
@@ -144,7 +145,7 @@ func TestArchiveRunCLIRealStore(t *testing.T) {
 	require.Equal(t, app.ExitOK, code, stderr)
 	require.Contains(t, stdout, "archiver: store probe passed")
 
-	code, stdout, stderr = runRules(ctx, []string{"archive", "run", "--json", "--actor", "ops:alice"}, env)
+	code, stdout, stderr = runRules(ctx, []string{"archive", "run", "--json", "--actor", archive.SystemActor}, env)
 	st, err := store.Open(ctx, bucketURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
@@ -191,7 +192,8 @@ func TestArchiveRunCLIRealStore(t *testing.T) {
 	require.NotEqual(t, uuid.Nil, ref.ArchiveID)
 	require.True(t, strings.HasPrefix(ref.DataKey, "retention-archives/rules/rule_evaluations/"), ref.DataKey)
 	m, _, lines := readArchive(ctx, t, st, ref.DataKey, ref.ManifestKey)
-	require.Equal(t, "ops:alice", m.ArchivedBy)
+	const recorded = app.CLIActorPrefix + archive.SystemActor // "cli:system:retention"
+	require.Equal(t, recorded, m.ArchivedBy)
 	require.Equal(t, "rules", m.Service)
 	got := map[uuid.UUID]string{}
 	for _, l := range lines {
@@ -201,11 +203,11 @@ func TestArchiveRunCLIRealStore(t *testing.T) {
 
 	rows := ledger(t, db)
 	require.Len(t, rows, 1)
-	require.Equal(t, "ops:alice", rows[0].ArchivedBy, "--actor lands in archive_ledger.archived_by")
+	require.Equal(t, recorded, rows[0].ArchivedBy, "--actor lands in archive_ledger.archived_by as cli:<actor>")
 	require.Equal(t, ref.ArchiveID, rows[0].ArchiveID)
 	events := outboxEvents(t, db)
 	require.Len(t, events, 1)
-	require.Equal(t, "ops:alice", events[0].Payload["archived_by"])
+	require.Equal(t, recorded, events[0].Payload["archived_by"])
 	require.Equal(t, int64(len(fresh)), db.Count(t, `SELECT count(*) FROM rule_evaluations`))
 	require.Len(t, aged, 12)
 
