@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -27,9 +28,10 @@ const (
 
 // HandlerDeps is what the HTTP surface needs.
 type HandlerDeps struct {
-	Pool             *pgxpool.Pool
-	Gatherer         prometheus.Gatherer
-	OutboxWindowDays int
+	Pool     *pgxpool.Pool
+	Gatherer prometheus.Gatherer
+	// Replay bounds POST /admin/events/replay (clamp, row cap, batch size).
+	Replay outbox.ReplayLimits
 	// AdminToken, when non-empty, is the bearer token /admin/ requires.
 	AdminToken string
 	Logger     *slog.Logger
@@ -91,24 +93,36 @@ func (d HandlerDeps) replay(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request", `body must be {"from": RFC3339, "to": RFC3339}: `+err.Error(), nil)
 		return
 	}
+	// Exactly one JSON object: trailing data ({…}garbage, a second object)
+	// is refused, not ignored.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, "invalid_request", `body must be exactly one JSON object {"from": RFC3339, "to": RFC3339}, with nothing after it`, nil)
+		return
+	}
 	if req.From.IsZero() || req.To.IsZero() {
 		writeError(w, http.StatusBadRequest, "invalid_request", "from and to are both required (RFC3339 timestamps)", nil)
 		return
 	}
-	n, err := outbox.Replay(r.Context(), d.Pool, req.From, req.To, d.OutboxWindowDays)
+	n, err := outbox.Replay(r.Context(), d.Pool, req.From, req.To, d.Replay)
 	var oow *outbox.ReplayOutOfWindowError
+	var big *outbox.ReplayTooLargeError
 	switch {
 	case errors.As(err, &oow):
 		writeError(w, http.StatusBadRequest, "replay_out_of_window", oow.Error(), map[string]any{
 			"window_days": oow.WindowDays, "cutoff": oow.Cutoff,
 		})
 		return
+	case errors.As(err, &big):
+		writeError(w, http.StatusBadRequest, "replay_too_large", big.Error(), map[string]any{
+			"count": big.Count, "max_rows": big.MaxRows,
+		})
+		return
 	case errors.Is(err, outbox.ErrInvalidReplayRange):
 		writeError(w, http.StatusBadRequest, "invalid_range", err.Error(), nil)
 		return
 	case err != nil:
-		d.Logger.ErrorContext(r.Context(), "admin replay failed", slog.Any("error", err))
-		writeError(w, http.StatusInternalServerError, "internal", "replay failed; see the service log", nil)
+		d.Logger.ErrorContext(r.Context(), "admin replay failed", slog.Any("error", err), slog.Int64("replayed_before_failure", n))
+		writeError(w, http.StatusInternalServerError, "internal", "replay failed; see the service log", map[string]any{"replayed": n})
 		return
 	}
 	d.Logger.InfoContext(r.Context(), "admin replay re-queued outbox rows",

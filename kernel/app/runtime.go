@@ -29,14 +29,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// Timeouts of the HTTP server and its shutdown.
-const (
-	// readHeaderTimeout bounds slow-header clients (Slowloris).
-	readHeaderTimeout = 10 * time.Second
-	// shutdownTimeout is how long in-flight HTTP requests get on stop.
-	shutdownTimeout = 10 * time.Second
-)
-
 type runtime[T any] struct {
 	spec   Spec[T]
 	cfg    T
@@ -120,6 +112,14 @@ func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
 		StatementTimeout: tr.PruneStatementTimeout,
 		LockTimeout:      tr.PruneLockTimeout,
 	}.Apply(groups)
+}
+
+// ReplayLimits are the admin replay's bounds from the transport settings.
+func ReplayLimits(tr settings.Transport) outbox.ReplayLimits {
+	return outbox.ReplayLimits{
+		OutboxWindowDays: tr.EventOutboxRetentionDays, MaxAgeDays: tr.ReplayMaxAgeDays,
+		MaxRows: tr.ReplayMaxRows, BatchSize: tr.PruneBatchSize,
+	}
 }
 
 // InvariantSpecs returns the watchdog of every swept table of a service.
@@ -342,13 +342,10 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", r.tr.HTTPAddr, err)
 	}
-	srv := &http.Server{
-		Handler: Handler(HandlerDeps{
-			Pool: pool, Gatherer: reg, OutboxWindowDays: r.tr.EventOutboxRetentionDays,
-			AdminToken: r.tr.AdminToken, Logger: r.logger,
-		}),
-		ReadHeaderTimeout: readHeaderTimeout,
-	}
+	srv, ln := NewServer(Handler(HandlerDeps{
+		Pool: pool, Gatherer: reg, Replay: ReplayLimits(r.tr),
+		AdminToken: r.tr.AdminToken, Logger: r.logger,
+	}), ln, DefaultServerLimits())
 	r.logger.Info("serving", slog.String("service", r.spec.Name), slog.String("addr", ln.Addr().String()))
 
 	wctx, stopWorker := context.WithCancel(ctx)

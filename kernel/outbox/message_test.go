@@ -131,23 +131,52 @@ func TestReplayRejectsBadArgumentsBeforeTouchingTheDatabase(t *testing.T) {
 	tests := []struct {
 		name     string
 		from, to time.Time
-		window   int
+		lim      outbox.ReplayLimits
 		want     error
 	}{
-		{name: "from equals to", from: now, to: now, window: 30, want: outbox.ErrInvalidReplayRange},
-		{name: "from after to", from: now, to: now.Add(-time.Hour), window: 30, want: outbox.ErrInvalidReplayRange},
-		{name: "from after to, sweep disabled", from: now, to: now.Add(-time.Hour), window: 0, want: outbox.ErrInvalidReplayRange},
-		{name: "negative window", from: now.Add(-time.Hour), to: now, window: -1, want: prune.ErrOutOfRange},
-		{name: "window over the maximum", from: now.Add(-time.Hour), to: now, window: prune.MaxWindowDays + 1, want: prune.ErrOutOfRange},
+		{name: "from equals to", from: now, to: now, lim: limits(30), want: outbox.ErrInvalidReplayRange},
+		{name: "from after to", from: now, to: now.Add(-time.Hour), lim: limits(30), want: outbox.ErrInvalidReplayRange},
+		{name: "from after to, sweep disabled", from: now, to: now.Add(-time.Hour), lim: limits(0), want: outbox.ErrInvalidReplayRange},
+		{name: "negative window", from: now.Add(-time.Hour), to: now, lim: limits(-1), want: prune.ErrOutOfRange},
+		{name: "window over the maximum", from: now.Add(-time.Hour), to: now, lim: limits(prune.MaxWindowDays + 1), want: prune.ErrOutOfRange},
+		{name: "max age 0", from: now.Add(-time.Hour), to: now, lim: outbox.ReplayLimits{OutboxWindowDays: 30, MaxRows: 1, BatchSize: 1}, want: prune.ErrOutOfRange},
+		{name: "max age over the maximum", from: now.Add(-time.Hour), to: now, lim: outbox.ReplayLimits{MaxAgeDays: prune.MaxWindowDays + 1, MaxRows: 1, BatchSize: 1}, want: prune.ErrOutOfRange},
+		{name: "max rows 0", from: now.Add(-time.Hour), to: now, lim: outbox.ReplayLimits{MaxAgeDays: 30, BatchSize: 1}, want: prune.ErrOutOfRange},
+		{name: "batch 0", from: now.Add(-time.Hour), to: now, lim: outbox.ReplayLimits{MaxAgeDays: 30, MaxRows: 1}, want: prune.ErrOutOfRange},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			n, err := outbox.Replay(context.Background(), nil, tc.from, tc.to, tc.window)
+			n, err := outbox.Replay(context.Background(), nil, tc.from, tc.to, tc.lim)
 			require.ErrorIs(t, err, tc.want)
 			require.Zero(t, n)
 		})
 	}
+}
+
+// limits are the default replay bounds with the given outbox window.
+func limits(outboxWindowDays int) outbox.ReplayLimits {
+	return outbox.ReplayLimits{OutboxWindowDays: outboxWindowDays, MaxAgeDays: 30, MaxRows: 100_000, BatchSize: 5000}
+}
+
+// TestReplayWindow pins issue 9 finding 1: the clamp is the shorter of the
+// outbox window and replay_max_age_days, and with the outbox sweep disabled
+// it is replay_max_age_days (it used to be no clamp at all).
+func TestReplayWindow(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ outbox, maxAge, want int }{
+		{30, 30, 30}, {10, 30, 10}, {60, 30, 30}, {0, 30, 30}, {0, 3650, 3650}, {1, 1, 1},
+	} {
+		lim := outbox.ReplayLimits{OutboxWindowDays: tc.outbox, MaxAgeDays: tc.maxAge}
+		require.Equal(t, tc.want, lim.WindowDays(), "outbox %d, max age %d", tc.outbox, tc.maxAge)
+	}
+}
+
+func TestReplayTooLargeError(t *testing.T) {
+	t.Parallel()
+	var err error = &outbox.ReplayTooLargeError{Count: 100_001, MaxRows: 100_000}
+	require.ErrorIs(t, err, outbox.ErrReplayTooLarge)
+	require.Contains(t, err.Error(), "100001 published rows, more than replay_max_rows=100000")
 }
 
 func TestReplayOutOfWindowError(t *testing.T) {
@@ -155,6 +184,6 @@ func TestReplayOutOfWindowError(t *testing.T) {
 	cutoff := time.Date(2026, 6, 26, 0, 0, 0, 0, time.UTC)
 	var err error = &outbox.ReplayOutOfWindowError{WindowDays: 30, Cutoff: cutoff, From: cutoff.Add(-24 * time.Hour)}
 	require.ErrorIs(t, err, outbox.ErrReplayOutOfWindow)
-	require.Contains(t, err.Error(), "replay range starts before the 30-day outbox retention window (cutoff 2026-06-26T00:00:00Z")
+	require.Contains(t, err.Error(), "replay range starts before the 30-day replay window (cutoff 2026-06-26T00:00:00Z")
 	require.Contains(t, err.Error(), "older rows may have lost their consumers' dedup records")
 }

@@ -50,7 +50,7 @@ func TestReplayInWindowRequeuesPublishedRows(t *testing.T) {
 	tenDays := insertAt(t, db, now.Add(-10*day), true, nil) // before the range
 	pending := insertAt(t, db, now.Add(-1*day), false, nil) // not published: nothing to replay
 
-	n, err := outbox.Replay(ctx, db.Pool, now.Add(-3*day), now, 30)
+	n, err := outbox.Replay(ctx, db.Pool, now.Add(-3*day), now, limits(30))
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n)
 
@@ -85,12 +85,12 @@ func TestReplayRangeIsHalfOpen(t *testing.T) {
 	at := dbNow(t, db).Add(-day).Truncate(time.Microsecond) // timestamptz precision
 	id := insertAt(t, db, at, true, nil)
 
-	n, err := outbox.Replay(ctx, db.Pool, at.Add(-time.Hour), at, 30)
+	n, err := outbox.Replay(ctx, db.Pool, at.Add(-time.Hour), at, limits(30))
 	require.NoError(t, err)
 	require.Zero(t, n, "to is exclusive")
 	require.True(t, rowState(t, db, id).Published)
 
-	n, err = outbox.Replay(ctx, db.Pool, at, at.Add(time.Hour), 30)
+	n, err = outbox.Replay(ctx, db.Pool, at, at.Add(time.Hour), limits(30))
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n, "from is inclusive")
 	require.False(t, rowState(t, db, id).Published)
@@ -105,7 +105,7 @@ func TestReplayOutOfWindowIsRefused(t *testing.T) {
 	recent := insertAt(t, db, now.Add(-1*day), true, nil)
 	from := now.Add(-45 * day)
 
-	n, err := outbox.Replay(ctx, db.Pool, from, now, 30)
+	n, err := outbox.Replay(ctx, db.Pool, from, now, limits(30))
 	require.ErrorIs(t, err, outbox.ErrReplayOutOfWindow)
 	require.Zero(t, n)
 	var oow *outbox.ReplayOutOfWindowError
@@ -113,22 +113,95 @@ func TestReplayOutOfWindowIsRefused(t *testing.T) {
 	require.Equal(t, 30, oow.WindowDays)
 	require.True(t, from.Equal(oow.From))
 	require.WithinDuration(t, now.Add(-30*day), oow.Cutoff, time.Minute, "the cutoff comes from the database clock")
-	require.Contains(t, err.Error(), "30-day outbox retention window")
+	require.Contains(t, err.Error(), "30-day replay window")
 	require.Contains(t, err.Error(), "dedup records")
 
 	require.True(t, rowState(t, db, old).Published, "a refused replay changes nothing")
 	require.True(t, rowState(t, db, recent).Published, "a refused replay changes nothing, even in the window")
 }
 
-func TestReplayWithTheSweepDisabledIsUnclamped(t *testing.T) {
+// TestReplayWithTheSweepDisabledIsClamped replaces the test that pinned the
+// unsafe behaviour (issue 9 finding 1): with event_outbox_retention_days=0
+// a 400-day-old row was replayed. The clamp protects the consumers' inbox
+// dedup windows, whatever this service does with its own outbox: with the
+// sweep off it is replay_max_age_days.
+func TestReplayWithTheSweepDisabledIsClamped(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := kerneltest.NewDB(t, migrations.Transport())
 	now := dbNow(t, db)
 	old := insertAt(t, db, now.Add(-400*day), true, nil)
+	recent := insertAt(t, db, now.Add(-20*day), true, nil)
 
-	n, err := outbox.Replay(ctx, db.Pool, now.Add(-500*day), now, 0)
+	n, err := outbox.Replay(ctx, db.Pool, now.Add(-500*day), now, limits(0))
+	var oow *outbox.ReplayOutOfWindowError
+	require.ErrorAs(t, err, &oow)
+	require.Equal(t, 30, oow.WindowDays, "the clamp is replay_max_age_days")
+	require.Zero(t, n)
+	require.True(t, rowState(t, db, old).Published, "a refused replay changes nothing")
+	require.True(t, rowState(t, db, recent).Published)
+
+	// A longer outbox window does not widen the clamp either.
+	lim := limits(90)
+	_, err = outbox.Replay(ctx, db.Pool, now.Add(-60*day), now, lim)
+	require.ErrorAs(t, err, &oow)
+	require.Equal(t, 30, oow.WindowDays)
+
+	// Inside replay_max_age_days the replay runs with the sweep disabled.
+	n, err = outbox.Replay(ctx, db.Pool, now.Add(-25*day), now, limits(0))
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
-	require.False(t, rowState(t, db, old).Published)
+	require.False(t, rowState(t, db, recent).Published)
+	require.True(t, rowState(t, db, old).Published)
+}
+
+// TestReplayInBatches pins finding 2: the replay re-nulls in batches (each
+// its own statement), and a range holding more than replay_max_rows is
+// refused naming the count, changing nothing.
+func TestReplayInBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	now := dbNow(t, db)
+	// 25 published rows in the range, two sharing one created_at (the
+	// cursor's tie-break on id), one pending, one outside the range.
+	db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+		SELECT 'e', '{}', $1::timestamptz - make_interval(mins => g), $1::timestamptz
+		FROM generate_series(1, 23) AS g`, now.Add(-day))
+	tie := now.Add(-2 * day).Truncate(time.Microsecond)
+	insertAt(t, db, tie, true, nil)
+	insertAt(t, db, tie, true, nil)
+	pending := insertAt(t, db, now.Add(-day), false, nil)
+	outside := insertAt(t, db, now.Add(-10*day), true, nil)
+
+	t.Run("TooLarge", func(t *testing.T) {
+		lim := limits(30)
+		lim.MaxRows = 24
+		n, err := outbox.Replay(ctx, db.Pool, now.Add(-3*day), now, lim)
+		var big *outbox.ReplayTooLargeError
+		require.ErrorAs(t, err, &big)
+		require.ErrorIs(t, err, outbox.ErrReplayTooLarge)
+		require.Equal(t, int64(25), big.Count)
+		require.Equal(t, int64(24), big.MaxRows)
+		require.Zero(t, n)
+		require.Equal(t, int64(26), db.Count(t, `SELECT count(*) FROM event_outbox WHERE published_at IS NOT NULL`), "nothing changed")
+	})
+	t.Run("Batched", func(t *testing.T) {
+		lim := limits(30)
+		lim.MaxRows = 25
+		lim.BatchSize = 4
+		var before int64
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&before))
+		n, err := outbox.Replay(ctx, db.Pool, now.Add(-3*day), now, lim)
+		require.NoError(t, err)
+		require.Equal(t, int64(25), n)
+		var after int64
+		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&after))
+		// 25 rows in batches of 4: 7 writing statements (6 full, 1 of 1),
+		// each its own transaction; the probe above takes one more xid.
+		require.GreaterOrEqual(t, after-before, int64(7), "one transaction per batch")
+		require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM event_outbox WHERE published_at IS NOT NULL`))
+		require.True(t, rowState(t, db, outside).Published)
+		require.False(t, rowState(t, db, pending).Published)
+	})
 }

@@ -83,7 +83,7 @@ func TestEndToEndOutboxToInboxThroughRabbitMQ(t *testing.T) {
 	require.Equal(t, id, receive(t, deliveries).ID)
 
 	// 5. Duplicate delivery: replay the outbox range and drain it again.
-	n, err := outbox.Replay(ctx, producer.Pool, msg.CreatedAt, msg.CreatedAt.Add(time.Microsecond), 30)
+	n, err := outbox.Replay(ctx, producer.Pool, msg.CreatedAt, msg.CreatedAt.Add(time.Microsecond), outbox.ReplayLimits{OutboxWindowDays: 30, MaxAgeDays: 30, MaxRows: 100, BatchSize: 100})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 	rep, err = drainer.DrainOnce(ctx)

@@ -37,12 +37,36 @@ WHERE id = sqlc.arg(id) AND published_at IS NULL;
 -- name: ReplayCutoff :one
 SELECT (now() - make_interval(days => sqlc.arg(window_days)::int))::timestamptz AS cutoff;
 
--- ReplayRange re-nulls published_at in [from, to) so the drain publishes the
--- rows again. The window clamp is repeated here, at the statement that acts.
--- name: ReplayRange :execrows
-UPDATE event_outbox
-SET published_at = NULL, last_error = NULL
+-- CountReplayable counts the published rows a replay of [from, to) would
+-- re-queue, within the clamp: the replay is refused above replay_max_rows.
+-- name: CountReplayable :one
+SELECT count(*)::bigint AS n
+FROM event_outbox
 WHERE created_at >= sqlc.arg(from_at)::timestamptz
   AND created_at < sqlc.arg(to_at)::timestamptz
   AND published_at IS NOT NULL
   AND created_at >= now() - make_interval(days => sqlc.arg(window_days)::int);
+
+-- ReplayBatch re-nulls published_at for the next batch_limit published rows
+-- of [from, to) after the (created_at, id) cursor, so the drain publishes
+-- them again; each batch is its own statement (short row locks, bounded
+-- WAL). The window clamp and the predicate are repeated in the outer
+-- UPDATE, at the statement that acts. The cursor makes each row replayed at
+-- most once per replay, even when the drain republishes it meanwhile.
+-- name: ReplayBatch :many
+UPDATE event_outbox AS o
+SET published_at = NULL, last_error = NULL
+WHERE o.id IN (
+        SELECT i.id FROM event_outbox AS i
+        WHERE i.created_at >= sqlc.arg(from_at)::timestamptz
+          AND i.created_at < sqlc.arg(to_at)::timestamptz
+          AND i.published_at IS NOT NULL
+          AND i.created_at >= now() - make_interval(days => sqlc.arg(window_days)::int)
+          AND (i.created_at, i.id) > (sqlc.arg(after_at)::timestamptz, sqlc.arg(after_id)::uuid)
+        ORDER BY i.created_at, i.id
+        LIMIT sqlc.arg(batch_limit)::int)
+  AND o.created_at >= sqlc.arg(from_at)::timestamptz
+  AND o.created_at < sqlc.arg(to_at)::timestamptz
+  AND o.published_at IS NOT NULL
+  AND o.created_at >= now() - make_interval(days => sqlc.arg(window_days)::int)
+RETURNING o.created_at, o.id;

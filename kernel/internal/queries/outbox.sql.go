@@ -55,6 +55,30 @@ func (q *Queries) ClaimPending(ctx context.Context, batchLimit int32) ([]ClaimPe
 	return items, nil
 }
 
+const countReplayable = `-- name: CountReplayable :one
+SELECT count(*)::bigint AS n
+FROM event_outbox
+WHERE created_at >= $1::timestamptz
+  AND created_at < $2::timestamptz
+  AND published_at IS NOT NULL
+  AND created_at >= now() - make_interval(days => $3::int)
+`
+
+type CountReplayableParams struct {
+	FromAt     pgtype.Timestamptz
+	ToAt       pgtype.Timestamptz
+	WindowDays int32
+}
+
+// CountReplayable counts the published rows a replay of [from, to) would
+// re-queue, within the clamp: the replay is refused above replay_max_rows.
+func (q *Queries) CountReplayable(ctx context.Context, arg CountReplayableParams) (int64, error) {
+	row := q.db.QueryRow(ctx, countReplayable, arg.FromAt, arg.ToAt, arg.WindowDays)
+	var n int64
+	err := row.Scan(&n)
+	return n, err
+}
+
 const markMalformed = `-- name: MarkMalformed :exec
 UPDATE event_outbox
 SET published_at = now(), last_error = $1
@@ -100,6 +124,72 @@ func (q *Queries) RecordPublishFailure(ctx context.Context, arg RecordPublishFai
 	return err
 }
 
+const replayBatch = `-- name: ReplayBatch :many
+UPDATE event_outbox AS o
+SET published_at = NULL, last_error = NULL
+WHERE o.id IN (
+        SELECT i.id FROM event_outbox AS i
+        WHERE i.created_at >= $1::timestamptz
+          AND i.created_at < $2::timestamptz
+          AND i.published_at IS NOT NULL
+          AND i.created_at >= now() - make_interval(days => $3::int)
+          AND (i.created_at, i.id) > ($4::timestamptz, $5::uuid)
+        ORDER BY i.created_at, i.id
+        LIMIT $6::int)
+  AND o.created_at >= $1::timestamptz
+  AND o.created_at < $2::timestamptz
+  AND o.published_at IS NOT NULL
+  AND o.created_at >= now() - make_interval(days => $3::int)
+RETURNING o.created_at, o.id
+`
+
+type ReplayBatchParams struct {
+	FromAt     pgtype.Timestamptz
+	ToAt       pgtype.Timestamptz
+	WindowDays int32
+	AfterAt    pgtype.Timestamptz
+	AfterID    pgtype.UUID
+	BatchLimit int32
+}
+
+type ReplayBatchRow struct {
+	CreatedAt pgtype.Timestamptz
+	ID        pgtype.UUID
+}
+
+// ReplayBatch re-nulls published_at for the next batch_limit published rows
+// of [from, to) after the (created_at, id) cursor, so the drain publishes
+// them again; each batch is its own statement (short row locks, bounded
+// WAL). The window clamp and the predicate are repeated in the outer
+// UPDATE, at the statement that acts. The cursor makes each row replayed at
+// most once per replay, even when the drain republishes it meanwhile.
+func (q *Queries) ReplayBatch(ctx context.Context, arg ReplayBatchParams) ([]ReplayBatchRow, error) {
+	rows, err := q.db.Query(ctx, replayBatch,
+		arg.FromAt,
+		arg.ToAt,
+		arg.WindowDays,
+		arg.AfterAt,
+		arg.AfterID,
+		arg.BatchLimit,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ReplayBatchRow
+	for rows.Next() {
+		var i ReplayBatchRow
+		if err := rows.Scan(&i.CreatedAt, &i.ID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const replayCutoff = `-- name: ReplayCutoff :one
 SELECT (now() - make_interval(days => $1::int))::timestamptz AS cutoff
 `
@@ -111,31 +201,6 @@ func (q *Queries) ReplayCutoff(ctx context.Context, windowDays int32) (pgtype.Ti
 	var cutoff pgtype.Timestamptz
 	err := row.Scan(&cutoff)
 	return cutoff, err
-}
-
-const replayRange = `-- name: ReplayRange :execrows
-UPDATE event_outbox
-SET published_at = NULL, last_error = NULL
-WHERE created_at >= $1::timestamptz
-  AND created_at < $2::timestamptz
-  AND published_at IS NOT NULL
-  AND created_at >= now() - make_interval(days => $3::int)
-`
-
-type ReplayRangeParams struct {
-	FromAt     pgtype.Timestamptz
-	ToAt       pgtype.Timestamptz
-	WindowDays int32
-}
-
-// ReplayRange re-nulls published_at in [from, to) so the drain publishes the
-// rows again. The window clamp is repeated here, at the statement that acts.
-func (q *Queries) ReplayRange(ctx context.Context, arg ReplayRangeParams) (int64, error) {
-	result, err := q.db.Exec(ctx, replayRange, arg.FromAt, arg.ToAt, arg.WindowDays)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const stageEvent = `-- name: StageEvent :exec
