@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/craig/retention/kernel/archive"
@@ -36,6 +37,9 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 	as, ok := r.archiveSettings()
 	if !ok || !as.Enabled {
 		return nil, nil, r.disabledError()
+	}
+	if err := archive.CheckInsertOnly(ctx, pool, r.spec.Archive.Tables()); err != nil {
+		return nil, nil, fmt.Errorf("archiver refused to start: %w", err)
 	}
 	st, err := archive.Boot(ctx, r.spec.Name, as)
 	if err != nil {
@@ -100,12 +104,24 @@ func (r *runtime[T]) archiveRun(ctx context.Context, budget int, asJSON bool, ac
 	return rep.Err()
 }
 
-// probeArchive runs the archiver's boot probe when it is enabled.
-func (r *runtime[T]) probeArchive(ctx context.Context) error {
+// probeArchive checks that every archived table is insert-only (whether or
+// not the archiver is enabled: it is a property of the schema) and runs the
+// archiver's boot probe when it is enabled.
+func (r *runtime[T]) probeArchive(ctx context.Context, pool *pgxpool.Pool) error {
 	as, ok := r.archiveSettings()
-	switch {
-	case !ok:
+	if !ok {
 		return nil
+	}
+	tables := r.spec.Archive.Tables()
+	if err := archive.CheckInsertOnly(ctx, pool, tables); err != nil {
+		return err
+	}
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		names[i] = t.Table
+	}
+	fmt.Fprintf(r.stdout, "archived tables: insert-only trigger present (%s)\n", strings.Join(names, ", "))
+	switch {
 	case !as.Enabled:
 		fmt.Fprintf(r.stdout, "archiver: disabled (archive.enabled=false, env %s): no store probe\n", settings.EnvVar(r.spec.Name, "archive.enabled"))
 		return nil

@@ -247,7 +247,7 @@ func (r *runtime[T]) probe(ctx context.Context) (warned bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if err := r.probeArchive(ctx); err != nil {
+	if err := r.probeArchive(ctx, pool); err != nil {
 		return false, err
 	}
 	for _, w := range warnings {
