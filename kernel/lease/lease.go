@@ -73,3 +73,29 @@ func TryRun(ctx context.Context, pool *pgxpool.Pool, key int64, fn Func) (acquir
 	}
 	return true, fn(ctx, conn)
 }
+
+// Querier is what Held reads with: a pool, a connection or a transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Held reports whether any session of this database holds the advisory lock
+// for key, read from pg_locks WITHOUT taking the lock: a dry run or a status
+// check must never make a real runner find the lock taken and skip its
+// cycle. A session lock on a bigint key is the row with classid = the key's
+// high 32 bits, objid = its low 32 bits and objsubid = 1.
+func Held(ctx context.Context, db Querier, key int64) (bool, error) {
+	var held bool
+	err := db.QueryRow(ctx, `SELECT EXISTS (
+		SELECT 1 FROM pg_catalog.pg_locks
+		WHERE locktype = 'advisory'
+		  AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+		  AND classid = (($1::bigint >> 32) & 4294967295)::oid
+		  AND objid = ($1::bigint & 4294967295)::oid
+		  AND objsubid = 1
+		  AND granted)`, key).Scan(&held)
+	if err != nil {
+		return false, fmt.Errorf("lease: read pg_locks for %#x: %w", key, err)
+	}
+	return held, nil
+}

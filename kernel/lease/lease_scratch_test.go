@@ -389,3 +389,29 @@ func TestTryRunLockFreeWhenItReturns(t *testing.T) {
 	}
 	require.Zero(t, stillHeld, "lock still held right after TryRun returned in %d of %d rounds", stillHeld, rounds)
 }
+
+// TestHeld: Held reads pg_locks and never takes the lock, for positive and
+// negative keys (the high bit set).
+func TestHeld(t *testing.T) {
+	t.Parallel()
+	for _, key := range []int64{testKey, -0x1234_5678_9abc_def0, 1, -1} {
+		ctx, b := setup(t)
+		held, err := lease.Held(ctx, b.pool, key)
+		require.NoError(t, err)
+		require.False(t, held, "key %#x free", key)
+		acquired, err := lease.TryRun(ctx, b.pool, key, func(ctx context.Context, _ *pgx.Conn) error {
+			held, err := lease.Held(ctx, b.pool, key)
+			require.NoError(t, err)
+			require.True(t, held, "key %#x held by TryRun", key)
+			other, err := lease.Held(ctx, b.pool, key^1)
+			require.NoError(t, err)
+			require.False(t, other, "another key is not held")
+			return nil
+		})
+		require.NoError(t, err)
+		require.True(t, acquired)
+		held, err = lease.Held(ctx, b.pool, key)
+		require.NoError(t, err)
+		require.False(t, held, "released")
+	}
+}

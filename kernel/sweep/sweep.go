@@ -397,19 +397,19 @@ func (s *Sweeper) observeBacklog(ctx context.Context, db prune.DB, p prune.Polic
 
 // DryRun reports what a cycle would do now without deleting anything: per
 // table the eligible rows, the oldest eligible row's age and the batches a
-// real run would take. It holds no lease while it reads (a sweep running
-// elsewhere is not disturbed); LockAcquired says whether every group's lease
-// was free when probed.
+// real run would take. It never takes a lease, not even for a moment (a
+// real sweep that found it taken would skip its cycle): LockAcquired says
+// whether every group's lease was free, read from pg_locks.
 func (s *Sweeper) DryRun(ctx context.Context) (Report, error) {
 	rep := Report{LockAcquired: true, DryRun: true}
 	for _, g := range s.groups {
 		enabled := slices.ContainsFunc(g.Policies, func(p prune.Policy) bool { return p.WindowDays > 0 })
 		if enabled {
-			free, err := lease.TryRun(ctx, s.pool, g.LockKey, func(context.Context, *pgx.Conn) error { return nil })
+			held, err := lease.Held(ctx, s.pool, g.LockKey)
 			if err != nil {
-				return rep, fmt.Errorf("sweep dry run: probe lease of %s: %w", g.Name, err)
+				return rep, fmt.Errorf("sweep dry run: lease of %s: %w", g.Name, err)
 			}
-			rep.LockAcquired = rep.LockAcquired && free
+			rep.LockAcquired = rep.LockAcquired && !held
 		}
 		for _, p := range g.Policies {
 			tr := TableReport{Table: p.Table, Group: g.Name}
