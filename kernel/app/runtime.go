@@ -114,6 +114,38 @@ func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
 	}.Apply(groups)
 }
 
+// ExportInvariants is serve's group hook: the replica that ran a group's
+// sweep checks the group's watchdogs right after it, under the group's
+// lease, and exports them (retention_invariant_violations). A replica that
+// did not run the group (another held the lease) removes its series for
+// the group's invariants instead: while the leader drains a backlog the
+// tables overrun by design, and a stale or mid-drain count from a replica
+// must not raise RetentionInvariantViolated (issue 9 finding 15).
+func ExportInvariants(m *metrics.Invariants, logger *slog.Logger) sweep.GroupHook {
+	return func(ctx context.Context, db prune.DB, g sweep.Group, ran bool) {
+		specs := make([]invariants.Spec, len(g.Policies))
+		for i, p := range g.Policies {
+			specs[i] = invariants.FromPolicy(p)
+		}
+		if !ran {
+			for _, s := range specs {
+				m.Violations.DeleteLabelValues(s.Name)
+			}
+			return
+		}
+		results, err := invariants.CheckAll(ctx, db, specs)
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				logger.ErrorContext(ctx, "invariant check after the sweep failed", slog.String("group", g.Name), slog.Any("error", err))
+			}
+			return
+		}
+		for _, res := range results {
+			m.Violations.WithLabelValues(res.Name).Set(float64(res.Violations))
+		}
+	}
+}
+
 // ReplayLimits are the admin replay's bounds from the transport settings.
 func ReplayLimits(tr settings.Transport) outbox.ReplayLimits {
 	return outbox.ReplayLimits{
@@ -306,7 +338,7 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	specs := InvariantSpecs(r.spec, r.cfg)
+	sweeper = sweeper.WithGroupHook(ExportInvariants(invMetrics, r.logger))
 	if _, err := checkPlans(ctx, pool, sweep.Policies(Groups(r.spec, r.cfg)), r.tr.PlanCheckSeqScanRows, r.logger); err != nil {
 		return fmt.Errorf("plan check: %w", err)
 	}
@@ -329,11 +361,7 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 		},
 		Sweep: func(ctx context.Context) error {
 			_, err := sweeper.RunOnce(ctx)
-			results, ierr := invariants.CheckAll(ctx, pool, specs)
-			for _, res := range results {
-				invMetrics.Violations.WithLabelValues(res.Name).Set(float64(res.Violations))
-			}
-			return errors.Join(err, ierr)
+			return err
 		},
 		Logger: r.logger,
 	}

@@ -261,6 +261,23 @@ type Sweeper struct {
 	groups  []Group
 	logger  *slog.Logger
 	metrics *metrics.Prune
+	hook    GroupHook
+}
+
+// GroupHook runs after each group of a cycle. When this runner held the
+// group's lease and ran it (to the end or to an error), ran is true and the
+// hook runs still under the lease, on its connection db: a check there (the
+// watchdogs) sees the tables as this sweep left them, and no other replica
+// can be mid-drain. Otherwise (another runner held the lease, the lease
+// could not be taken, or every table of the group is disabled) ran is false
+// and db is nil: this runner knows nothing current about the tables.
+type GroupHook func(ctx context.Context, db prune.DB, g Group, ran bool)
+
+// WithGroupHook returns a copy of the sweeper that calls h after each group.
+func (s *Sweeper) WithGroupHook(h GroupHook) *Sweeper {
+	c := *s
+	c.hook = h
+	return &c
 }
 
 // ErrInvalidGroups is returned (wrapped) by New for an unusable group set.
@@ -329,9 +346,18 @@ func (s *Sweeper) runGroup(ctx context.Context, g Group) ([]TableReport, bool, e
 		}
 	}
 	if !enabled {
+		s.callHook(ctx, nil, g, false)
 		return out, true, nil // nothing to do: do not even take the lease
 	}
+	ran := false
+	defer func() {
+		if !ran {
+			s.callHook(ctx, nil, g, false)
+		}
+	}()
 	acquired, err := lease.TryRun(ctx, s.pool, g.LockKey, func(ctx context.Context, conn *pgx.Conn) error {
+		ran = true
+		defer s.callHook(ctx, conn, g, true)
 		for i, p := range g.Policies {
 			if p.WindowDays == 0 {
 				continue
@@ -378,6 +404,12 @@ func (s *Sweeper) runGroup(ctx context.Context, g Group) ([]TableReport, bool, e
 	}
 	s.metrics.LastSuccess.WithLabelValues(g.Name).SetToCurrentTime()
 	return out, true, nil
+}
+
+func (s *Sweeper) callHook(ctx context.Context, db prune.DB, g Group, swept bool) {
+	if s.hook != nil {
+		s.hook(ctx, db, g, swept)
+	}
 }
 
 // observeBacklog sets the backlog gauge to the age of the oldest row still

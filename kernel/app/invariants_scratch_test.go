@@ -1,0 +1,122 @@
+//go:build scratch
+
+package app_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/kernel/app"
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/lease"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/sweep"
+	"github.com/craig/retention/migrations"
+)
+
+// replica is one serve process's sweeper with its own registry, wired as
+// serve wires it.
+type replica struct {
+	reg     *prometheus.Registry
+	sweeper *sweep.Sweeper
+}
+
+func newReplica(t *testing.T, db *kerneltest.DB, cycleCap int64) replica {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	pm, err := metrics.NewPrune(reg)
+	require.NoError(t, err)
+	im, err := metrics.NewInvariants(reg)
+	require.NoError(t, err)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	groups := sweep.Bounds{BatchSize: 100, CycleCap: cycleCap}.Apply([]sweep.Group{
+		sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 31}),
+	})
+	s, err := sweep.New(db.Pool, groups, logger, pm)
+	require.NoError(t, err)
+	return replica{reg: reg, sweeper: s.WithGroupHook(app.ExportInvariants(im, logger))}
+}
+
+// violations returns the exported retention_invariant_violations series.
+func (r replica) violations(t *testing.T) map[string]float64 {
+	t.Helper()
+	mfs, err := r.reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "retention_invariant_violations" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// TestOnlyTheSweepingReplicaExportsInvariants pins issue 9 finding 15:
+// replicas that skipped the sweep (lock_held) still ran the invariant check
+// while the leader was mid-drain, and exported its backlog as violations
+// for an hour: RetentionInvariantViolated (critical) fired on clean tables.
+func TestOnlyTheSweepingReplicaExportsInvariants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+		SELECT 'e', '{}', now() - interval '40 days', now() - interval '40 days' FROM generate_series(1, 250)`)
+	a, b, c := newReplica(t, db, 1_000_000), newReplica(t, db, 1_000_000), newReplica(t, db, 1_000_000)
+
+	// The leader is mid-drain: it holds the transport lease.
+	leader, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = leader.Close(context.Background()) })
+	_, err = leader.Exec(ctx, `SELECT pg_advisory_lock($1)`, lease.TransportKey)
+	require.NoError(t, err)
+
+	for _, r := range []replica{a, b} {
+		rep, err := r.sweeper.RunOnce(ctx)
+		require.NoError(t, err)
+		require.False(t, rep.LockAcquired)
+		require.Empty(t, r.violations(t), "a replica that skipped exports no invariant")
+	}
+	require.Equal(t, int64(250), db.Count(t, `SELECT count(*) FROM event_outbox`))
+
+	// The leader finishes; replica c runs the next cycle, sweeps, and
+	// exports what it sees under the lease: nothing overruns.
+	_, err = leader.Exec(ctx, `SELECT pg_advisory_unlock($1)`, lease.TransportKey)
+	require.NoError(t, err)
+	rep, err := c.sweeper.RunOnce(ctx)
+	require.NoError(t, err)
+	require.True(t, rep.LockAcquired)
+	require.Equal(t, map[string]float64{"outbox_retention_overrun": 0, "inbox_retention_overrun": 0}, c.violations(t))
+	require.Zero(t, db.Count(t, `SELECT count(*) FROM event_outbox`))
+
+	// c ran last cycle; when it skips the next one it drops its series
+	// instead of exporting a stale count.
+	_, err = leader.Exec(ctx, `SELECT pg_advisory_lock($1)`, lease.TransportKey)
+	require.NoError(t, err)
+	rep, err = c.sweeper.RunOnce(ctx)
+	require.NoError(t, err)
+	require.False(t, rep.LockAcquired)
+	require.Empty(t, c.violations(t))
+	_, err = leader.Exec(ctx, `SELECT pg_advisory_unlock($1)`, lease.TransportKey)
+	require.NoError(t, err)
+
+	// A real overrun is still exported by the runner that ran: a cycle
+	// stopped by its cap (100 rows) leaves 150 rows older than window +
+	// grace, and its own check under the lease counts them.
+	db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+		SELECT 'e', '{}', now() - interval '40 days', now() - interval '40 days' FROM generate_series(1, 250)`)
+	d := newReplica(t, db, 100)
+	rep, err = d.sweeper.RunOnce(ctx)
+	require.NoError(t, err)
+	require.True(t, rep.LockAcquired)
+	require.True(t, rep.Tables[0].Capped)
+	require.Equal(t, float64(150), d.violations(t)["outbox_retention_overrun"])
+}
