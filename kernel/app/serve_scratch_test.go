@@ -3,10 +3,12 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/outbox"
+	"github.com/craig/retention/migrations"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 )
@@ -122,4 +125,51 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM information_schema.tables WHERE table_name = 'exchange_send_jobs'`))
 	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM goose_transport_version WHERE version_id = 1 AND is_applied`))
 	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM goose_exchange_version WHERE version_id = 1 AND is_applied`))
+}
+
+// TestConcurrentMigrateRuns pins issue 9 finding 7: concurrent `migrate`
+// runs raced (no goose session lock; the keyset-index migration drops and
+// recreates indexes). Four runs on one fresh database all exit 0 and leave
+// one consistent schema: every migration applied once, every index valid.
+func TestConcurrentMigrateRuns(t *testing.T) {
+	t.Parallel()
+	for round := range 3 {
+		db := kerneltest.NewDB(t) // an empty database
+		env := []string{"CRAIG_EXCHANGE__DATABASE_URL=" + db.URL}
+		const runs = 4
+		codes := make(chan int, runs)
+		logs := make([]*bytes.Buffer, runs)
+		start := make(chan struct{})
+		for i := range runs {
+			logs[i] = &bytes.Buffer{}
+			go func(w io.Writer) {
+				<-start
+				codes <- app.Run(context.Background(), testSpec(), []string{"migrate"}, io.Discard, w, env)
+			}(logs[i])
+		}
+		close(start)
+		for range runs {
+			require.Equal(t, app.ExitOK, <-codes, "round %d: %v", round, logs)
+		}
+		for _, v := range []string{"goose_transport_version", "goose_exchange_version"} {
+			require.Zero(t, db.Count(t, `SELECT count(*) FROM (SELECT version_id FROM `+v+` WHERE version_id > 0 GROUP BY version_id HAVING count(*) > 1) d`),
+				"round %d: each %s migration applied once", round, v)
+		}
+		require.Equal(t, int64(len(migrationsOf(t, "transport"))), db.Count(t, `SELECT count(*) FROM goose_transport_version WHERE version_id > 0 AND is_applied`))
+		require.Zero(t, db.Count(t, `SELECT count(*) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+			JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND NOT (i.indisvalid AND i.indisready)`),
+			"round %d: no index left invalid by a concurrent build", round)
+		require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM pg_indexes WHERE indexname = 'event_outbox_published_created_idx'`))
+		require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM pg_proc WHERE proname = 'retention_refuse_update'`))
+	}
+}
+
+// migrationsOf lists the migration files of one embedded set.
+func migrationsOf(t *testing.T, name string) []string {
+	t.Helper()
+	require.Equal(t, migrations.TransportSetName, name)
+	entries, err := fs.Glob(migrations.Transport().FS, "*.sql")
+	require.NoError(t, err)
+	require.NotEmpty(t, entries)
+	return entries
 }

@@ -13,6 +13,19 @@ import (
 	"github.com/craig/retention/migrations"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
+	"github.com/pressly/goose/v3/lock"
+)
+
+// Lock waits of concurrent migrate runs: every set is applied under goose's
+// PostgreSQL session lock (pg_advisory_lock on a connection of its own), so
+// replicas booting together with `migrate` apply each migration once and
+// the others wait, then find nothing to do.
+const (
+	// lockPollSeconds is how often a waiting run retries the lock.
+	lockPollSeconds = 1
+	// lockPolls bounds the wait: 10 minutes (a migration building an index
+	// concurrently on a big table takes minutes).
+	lockPolls = 600
 )
 
 // SetStatus is the state of one migration of one set.
@@ -29,7 +42,11 @@ func provider(db *sql.DB, set migrations.Set, logger *slog.Logger) (*goose.Provi
 	if err != nil {
 		return nil, fmt.Errorf("migrate: store for set %s: %w", set.Name, err)
 	}
-	opts := []goose.ProviderOption{goose.WithStore(store), goose.WithDisableGlobalRegistry(true)}
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(lockPollSeconds, lockPolls))
+	if err != nil {
+		return nil, fmt.Errorf("migrate: session locker: %w", err)
+	}
+	opts := []goose.ProviderOption{goose.WithStore(store), goose.WithDisableGlobalRegistry(true), goose.WithSessionLocker(locker)}
 	if logger != nil {
 		opts = append(opts, goose.WithSlog(logger))
 	}
