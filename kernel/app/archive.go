@@ -41,6 +41,8 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 	if err := archive.CheckInsertOnly(ctx, pool, r.spec.Archive.Tables()); err != nil {
 		return nil, nil, fmt.Errorf("archiver refused to start: %w", err)
 	}
+	r.logger.InfoContext(ctx, "archiver boot: probing the store", slog.String("service", r.spec.Name),
+		slog.Duration("request_timeout", as.Store.RequestTimeout), slog.Duration("boot_timeout", archive.BootTimeout))
 	st, err := archive.Boot(ctx, r.spec.Name, as)
 	if err != nil {
 		return nil, nil, err
