@@ -32,6 +32,9 @@ type HandlerDeps struct {
 	Gatherer prometheus.Gatherer
 	// Replay bounds POST /admin/events/replay (clamp, row cap, batch size).
 	Replay outbox.ReplayLimits
+	// Broker, when set, makes /readyz answer 503 while the publisher is
+	// disconnected from the broker.
+	Broker interface{ Connected() bool }
 	// AdminToken, when non-empty, is the bearer token /admin/ requires.
 	AdminToken string
 	Logger     *slog.Logger
@@ -49,6 +52,10 @@ func Handler(d HandlerDeps) http.Handler {
 		defer cancel()
 		if err := d.Pool.Ping(ctx); err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "database unreachable"})
+			return
+		}
+		if d.Broker != nil && !d.Broker.Connected() {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "broker unreachable"})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -29,6 +29,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
+// pendingGaugeInterval is how often serve refreshes the outbox gauges
+// (outbox_pending_rows, outbox_oldest_pending_age_seconds): a count over the
+// pending index is cheap, but not worth running every one-second tick.
+const pendingGaugeInterval = 15 * time.Second
+
 type runtime[T any] struct {
 	spec   Spec[T]
 	cfg    T
@@ -347,16 +352,28 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 		return err // the archiver was asked for and cannot run: refuse to boot (D10)
 	}
 	defer closeArchiver()
-	pub, err := rabbitmq.NewPublisher(ctx, r.tr.AMQPURL, r.tr.AMQPExchange, r.logger)
+	// A broker outage must not stop the service: sweeps, the archiver and
+	// metrics go on, the publisher reconnects with backoff, and the outage
+	// shows in /readyz, the outbox gauges and OutboxNotDraining.
+	pub, err := rabbitmq.NewLazyPublisher(ctx, r.tr.AMQPURL, r.tr.AMQPExchange, r.logger)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
 	defer func() { _ = pub.Close() }()
-	drainer := &outbox.Drainer{Pool: pool, Publisher: pub, Logger: r.logger}
+	obm, err := metrics.NewOutbox(reg)
+	if err != nil {
+		return err
+	}
+	drainer := &outbox.Drainer{Pool: pool, Publisher: pub, Logger: r.logger, Metrics: obm}
+	var gaugedAt time.Time
 	worker := &outbox.Worker{
 		Service: r.spec.Name,
 		Drain: func(ctx context.Context) error {
 			_, err := drainer.DrainOnce(ctx)
+			if time.Since(gaugedAt) >= pendingGaugeInterval {
+				gaugedAt = time.Now()
+				err = errors.Join(err, outbox.PendingGauge(ctx, pool, obm))
+			}
 			return err
 		},
 		Sweep: func(ctx context.Context) error {
@@ -371,7 +388,7 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 		return fmt.Errorf("listen %s: %w", r.tr.HTTPAddr, err)
 	}
 	srv, ln := NewServer(Handler(HandlerDeps{
-		Pool: pool, Gatherer: reg, Replay: ReplayLimits(r.tr),
+		Pool: pool, Gatherer: reg, Replay: ReplayLimits(r.tr), Broker: pub,
 		AdminToken: r.tr.AdminToken, Logger: r.logger,
 	}), ln, DefaultServerLimits())
 	r.logger.Info("serving", slog.String("service", r.spec.Name), slog.String("addr", ln.Addr().String()))

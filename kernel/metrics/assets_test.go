@@ -39,8 +39,11 @@ func exported(t *testing.T) map[string]dto.MetricType {
 	require.NoError(t, err)
 	inv, err := metrics.NewInvariants(reg)
 	require.NoError(t, err)
+	ob, err := metrics.NewOutbox(reg)
+	require.NoError(t, err)
 	touchAll(t, p)
 	touchAll(t, inv)
+	touchAll(t, ob)
 
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -49,7 +52,7 @@ func exported(t *testing.T) map[string]dto.MetricType {
 		out[mf.GetName()] = mf.GetType()
 	}
 	// Every field of both structs is one family.
-	require.Len(t, out, reflect.TypeFor[metrics.Prune]().NumField()+reflect.TypeFor[metrics.Invariants]().NumField())
+	require.Len(t, out, reflect.TypeFor[metrics.Prune]().NumField()+reflect.TypeFor[metrics.Invariants]().NumField()+reflect.TypeFor[metrics.Outbox]().NumField())
 	return out
 }
 
@@ -84,6 +87,10 @@ func touchAll(t *testing.T, s any) {
 				}
 				return err
 			})
+		case prometheus.Counter:
+			f.Inc()
+		case prometheus.Gauge:
+			f.Set(1)
 		default:
 			t.Fatalf("%T.%s is a %T: teach touchAll to observe it", s, name, f)
 		}
@@ -275,6 +282,7 @@ func TestAlertRules(t *testing.T) {
 		"RetentionSweepFailing":      {"retention_prune_failures_total", "retention_sweep_last_success_timestamp_seconds", "retention_prune_lock_skipped_total"},
 		"RetentionInvariantViolated": {"retention_invariant_violations"},
 		"RetentionBatchTimeouts":     {"retention_prune_batch_timeouts_total", "retention_prune_batch_reduced_total"},
+		"OutboxNotDraining":          {"outbox_oldest_pending_age_seconds", "outbox_publish_failures_total"},
 	}
 	seen := map[string]bool{}
 	for _, r := range g.Rules {

@@ -121,6 +121,43 @@ func NewInvariants(reg prometheus.Registerer) (*Invariants, error) {
 	return m, nil
 }
 
+// Outbox instruments the outbox drain: a broker outage must be visible.
+type Outbox struct {
+	// Pending is the number of unpublished outbox rows at the last check
+	// (outbox_pending_rows).
+	Pending prometheus.Gauge
+	// OldestPendingAge is the age of the oldest unpublished row, 0 when none
+	// (outbox_oldest_pending_age_seconds): it grows while the drain is
+	// stopped (broker down, publisher failing).
+	OldestPendingAge prometheus.Gauge
+	// PublishFailures counts failed publish attempts, including attempts
+	// refused because the broker is unreachable
+	// (outbox_publish_failures_total).
+	PublishFailures prometheus.Counter
+}
+
+// NewOutbox creates the outbox instruments and registers them on reg.
+func NewOutbox(reg prometheus.Registerer) (*Outbox, error) {
+	m := &Outbox{
+		Pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_pending_rows",
+			Help: "Unpublished outbox rows at the last check (pending events, the evidence of undelivered events).",
+		}),
+		OldestPendingAge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "outbox_oldest_pending_age_seconds",
+			Help: "Age of the oldest unpublished outbox row at the last check; 0 when none. Grows while the drain is stopped.",
+		}),
+		PublishFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "outbox_publish_failures_total",
+			Help: "Outbox publish attempts that failed, including those refused while the broker is unreachable.",
+		}),
+	}
+	if err := register(reg, m.Pending, m.OldestPendingAge, m.PublishFailures); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // Archive instruments the archive-then-prune engine.
 type Archive struct {
 	// RowsArchived counts rows archived and deleted, per table

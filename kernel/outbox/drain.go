@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/metrics"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -56,6 +57,9 @@ type Drainer struct {
 	// Logger receives a WARN per failed or malformed row and an INFO line
 	// when a drain published something; nil means slog.Default().
 	Logger *slog.Logger
+	// Metrics, when set, counts failed publish attempts
+	// (outbox_publish_failures_total).
+	Metrics *metrics.Outbox
 }
 
 // DrainReport is the outcome of one DrainOnce.
@@ -127,7 +131,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (DrainReport, error) {
 		d.logger().InfoContext(ctx, "outbox drained",
 			slog.Int("published", rep.Published), slog.Int("failed", rep.Failed), slog.Int("malformed", rep.Malformed))
 	}
-	if stop != nil && ctx.Err() != nil {
+	if stop != nil && (ctx.Err() != nil || errors.Is(stop, ErrUnavailable)) {
 		return rep, stop
 	}
 	return rep, nil
@@ -167,6 +171,14 @@ func (d *Drainer) drainOne(ctx context.Context, q *queries.Queries, m Message, r
 	case ctx.Err() != nil:
 		// Shutdown, not a publish failure: leave the row as it was.
 		return fmt.Errorf("outbox drain: %w", ctx.Err()), nil
+	}
+	if d.Metrics != nil {
+		d.Metrics.PublishFailures.Inc()
+	}
+	if errors.Is(perr, ErrUnavailable) {
+		// The broker is down: nothing is wrong with this row, and the rest
+		// of the batch would fail the same way. End the batch unmarked.
+		return fmt.Errorf("outbox drain: %w", perr), nil
 	}
 	reason := lastError(perr)
 	mctx, mcancel := markContext(ctx)
@@ -239,4 +251,17 @@ func (d *Drainer) logger() *slog.Logger {
 		return slog.Default()
 	}
 	return d.Logger
+}
+
+// PendingGauge refreshes outbox_pending_rows and
+// outbox_oldest_pending_age_seconds from the database (the drain's partial
+// index on pending rows): they show a drain that has stopped.
+func PendingGauge(ctx context.Context, db queries.DBTX, m *metrics.Outbox) error {
+	st, err := queries.New(db).PendingStats(ctx)
+	if err != nil {
+		return fmt.Errorf("outbox pending gauge: %w", err)
+	}
+	m.Pending.Set(float64(st.Pending))
+	m.OldestPendingAge.Set(st.OldestAgeSeconds)
+	return nil
 }

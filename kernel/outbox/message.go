@@ -26,11 +26,18 @@ type Message struct {
 	CreatedAt time.Time       `json:"created_at"`
 }
 
+// ErrUnavailable is wrapped by a Publisher's error when the broker cannot
+// be reached at all (not connected, waiting for the next reconnect): it says
+// nothing about the message, so the drain neither marks the row nor tries
+// the rest of the batch, and the publisher has logged the outage itself.
+var ErrUnavailable = errors.New("outbox: broker unavailable")
+
 // Publisher sends a message to the broker.
 type Publisher interface {
 	// Publish returns nil only after the broker confirmed the message. An
 	// error wrapping ErrMalformed means the message can never be published;
-	// any other error means it may succeed on a later attempt.
+	// one wrapping ErrUnavailable that the broker cannot be reached; any
+	// other error means it may succeed on a later attempt.
 	Publish(ctx context.Context, m Message) error
 }
 

@@ -125,6 +125,10 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) report(ctx context.Context, msg string, err error) {
 	switch {
 	case err == nil:
+	case errors.Is(err, ErrUnavailable):
+		// The publisher logs the outage (once, and at each retry it
+		// schedules); a line a second here would drown it.
+		w.logger().DebugContext(ctx, msg+" (broker unavailable)", slog.String("service", w.Service), slog.Any("error", err))
 	case errors.Is(err, context.Canceled):
 		// Shutdown, not a failure.
 		w.logger().DebugContext(ctx, msg+" (cancelled)", slog.String("service", w.Service))

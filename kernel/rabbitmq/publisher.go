@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/craig/retention/kernel/outbox"
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -50,7 +52,22 @@ type Publisher struct {
 	blocked *atomic.Pointer[string]
 	// chClosed receives the reason the broker closed the channel, if it did.
 	chClosed chan *amqp.Error
+	// nextDial is the earliest time a reconnect is attempted after a failed
+	// one; backoff is the current wait (0 while connected).
+	nextDial time.Time
+	backoff  time.Duration
+	// now is the clock (time.Now; tests script it).
+	now func() time.Time
 }
+
+// Reconnect backoff of a publisher whose broker is unreachable: the first
+// retry after a second, doubling to at most 30 s, each with up to 20%
+// jitter so replicas do not reconnect in step. A publish between retries
+// fails at once with outbox.ErrUnavailable instead of dialling.
+const (
+	minReconnectBackoff = time.Second
+	maxReconnectBackoff = 30 * time.Second
+)
 
 var _ outbox.Publisher = (*Publisher)(nil)
 
@@ -65,13 +82,56 @@ func NewPublisher(ctx context.Context, url, exchange string, logger *slog.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
-	p := &Publisher{url: url, exchange: exchange, logger: logger}
+	p := &Publisher{url: url, exchange: exchange, logger: logger, now: time.Now}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.connectLocked(ctx); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// NewLazyPublisher is NewPublisher for a process that must run while the
+// broker is down (serve keeps sweeping and exporting metrics through a
+// broker outage): it tries to connect once, and when that fails it logs a
+// WARN and returns a publisher that reconnects with backoff (1 s doubling to
+// 30 s, jittered) from its Publish calls. Between retries Publish fails at
+// once with an error wrapping outbox.ErrUnavailable.
+func NewLazyPublisher(ctx context.Context, url, exchange string, logger *slog.Logger) (*Publisher, error) {
+	if exchange == "" {
+		return nil, errors.New("rabbitmq: publisher needs an exchange name (the default exchange cannot route by topic)")
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	p := &Publisher{url: url, exchange: exchange, logger: logger, now: time.Now}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.connectLocked(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		p.scheduleRetryLocked(ctx, err)
+	}
+	return p, nil
+}
+
+// Connected reports whether the publisher holds an open connection and
+// channel (readiness: a disconnected publisher cannot deliver events).
+func (p *Publisher) Connected() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.closed && p.ch != nil && !p.ch.IsClosed() && p.conn != nil && !p.conn.IsClosed()
+}
+
+// scheduleRetryLocked records a failed connect: the next attempt waits the
+// doubled backoff (with jitter), and the outage is logged once per attempt.
+func (p *Publisher) scheduleRetryLocked(ctx context.Context, err error) {
+	p.backoff = min(max(2*p.backoff, minReconnectBackoff), maxReconnectBackoff)
+	wait := p.backoff + time.Duration(rand.Int64N(int64(p.backoff)/5+1))
+	p.nextDial = p.now().Add(wait)
+	p.logger.WarnContext(ctx, "rabbitmq publisher cannot reach the broker; events stay pending and are published after it reconnects",
+		slog.String("exchange", p.exchange), slog.Duration("retry_in", wait), slog.Any("error", err))
 }
 
 // Publish sends m with routing key m.EventType, message id m.ID, persistent
@@ -103,9 +163,16 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 		return ErrPublisherClosed
 	}
 	if p.ch == nil || p.ch.IsClosed() || p.conn.IsClosed() {
-		if err := p.connectLocked(ctx); err != nil {
-			return fmt.Errorf("rabbitmq publish %s: reconnect: %w", m.ID, err)
+		if now := p.now(); now.Before(p.nextDial) {
+			return fmt.Errorf("rabbitmq publish %s: %w: next reconnect in %v", m.ID, outbox.ErrUnavailable, p.nextDial.Sub(now).Round(time.Millisecond))
 		}
+		if err := p.connectLocked(ctx); err != nil {
+			if ctx.Err() == nil {
+				p.scheduleRetryLocked(ctx, err)
+			}
+			return fmt.Errorf("rabbitmq publish %s: reconnect: %w: %w", m.ID, outbox.ErrUnavailable, err)
+		}
+		p.backoff, p.nextDial = 0, time.Time{}
 		p.logger.InfoContext(ctx, "rabbitmq publisher reconnected", slog.String("exchange", p.exchange))
 	}
 	if reason := p.blocked.Load(); reason != nil {

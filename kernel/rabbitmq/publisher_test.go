@@ -1,8 +1,11 @@
 package rabbitmq
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -97,4 +100,50 @@ func TestRedact(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "amqp://guest:xxxxx@127.0.0.1/", redact("amqp://guest:secret@127.0.0.1:5672/"))
 	require.Equal(t, "<unparseable amqp url>", redact("http://nope"))
+}
+
+// TestLazyPublisherBacksOff pins issue 9 finding 16's publisher half: with
+// the broker unreachable NewLazyPublisher returns a publisher (serve boots),
+// a publish between retries fails at once with outbox.ErrUnavailable
+// without dialling, and the wait doubles from 1 s to at most 30 s.
+func TestLazyPublisherBacksOff(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens: connection refused
+	var logs bytes.Buffer
+	p, err := NewLazyPublisher(context.Background(), "amqp://guest:guest@"+addr+"/", "craig.events", slog.New(slog.NewTextHandler(&logs, nil)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	require.False(t, p.Connected())
+	require.Contains(t, logs.String(), "cannot reach the broker")
+	require.NotContains(t, logs.String(), "guest:guest", "the password is not logged")
+
+	clock := time.Now()
+	p.mu.Lock()
+	p.now = func() time.Time { return clock }
+	first := p.backoff
+	p.nextDial = clock.Add(first)
+	p.mu.Unlock()
+	require.Equal(t, minReconnectBackoff, first)
+
+	m := outbox.Message{ID: uuid.Must(uuid.NewV7()), EventType: "case.updated", Payload: []byte(`{}`), CreatedAt: clock}
+	start := time.Now()
+	err = p.Publish(context.Background(), m)
+	require.ErrorIs(t, err, outbox.ErrUnavailable)
+	require.Contains(t, err.Error(), "next reconnect in")
+	require.Less(t, time.Since(start), 100*time.Millisecond, "no dial between retries")
+
+	waits := []time.Duration{first}
+	for range 7 {
+		clock = clock.Add(time.Hour) // past any retry time: the next publish dials
+		err := p.Publish(context.Background(), m)
+		require.ErrorIs(t, err, outbox.ErrUnavailable)
+		p.mu.Lock()
+		waits = append(waits, p.backoff)
+		p.mu.Unlock()
+	}
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second,
+		maxReconnectBackoff, maxReconnectBackoff, maxReconnectBackoff}, waits)
 }

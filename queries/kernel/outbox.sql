@@ -70,3 +70,12 @@ WHERE o.id IN (
   AND o.published_at IS NOT NULL
   AND o.created_at >= now() - make_interval(days => sqlc.arg(window_days)::int)
 RETURNING o.created_at, o.id;
+
+-- PendingStats is what the outbox gauges show: unpublished rows and the age
+-- of the oldest one (0 when none), by the database clock, read through the
+-- drain's partial index on pending rows.
+-- name: PendingStats :one
+SELECT count(*)::bigint AS pending,
+       COALESCE(extract(epoch FROM now()) - extract(epoch FROM min(created_at)), 0)::float8 AS oldest_age_seconds
+FROM event_outbox
+WHERE published_at IS NULL;

@@ -108,6 +108,28 @@ func (q *Queries) MarkPublished(ctx context.Context, id pgtype.UUID) error {
 	return err
 }
 
+const pendingStats = `-- name: PendingStats :one
+SELECT count(*)::bigint AS pending,
+       COALESCE(extract(epoch FROM now()) - extract(epoch FROM min(created_at)), 0)::float8 AS oldest_age_seconds
+FROM event_outbox
+WHERE published_at IS NULL
+`
+
+type PendingStatsRow struct {
+	Pending          int64
+	OldestAgeSeconds float64
+}
+
+// PendingStats is what the outbox gauges show: unpublished rows and the age
+// of the oldest one (0 when none), by the database clock, read through the
+// drain's partial index on pending rows.
+func (q *Queries) PendingStats(ctx context.Context) (PendingStatsRow, error) {
+	row := q.db.QueryRow(ctx, pendingStats)
+	var i PendingStatsRow
+	err := row.Scan(&i.Pending, &i.OldestAgeSeconds)
+	return i, err
+}
+
 const recordPublishFailure = `-- name: RecordPublishFailure :exec
 UPDATE event_outbox
 SET last_error = $1
