@@ -151,3 +151,35 @@ func TestProbeUnreachableDatabase(t *testing.T) {
 	require.Contains(t, errOut.String(), "unreachable")
 	require.Empty(t, out.String())
 }
+
+// TestProbeStrictDuringABacklog pins issue 9 finding 18: probe --strict
+// EXPLAINed a query that is not the keyset query the sweep runs, and
+// warned (exit 1) with the index present when 75% of the outbox was
+// eligible. It now explains the sweep's own statements.
+func TestProbeStrictDuringABacklog(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+		SELECT 'aged', '{}', now() - interval '40 days' - make_interval(secs => g), now() - interval '40 days'
+		FROM generate_series(1, 150000) AS g`)
+	db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+		SELECT 'fresh', '{}', now() - interval '1 hour', now() - interval '1 hour' FROM generate_series(1, 50000)`)
+	db.Exec(t, "ANALYZE event_outbox")
+	env := []string{"CRAIG_EXCHANGE__DATABASE_URL=" + db.URL, "CRAIG_EXCHANGE__PLAN_CHECK_SEQSCAN_ROWS=1000"}
+	var out, errOut bytes.Buffer
+	code := app.Run(ctx, testSpec(), []string{"probe", "--strict"}, &out, &errOut, env)
+	require.Equal(t, app.ExitOK, code, "%s\n%s", out.String(), errOut.String())
+	require.NotContains(t, out.String(), "WARN")
+	require.Equal(t, int64(200000), db.Count(t, `SELECT count(*) FROM event_outbox`), "the probe deleted nothing")
+
+	db.Exec(t, "DROP INDEX event_outbox_published_created_idx")
+	db.Exec(t, "ANALYZE event_outbox")
+	out.Reset()
+	errOut.Reset()
+	code = app.Run(ctx, testSpec(), []string{"probe", "--strict"}, &out, &errOut, env)
+	require.Equal(t, app.ExitFail, code, "without its index the sweep's statements scan the table")
+	require.Contains(t, out.String(), "WARN event_outbox")
+	require.Equal(t, int64(200000), db.Count(t, `SELECT count(*) FROM event_outbox`))
+}

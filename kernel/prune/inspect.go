@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The read-only queries below are the SQL the kernel builds generically from
@@ -153,11 +154,18 @@ type PlanCheck struct {
 	Plan string
 }
 
-// ExplainSelection EXPLAINs the policy's batch selection (the same predicate,
-// cutoff and LIMIT as the delete's inner SELECT) without running it.
+// ExplainSelection EXPLAINs the statements the policy's sweep actually
+// executes for its first batch, without deleting anything: it runs the
+// policy's own DeleteBatch against a recording database inside a READ ONLY
+// transaction (rolled back), where every statement is EXPLAINed first; a
+// read (a keyset sweep's bound query) is then executed too, so the statements
+// after it are explained with the arguments the real batch would bind, and a
+// write (the DELETE) is only explained, never executed (the read-only
+// transaction would refuse it anyway). SeqScan is true when any of the
+// statements sequentially scans the policy's table.
 func ExplainSelection(ctx context.Context, db DB, p Policy) (PlanCheck, error) {
 	var pc PlanCheck
-	if err := p.Inspectable(); err != nil {
+	if err := p.Validate(); err != nil {
 		return pc, err
 	}
 	window := p.WindowDays
@@ -172,40 +180,97 @@ func ExplainSelection(ctx context.Context, db DB, p Policy) (PlanCheck, error) {
 	if err != nil {
 		return pc, err
 	}
-	q := "EXPLAIN (FORMAT JSON) SELECT ctid FROM " + p.table() + " WHERE " + p.whereAged() + " LIMIT $2::int"
-	var raw []byte
-	if err := db.QueryRow(ctx, q, w, lim).Scan(&raw); err != nil {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return pc, fmt.Errorf("explain %s: begin: %w", p.Table, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SET TRANSACTION READ ONLY"); err != nil {
+		return pc, fmt.Errorf("explain %s: read only: %w", p.Table, err)
+	}
+	ex := &explainer{tx: tx}
+	if _, err := p.DeleteBatch(ctx, ex, BatchParams{WindowDays: w, Limit: lim, Cursor: &Cursor{}}); err != nil {
 		return pc, fmt.Errorf("explain %s: %w", p.Table, err)
+	}
+	if len(ex.plans) == 0 {
+		return pc, fmt.Errorf("explain %s: its batch delete ran no statement", p.Table)
+	}
+	var b strings.Builder
+	for _, plan := range ex.plans {
+		plan.walk(0, func(depth int, n planNode) {
+			fmt.Fprintf(&b, "%s%s", strings.Repeat("  ", depth), n.NodeType)
+			if n.IndexName != "" {
+				fmt.Fprintf(&b, " using %s", n.IndexName)
+			}
+			if n.RelationName != "" {
+				fmt.Fprintf(&b, " on %s", n.RelationName)
+			}
+			b.WriteString("\n")
+			if n.NodeType == "Seq Scan" && n.RelationName == p.Table {
+				pc.SeqScan = true
+			}
+		})
+	}
+	pc.Plan = b.String()
+	if err := tx.QueryRow(ctx, "SELECT greatest(reltuples, 0)::float8 FROM pg_class WHERE oid = to_regclass($1)", p.table()).Scan(&pc.TableRows); err != nil {
+		return pc, fmt.Errorf("explain %s: table estimate: %w", p.Table, err)
+	}
+	return pc, nil
+}
+
+// explainer is the DB a batch delete runs against in ExplainSelection: it
+// EXPLAINs every statement (with its arguments, as bound parameters) and
+// records the plan; reads are then executed in the read-only transaction,
+// writes are not.
+type explainer struct {
+	tx    pgx.Tx
+	plans []planNode
+}
+
+func (e *explainer) explain(ctx context.Context, sql string, args []any) error {
+	var raw []byte
+	if err := e.tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&raw); err != nil {
+		return fmt.Errorf("explain: %w", err)
 	}
 	var plans []struct {
 		Plan planNode `json:"Plan"`
 	}
 	if err := json.Unmarshal(raw, &plans); err != nil {
-		return pc, fmt.Errorf("explain %s: unreadable plan: %w", p.Table, err)
+		return fmt.Errorf("explain: unreadable plan: %w", err)
 	}
 	if len(plans) == 0 {
-		return pc, fmt.Errorf("explain %s: unreadable plan: no plan in %q", p.Table, raw)
+		return fmt.Errorf("explain: unreadable plan: no plan in %q", raw)
 	}
-	var b strings.Builder
-	plans[0].Plan.walk(0, func(depth int, n planNode) {
-		fmt.Fprintf(&b, "%s%s", strings.Repeat("  ", depth), n.NodeType)
-		if n.IndexName != "" {
-			fmt.Fprintf(&b, " using %s", n.IndexName)
-		}
-		if n.RelationName != "" {
-			fmt.Fprintf(&b, " on %s", n.RelationName)
-		}
-		b.WriteString("\n")
-		if n.NodeType == "Seq Scan" && n.RelationName == p.Table {
-			pc.SeqScan = true
-		}
-	})
-	pc.Plan = b.String()
-	if err := db.QueryRow(ctx, "SELECT greatest(reltuples, 0)::float8 FROM pg_class WHERE oid = to_regclass($1)", p.table()).Scan(&pc.TableRows); err != nil {
-		return pc, fmt.Errorf("explain %s: table estimate: %w", p.Table, err)
-	}
-	return pc, nil
+	e.plans = append(e.plans, plans[0].Plan)
+	return nil
 }
+
+func (e *explainer) Begin(ctx context.Context) (pgx.Tx, error) { return e.tx.Begin(ctx) }
+
+func (e *explainer) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := e.explain(ctx, sql, args); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return pgconn.NewCommandTag("DELETE 0"), nil // explained, not executed
+}
+
+func (e *explainer) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := e.explain(ctx, sql, args); err != nil {
+		return nil, err
+	}
+	return e.tx.Query(ctx, sql, args...)
+}
+
+func (e *explainer) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := e.explain(ctx, sql, args); err != nil {
+		return errRow{err}
+	}
+	return e.tx.QueryRow(ctx, sql, args...)
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
 
 type planNode struct {
 	NodeType     string     `json:"Node Type"`

@@ -21,6 +21,9 @@ type rowsDB struct {
 	answers []func(dest ...any) error
 	sqls    []string
 	args    [][]any
+	// allowTx lets Begin return a rowsTx; readOnly and rolledBack record
+	// what was done with it.
+	allowTx, readOnly, rolledBack bool
 }
 
 type scanFunc func(dest ...any) error
@@ -40,9 +43,33 @@ func (d *rowsDB) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
 }
 
 func (d *rowsDB) Begin(context.Context) (pgx.Tx, error) {
-	d.t.Errorf("unexpected Begin")
-	return nil, errors.New("rowsDB: no Begin")
+	if !d.allowTx {
+		d.t.Errorf("unexpected Begin")
+		return nil, errors.New("rowsDB: no Begin")
+	}
+	return &rowsTx{d: d}, nil
 }
+
+// rowsTx is the transaction of a rowsDB that allows one: its statements go
+// to the rowsDB, except SET TRANSACTION, which it records.
+type rowsTx struct {
+	pgx.Tx // nil: any method not overridden panics
+	d      *rowsDB
+}
+
+func (x *rowsTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if sql == "SET TRANSACTION READ ONLY" {
+		x.d.readOnly = true
+		return pgconn.NewCommandTag("SET"), nil
+	}
+	return x.d.Exec(ctx, sql, args...)
+}
+
+func (x *rowsTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return x.d.QueryRow(ctx, sql, args...)
+}
+
+func (x *rowsTx) Rollback(context.Context) error { x.d.rolledBack = true; return nil }
 
 func (d *rowsDB) Exec(_ context.Context, sql string, _ ...any) (pgconn.CommandTag, error) {
 	d.t.Errorf("unexpected Exec %q", sql)
@@ -214,11 +241,21 @@ func estimateRow(rows float64) func(dest ...any) error {
 	}
 }
 
+// explainedDelete is a batch delete of one statement, as the local sweeps
+// have: ExplainSelection must explain exactly it, with the batch's window
+// and limit, and never run it.
+const explainedDelete = `DELETE FROM event_outbox WHERE ctid = ANY (ARRAY(SELECT ctid FROM event_outbox WHERE created_at < now() - make_interval(days => $1::int) LIMIT $2::int))`
+
+func explainedDeleteBatch(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
+	tag, err := db.Exec(ctx, explainedDelete, p.WindowDays, p.Limit)
+	return tag.RowsAffected(), err
+}
+
 func TestExplainSelection(t *testing.T) {
 	t.Parallel()
 	const (
-		seqScan   = `[{"Plan": {"Node Type": "Limit", "Plans": [{"Node Type": "Seq Scan", "Relation Name": "event_outbox"}]}}]`
-		indexScan = `[{"Plan": {"Node Type": "Limit", "Plans": [{"Node Type": "Index Scan", "Index Name": "event_outbox_published_created_idx", "Relation Name": "event_outbox"}]}}]`
+		seqScan   = `[{"Plan": {"Node Type": "ModifyTable", "Plans": [{"Node Type": "Seq Scan", "Relation Name": "event_outbox"}]}}]`
+		indexScan = `[{"Plan": {"Node Type": "ModifyTable", "Plans": [{"Node Type": "Index Scan", "Index Name": "event_outbox_published_created_idx", "Relation Name": "event_outbox"}]}}]`
 		otherSeq  = `[{"Plan": {"Node Type": "Nested Loop", "Plans": [{"Node Type": "Seq Scan", "Relation Name": "other"}, {"Node Type": "Bitmap Heap Scan", "Relation Name": "event_outbox", "Plans": [{"Node Type": "Bitmap Index Scan", "Index Name": "i"}]}]}}]`
 	)
 	tests := []struct {
@@ -229,33 +266,39 @@ func TestExplainSelection(t *testing.T) {
 		wantPlan   string
 		wantWindow int32
 	}{
-		{"SeqScan", 30, seqScan, true, "Limit\n  Seq Scan on event_outbox\n", 30},
-		{"IndexScan", 30, indexScan, false, "Limit\n  Index Scan using event_outbox_published_created_idx on event_outbox\n", 30},
+		{"SeqScan", 30, seqScan, true, "ModifyTable\n  Seq Scan on event_outbox\n", 30},
+		{"IndexScan", 30, indexScan, false, "ModifyTable\n  Index Scan using event_outbox_published_created_idx on event_outbox\n", 30},
 		{"SeqScanOfAnotherRelation", 30, otherSeq, false, "Nested Loop\n  Seq Scan on other\n  Bitmap Heap Scan on event_outbox\n    Bitmap Index Scan using i\n", 30},
 		// A disabled sweep still has its shape checked, with any window.
-		{"Disabled", 0, seqScan, true, "Limit\n  Seq Scan on event_outbox\n", prune.MaxWindowDays},
+		{"Disabled", 0, seqScan, true, "ModifyTable\n  Seq Scan on event_outbox\n", prune.MaxWindowDays},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			db := &rowsDB{t: t, answers: []func(...any) error{explainRow(tt.plan), estimateRow(123456)}}
-			pc, err := prune.ExplainSelection(context.Background(), db, inspectable(tt.window, 250, 0))
+			db := &rowsDB{t: t, allowTx: true, answers: []func(...any) error{explainRow(tt.plan), estimateRow(123456)}}
+			p := inspectable(tt.window, 250, 0)
+			p.DeleteBatch = explainedDeleteBatch
+			pc, err := prune.ExplainSelection(context.Background(), db, p)
 			require.NoError(t, err)
 			require.Equal(t, tt.wantSeq, pc.SeqScan)
 			require.Equal(t, tt.wantPlan, pc.Plan)
 			require.InDelta(t, 123456, pc.TableRows, 0)
 
-			require.Len(t, db.sqls, 2)
-			require.Contains(t, db.sqls[0], `EXPLAIN (FORMAT JSON) SELECT ctid FROM "event_outbox" WHERE (published_at IS NOT NULL) AND "created_at" < now() - make_interval(days => $1::int) LIMIT $2::int`)
+			require.Len(t, db.sqls, 2, "the DELETE is explained, never executed")
+			require.Equal(t, "EXPLAIN (FORMAT JSON) "+explainedDelete, db.sqls[0], "the statement the sweep runs")
 			require.Equal(t, []any{tt.wantWindow, int32(250)}, db.args[0], "the same window and LIMIT as a real batch")
 			require.Equal(t, []any{`"event_outbox"`}, db.args[1])
+			require.True(t, db.readOnly, "inside a read-only transaction")
+			require.True(t, db.rolledBack)
 		})
 	}
 
 	t.Run("UnreadablePlan", func(t *testing.T) {
 		t.Parallel()
-		db := &rowsDB{t: t, answers: []func(...any) error{explainRow(`[]`)}}
-		_, err := prune.ExplainSelection(context.Background(), db, inspectable(30, 250, 0))
+		db := &rowsDB{t: t, allowTx: true, answers: []func(...any) error{explainRow(`[]`)}}
+		p := inspectable(30, 250, 0)
+		p.DeleteBatch = explainedDeleteBatch
+		_, err := prune.ExplainSelection(context.Background(), db, p)
 		require.ErrorContains(t, err, "unreadable plan: no plan")
 		require.NotContains(t, err.Error(), "%!w")
 	})
