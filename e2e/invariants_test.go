@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"regexp"
+	"strings"
 	"strconv"
 	"testing"
 
@@ -66,8 +67,12 @@ func TestEveryPolicyGetsItsInvariant(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.service, func(t *testing.T) {
 			t.Parallel()
-			require.Len(t, tt.specs, len(tt.want))
-			for i, s := range tt.specs {
+			require.Len(t, tt.specs, 2*len(tt.want), "an overrun and a future-dated watchdog per table")
+			for i, s := range tt.specs[len(tt.want):] {
+				require.Equal(t, strings.TrimSuffix(tt.want[i].name, "_retention_overrun")+"_future_dated", s.Name)
+				require.Equal(t, tt.want[i].table, s.Table)
+			}
+			for i, s := range tt.specs[:len(tt.want)] {
 				require.Equal(t, tt.want[i].name, s.Name)
 				require.Equal(t, tt.want[i].table, s.Table)
 				require.Equal(t, tt.want[i].threshold, s.ThresholdDays, s.Name)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -128,9 +129,9 @@ func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
 // must not raise RetentionInvariantViolated (issue 9 finding 15).
 func ExportInvariants(m *metrics.Invariants, logger *slog.Logger) sweep.GroupHook {
 	return func(ctx context.Context, db prune.DB, g sweep.Group, ran bool) {
-		specs := make([]invariants.Spec, len(g.Policies))
-		for i, p := range g.Policies {
-			specs[i] = invariants.FromPolicy(p)
+		var specs []invariants.Spec
+		for _, p := range g.Policies {
+			specs = append(specs, invariants.ForPolicy(p)...)
 		}
 		if !ran {
 			for _, s := range specs {
@@ -162,8 +163,12 @@ func ReplayLimits(tr settings.Transport) outbox.ReplayLimits {
 // InvariantSpecs returns the watchdog of every swept table of a service.
 func InvariantSpecs[T any](spec Spec[T], cfg T) []invariants.Spec {
 	var out []invariants.Spec
-	for _, p := range sweep.Policies(Groups(spec, cfg)) {
+	policies := sweep.Policies(Groups(spec, cfg))
+	for _, p := range policies {
 		out = append(out, invariants.FromPolicy(p))
+	}
+	for _, p := range policies { // the future-dated watchdogs after every overrun one
+		out = append(out, invariants.FutureFromPolicy(p))
 	}
 	return out
 }
@@ -225,13 +230,19 @@ func writeTable(w io.Writer, rep sweep.Report) error {
 	return tw.Flush()
 }
 
-// age renders an age in seconds as days and hours, or "-" for none.
+// age renders an age in seconds as days and hours, or "-" for none; a
+// negative age (a row dated in the future) gets a minus sign. It computes in
+// float seconds: an age beyond time.Duration's ±292 years (a BC or
+// -infinity row) must not wrap around.
 func age(secs *float64) string {
 	if secs == nil {
 		return "-"
 	}
-	d := time.Duration(*secs * float64(time.Second))
-	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+	s, sign := *secs, ""
+	if s < 0 {
+		s, sign = -s, "-"
+	}
+	return fmt.Sprintf("%s%.0fd%02.0fh", sign, math.Floor(s/86400), math.Floor(math.Mod(s, 86400)/3600))
 }
 
 // invariantsReport is the JSON form of `invariants --json`.
@@ -259,6 +270,9 @@ func (r *runtime[T]) invariants(ctx context.Context, asJSON bool) (violated bool
 	fmt.Fprintln(tw, "INVARIANT\tTABLE\tVIOLATIONS\tOLDEST OFFENDING\tTHRESHOLD")
 	for _, res := range results {
 		threshold := fmt.Sprintf("%dd", res.ThresholdDays)
+		if res.FutureSkewSeconds > 0 {
+			threshold = "now+" + (time.Duration(res.FutureSkewSeconds) * time.Second).String()
+		}
 		if res.Disabled {
 			threshold = "disabled"
 		}

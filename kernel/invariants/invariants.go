@@ -14,6 +14,8 @@ package invariants
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/craig/retention/kernel/prune"
 )
@@ -24,6 +26,13 @@ import (
 // stopped. It yields the seed's thresholds: outbox 30 + 2 = 32 d, inbox
 // 31 + 2 = 33 d.
 const OverrunGraceDays = 2
+
+// FutureSkew is how far ahead of the database clock a row's age column may
+// be before its future-dated watchdog counts it: writers' clocks drift by
+// seconds, and a row an hour or more in the future was stamped by a wrong
+// clock. The sweep keeps such a row until its date has passed (a row dated
+// in 2126 is kept for a century), so it is reported.
+const FutureSkew = time.Hour
 
 // Spec is one watchdog.
 type Spec struct {
@@ -38,6 +47,31 @@ type Spec struct {
 	// Description says in words what the invariant counts.
 	Description string
 	policy      prune.Policy
+	// future makes the spec count rows dated beyond FutureSkew ahead of
+	// the database clock instead of overrunning rows.
+	future bool
+}
+
+// ForPolicy returns every watchdog of a swept table: its overrun invariant
+// (FromPolicy) and its future-dated invariant (FutureFromPolicy).
+func ForPolicy(p prune.Policy) []Spec {
+	return []Spec{FromPolicy(p), FutureFromPolicy(p)}
+}
+
+// FutureFromPolicy derives a table's future-dated watchdog: rows matching the
+// sweep's predicate whose age column is more than FutureSkew ahead of the
+// database clock. Its name is the overrun invariant's with
+// _retention_overrun replaced by _future_dated (outbox_future_dated, ...).
+func FutureFromPolicy(p prune.Policy) Spec {
+	name := strings.TrimSuffix(p.InvariantName(), "_retention_overrun") + "_future_dated"
+	s := Spec{Name: name, Table: p.Table, WindowDays: p.WindowDays, policy: p, future: true}
+	if s.Disabled() {
+		s.Description = fmt.Sprintf("%s rows matching (%s) dated in the future: sweep disabled (window 0), not checked", p.Table, p.Eligible)
+		return s
+	}
+	s.Description = fmt.Sprintf("%s rows matching (%s) with %s more than %v ahead of the database clock: the sweep keeps them until that date",
+		p.Table, p.Eligible, p.AgeColumn, FutureSkew)
+	return s
 }
 
 // Disabled is true when the table's sweep is off: nothing is expected to be
@@ -65,16 +99,29 @@ type Result struct {
 	OldestAgeSeconds *float64 `json:"oldest_age_seconds"`
 	ThresholdDays    int      `json:"threshold_days"`
 	Disabled         bool     `json:"disabled,omitempty"`
-	Description      string   `json:"description"`
+	// FutureSkewSeconds is set on a future-dated invariant: it counts rows
+	// dated more than this ahead of the database clock (ThresholdDays is
+	// then 0, and OldestAgeSeconds negative: how far ahead the furthest is).
+	FutureSkewSeconds float64 `json:"future_skew_seconds,omitempty"`
+	Description       string  `json:"description"`
 }
 
 // Check evaluates one invariant. It reads; it never deletes.
 func Check(ctx context.Context, db prune.DB, s Spec) (Result, error) {
 	r := Result{Name: s.Name, Table: s.Table, ThresholdDays: s.ThresholdDays, Disabled: s.Disabled(), Description: s.Description}
+	if s.future {
+		r.FutureSkewSeconds = FutureSkew.Seconds()
+	}
 	if s.Disabled() {
 		return r, nil
 	}
-	e, err := prune.CountOlderThan(ctx, db, s.policy, s.ThresholdDays)
+	var e prune.Eligibility
+	var err error
+	if s.future {
+		e, err = prune.CountFutureDated(ctx, db, s.policy, FutureSkew)
+	} else {
+		e, err = prune.CountOlderThan(ctx, db, s.policy, s.ThresholdDays)
+	}
 	if err != nil {
 		return r, fmt.Errorf("invariant %s: %w", s.Name, err)
 	}

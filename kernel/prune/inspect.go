@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -46,22 +47,73 @@ func (p Policy) whereAged() string {
 
 func (p Policy) table() string { return pgx.Identifier{p.Table}.Sanitize() }
 
+// Timestamps at the ends of PostgreSQL's range: ages are computed from a
+// row's timestamp clamped into them, so a row at -infinity, BC or
+// +infinity yields a large but finite age (about 2.1e11 s, or -9.2e12 s for
+// the far future) instead of an interval overflow or an Inf that JSON
+// cannot carry.
+const (
+	earliestTimestamp = "'4713-11-24 00:00:00+00 BC'::timestamptz"
+	latestTimestamp   = "'294276-12-31 23:59:59+00'::timestamptz"
+)
+
+// ageSeconds is the SQL of now() - ts in seconds for a timestamptz
+// expression ts, finite over the whole timestamptz range (see
+// earliestTimestamp).
+// NULL (no row) stays NULL.
+func ageSeconds(ts string) string {
+	return "(CASE WHEN " + ts + " IS NULL THEN NULL ELSE EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM LEAST(GREATEST(" +
+		ts + ", " + earliestTimestamp + "), " + latestTimestamp + ")) END)::float8"
+}
+
 // Eligibility describes the rows older than a number of days that match a
 // policy's predicate.
 type Eligibility struct {
 	// Count is the number of such rows.
 	Count int64
 	// OldestAge is the age of the oldest such row; nil when there is none.
+	// A time.Duration spans ±292 years: an older row (BC, -infinity)
+	// saturates it; OldestAgeSeconds has the exact figure.
 	OldestAge *time.Duration
+	// oldestSecs is the age in seconds as the database computed it.
+	oldestSecs *float64
 }
 
-// OldestAgeSeconds is OldestAge in seconds, or nil.
+// OldestAgeSeconds is the oldest row's age in seconds (exact, finite for
+// any timestamp), or nil.
 func (e Eligibility) OldestAgeSeconds() *float64 {
+	if e.oldestSecs != nil {
+		s := *e.oldestSecs
+		return &s
+	}
 	if e.OldestAge == nil {
 		return nil
 	}
 	s := e.OldestAge.Seconds()
 	return &s
+}
+
+// withAge sets the oldest age from seconds, saturating the Duration.
+func (e *Eligibility) withAge(secs *float64) {
+	if secs == nil {
+		return
+	}
+	s := *secs
+	d := durationOf(s)
+	e.OldestAge, e.oldestSecs = &d, &s
+}
+
+// durationOf converts seconds to a Duration, saturating at its range
+// instead of overflowing (an age of 6,700 years is not -292 years).
+func durationOf(secs float64) time.Duration {
+	switch ns := secs * float64(time.Second); {
+	case ns >= math.MaxInt64:
+		return time.Duration(math.MaxInt64)
+	case ns <= math.MinInt64:
+		return time.Duration(math.MinInt64)
+	default:
+		return time.Duration(ns)
+	}
 }
 
 // CountOlderThan counts the policy's rows older than days (by the database
@@ -74,17 +126,34 @@ func CountOlderThan(ctx context.Context, db DB, p Policy, days int) (Eligibility
 	if err != nil {
 		return Eligibility{}, fmt.Errorf("inspect %s: days: %w", p.Table, err)
 	}
-	q := "SELECT count(*), EXTRACT(EPOCH FROM now() - min(" + pgx.Identifier{p.AgeColumn}.Sanitize() + "))::float8 FROM " +
+	q := "SELECT count(*), " + ageSeconds("min("+pgx.Identifier{p.AgeColumn}.Sanitize()+")") + " FROM " +
 		p.table() + " WHERE " + p.whereAged()
 	var e Eligibility
 	var secs *float64
 	if err := db.QueryRow(ctx, q, d).Scan(&e.Count, &secs); err != nil {
 		return e, fmt.Errorf("inspect %s: %w", p.Table, err)
 	}
-	if secs != nil {
-		age := time.Duration(*secs * float64(time.Second))
-		e.OldestAge = &age
+	e.withAge(secs)
+	return e, nil
+}
+
+// CountFutureDated counts the policy's rows (matching its predicate) whose
+// age column is more than skew ahead of the database clock: a sweep keeps
+// them forever, since they never grow old. OldestAge is the age of the row
+// furthest in the future (negative). It deletes nothing.
+func CountFutureDated(ctx context.Context, db DB, p Policy, skew time.Duration) (Eligibility, error) {
+	if err := p.Inspectable(); err != nil {
+		return Eligibility{}, err
 	}
+	col := pgx.Identifier{p.AgeColumn}.Sanitize()
+	q := "SELECT count(*), " + ageSeconds("max("+col+")") + " FROM " + p.table() +
+		" WHERE (" + p.Eligible + ") AND " + col + " > now() + make_interval(secs => $1::float8)"
+	var e Eligibility
+	var secs *float64
+	if err := db.QueryRow(ctx, q, skew.Seconds()).Scan(&e.Count, &secs); err != nil {
+		return e, fmt.Errorf("inspect %s: %w", p.Table, err)
+	}
+	e.withAge(secs)
 	return e, nil
 }
 
@@ -99,7 +168,7 @@ func OldestEligibleAge(ctx context.Context, db DB, p Policy) (time.Duration, err
 	if err != nil {
 		return 0, fmt.Errorf("inspect %s: window: %w", p.Table, err)
 	}
-	q := "SELECT EXTRACT(EPOCH FROM now() - min(" + pgx.Identifier{p.AgeColumn}.Sanitize() + "))::float8 FROM " +
+	q := "SELECT " + ageSeconds("min("+pgx.Identifier{p.AgeColumn}.Sanitize()+")") + " FROM " +
 		p.table() + " WHERE " + p.whereAged()
 	var secs *float64
 	if err := db.QueryRow(ctx, q, w).Scan(&secs); err != nil {
@@ -108,7 +177,7 @@ func OldestEligibleAge(ctx context.Context, db DB, p Policy) (time.Duration, err
 	if secs == nil {
 		return 0, nil
 	}
-	return time.Duration(*secs * float64(time.Second)), nil
+	return durationOf(*secs), nil
 }
 
 // DryRun is what a real PruneTable call would do now.
@@ -165,7 +234,7 @@ type PlanCheck struct {
 // statements sequentially scans the policy's table.
 func ExplainSelection(ctx context.Context, db DB, p Policy) (PlanCheck, error) {
 	var pc PlanCheck
-	if err := p.Validate(); err != nil {
+	if err := p.Inspectable(); err != nil {
 		return pc, err
 	}
 	window := p.WindowDays
