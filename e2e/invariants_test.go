@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"regexp"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
