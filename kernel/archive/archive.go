@@ -28,30 +28,62 @@ import (
 // Row is one selected row: its id, its age-column timestamp and its to_jsonb
 // text exactly as PostgreSQL rendered it.
 type Row struct {
-	ID  uuid.UUID
-	At  time.Time
+	ID uuid.UUID
+	// At is the age column clamped into years 1..9999 (what manifests and
+	// ledgers record: JSON cannot carry infinity or a BC date; the row's
+	// document keeps the exact value).
+	At time.Time
+	// Key is the age column as the database's text ('-infinity', BC dates
+	// included): the exact cursor position. Empty means At is exact.
+	Key string
+	// Doc is the row's to_jsonb text; empty when Withheld.
 	Doc string
+	// Size is the row's NDJSON line in bytes (Doc plus the newline); 0
+	// means len(Doc)+1.
+	Size int64
+	// Withheld is true when the selection stopped at MaxBytes before this
+	// row: it would cross the cap, so its document was not sent (Size
+	// says how big it is; above MaxBytes alone it is quarantined).
+	Withheld bool
+}
+
+// lineBytes is the row's NDJSON line length.
+func (r Row) lineBytes() int64 {
+	if r.Size > 0 {
+		return r.Size
+	}
+	return int64(len(r.Doc)) + 1
 }
 
 // Cursor is the (age, id) keyset position after which a selection continues.
 type Cursor struct {
+	// At is the position's age, clamped like Row.At.
 	At time.Time
-	ID uuid.UUID
+	// Key is the exact position as the database's text of the age column
+	// ('-infinity' for Start); a selection compares against Key::timestamptz.
+	Key string
+	ID  uuid.UUID
 }
 
-// Start is the cursor before every row.
-var Start = Cursor{At: time.Unix(-62135596800, 0).UTC()} // 0001-01-01, below any real timestamp
+// Start is the cursor before every row: '-infinity' and the nil uuid, so a
+// row dated -infinity (or BC) is selected like any other.
+var Start = Cursor{At: time.Unix(-62135596800, 0).UTC(), Key: "-infinity"}
 
 // SelectParams are the bound parameters of a batch selection.
 type SelectParams struct {
 	HotWindowDays int32
 	After         Cursor
 	Limit         int32
+	// MaxBytes is max_batch_bytes: the selection returns the documents of
+	// rows whose NDJSON fits within it, in order, and the first row that
+	// does not fit as Withheld (no document), so the engine never holds
+	// more than MaxBytes of one batch's documents.
+	MaxBytes int64
 }
 
 // SelectFunc is a table's sqlc-generated batch select: up to Limit rows
 // older than the hot window by the database clock, after the cursor, ordered
-// by (age, id).
+// by (age, id), cut at MaxBytes (see SelectParams).
 type SelectFunc func(ctx context.Context, db prune.DB, p SelectParams) ([]Row, error)
 
 // DeleteFunc is a table's sqlc-generated delete-by-ids; it re-checks the

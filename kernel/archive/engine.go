@@ -280,13 +280,16 @@ type flight struct {
 // archive.
 func (e *Engine) prepare(ctx context.Context, table int, spec TableSpec, st *tableState, tr *TableReport) (*prepared, error) {
 	hot, limit := int32(e.cfg.HotWindowDays), int32(min(e.cfg.BatchSize, math.MaxInt32)) // both validated in New
-	rows, err := spec.Select(ctx, e.pool, SelectParams{HotWindowDays: hot, After: st.cursor, Limit: limit})
+	rows, err := spec.Select(ctx, e.pool, SelectParams{HotWindowDays: hot, After: st.cursor, Limit: limit, MaxBytes: e.cfg.MaxBatchBytes})
 	if err != nil {
 		return nil, fail(ErrDB, spec.Table, fmt.Errorf("select: %w", err))
 	}
-	full := len(rows) == int(limit)
+	// More rows may follow when the selection was full or stopped at the
+	// byte cap (its last row withheld: cut there, or quarantined if alone
+	// above the cap; either way the next batch continues after the cursor).
+	more := len(rows) > 0 && (len(rows) == int(limit) || rows[len(rows)-1].Withheld)
 	included, truncated := e.fit(ctx, spec, rows, st, tr)
-	st.active = full || truncated
+	st.active = more || truncated
 	if len(included) == 0 {
 		return nil, nil
 	}
@@ -366,24 +369,33 @@ func (e *Engine) stop(ctx context.Context, spec TableSpec, st *tableState, tr *T
 func (e *Engine) fit(ctx context.Context, spec TableSpec, rows []Row, st *tableState, tr *TableReport) (included []Row, truncated bool) {
 	var size int64
 	for _, r := range rows {
-		n := int64(len(r.Doc)) + 1
+		n := r.lineBytes()
 		if n > e.cfg.MaxBatchBytes {
 			tr.Quarantined++
 			e.metrics.Quarantined.WithLabelValues(spec.Table).Inc()
 			e.logger.WarnContext(ctx, "archive quarantined a row larger than max_batch_bytes; it stays in the table until an operator acts",
 				slog.String("service", e.cfg.Service), slog.String("table", spec.Table), slog.String("id", r.ID.String()),
 				slog.Int64("row_bytes", n), slog.Int64("max_batch_bytes", e.cfg.MaxBatchBytes))
-			st.cursor = Cursor{At: r.At, ID: r.ID}
+			st.cursor = cursorAt(r)
 			continue
 		}
-		if size+n > e.cfg.MaxBatchBytes {
+		if r.Withheld || size+n > e.cfg.MaxBatchBytes {
 			return included, true
 		}
 		size += n
 		included = append(included, r)
-		st.cursor = Cursor{At: r.At, ID: r.ID}
+		st.cursor = cursorAt(r)
 	}
 	return included, false
+}
+
+// cursorAt is the cursor just past r.
+func cursorAt(r Row) Cursor {
+	key := r.Key
+	if key == "" {
+		key = r.At.UTC().Format("2006-01-02 15:04:05.999999Z07:00")
+	}
+	return Cursor{At: r.At, Key: key, ID: r.ID}
 }
 
 func (e *Engine) manifest(spec TableSpec, rows []Row, cols []Column) (Manifest, []byte, error) {

@@ -31,14 +31,14 @@ func ArchiveTables() []archive.TableSpec {
 		AgeColumn: "evaluated_at",
 		Select: func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]archive.Row, error) {
 			rows, err := queries.New(db).SelectRuleEvaluationsBatch(ctx, queries.SelectRuleEvaluationsBatchParams{
-				HotWindowDays: p.HotWindowDays, AfterAt: p.After.At, AfterID: p.After.ID, BatchLimit: p.Limit,
+				HotWindowDays: p.HotWindowDays, AfterKey: p.After.Key, AfterID: p.After.ID, BatchLimit: p.Limit, MaxBytes: p.MaxBytes,
 			})
 			if err != nil {
 				return nil, err
 			}
 			out := make([]archive.Row, len(rows))
 			for i, r := range rows {
-				out[i] = archive.Row{ID: r.ID, At: r.EvaluatedAt, Doc: r.Doc}
+				out[i] = archive.Row{ID: r.ID, At: r.At, Key: r.AtKey, Doc: r.Doc, Size: r.DocBytes, Withheld: r.Withheld}
 			}
 			return out, nil
 		},

@@ -87,35 +87,67 @@ func (q *Queries) InsertArchiveLedger(ctx context.Context, arg InsertArchiveLedg
 
 const selectRuleEvaluationsBatch = `-- name: SelectRuleEvaluationsBatch :many
 
-SELECT e.id, e.evaluated_at, to_jsonb(e)::text AS doc
-FROM rule_evaluations AS e
-WHERE e.evaluated_at < now() - make_interval(days => $1::int)
-  AND (e.evaluated_at, e.id) > ($2::timestamptz, $3::uuid)
-ORDER BY e.evaluated_at, e.id
-LIMIT $4::int
+SELECT s.id, s.at_key, s.at::timestamptz AS at, s.doc_bytes,
+       (s.running > $1::bigint)::boolean AS withheld,
+       (CASE WHEN s.running <= $1::bigint THEN s.doc ELSE '' END)::text AS doc
+FROM (
+    SELECT e.id, e.evaluated_at AS ord_at,
+           e.evaluated_at::text AS at_key,
+           LEAST(GREATEST(e.evaluated_at, '0001-01-01 00:00:00+00'::timestamptz),
+                 '9999-12-31 23:59:59.999999+00'::timestamptz) AS at,
+           j.doc,
+           (octet_length(j.doc) + 1)::bigint AS doc_bytes,
+           sum(octet_length(j.doc) + 1) OVER (ORDER BY e.evaluated_at, e.id ROWS UNBOUNDED PRECEDING)::bigint AS running
+    FROM rule_evaluations AS e
+    CROSS JOIN LATERAL (SELECT to_jsonb(e)::text AS doc) AS j
+    WHERE e.evaluated_at < now() - make_interval(days => $2::int)
+      AND (e.evaluated_at, e.id) > ($3::text::timestamptz, $4::uuid)
+    ORDER BY e.evaluated_at, e.id
+    LIMIT $5::int
+) AS s
+WHERE s.running - s.doc_bytes < $1::bigint
+ORDER BY s.ord_at, s.id
 `
 
 type SelectRuleEvaluationsBatchParams struct {
+	MaxBytes      int64
 	HotWindowDays int32
-	AfterAt       time.Time
+	AfterKey      string
 	AfterID       uuid.UUID
 	BatchLimit    int32
 }
 
 type SelectRuleEvaluationsBatchRow struct {
-	ID          uuid.UUID
-	EvaluatedAt time.Time
-	Doc         string
+	ID       uuid.UUID
+	AtKey    string
+	At       time.Time
+	DocBytes int64
+	Withheld bool
+	Doc      string
 }
 
 // rule_evaluations archive-then-prune (kernel archive.TableSpec).
 // SelectRuleEvaluationsBatch returns up to batch_limit rows older than the
 // hot window (database clock), oldest first, after the (evaluated_at, id)
-// cursor, each with its to_jsonb text exactly as PostgreSQL renders it.
+// cursor, each with its to_jsonb text exactly as PostgreSQL renders it, and
+// stops at max_bytes of NDJSON (issue 9 finding 5: memory is bounded by the
+// byte cap, not by batch_size x row size):
+//   - doc_bytes is the row's NDJSON line length (its text plus the newline);
+//     running sums them in order;
+//   - only rows that START within the cap are returned; the one that would
+//     cross it comes without its doc (withheld, doc ”), so the engine learns that the
+//     batch is cut there (or that a single row alone exceeds the cap: it is
+//     quarantined) without ever receiving more than max_bytes of documents;
+//   - at_key is evaluated_at as the database's own text ('-infinity', BC
+//     dates included): the cursor is that text, so every timestamp the
+//     column can hold is reached and ordered exactly; at is evaluated_at
+//     clamped into years 1..9999, for the manifest and ledger (JSON and Go
+//     cannot carry infinity or BC).
 func (q *Queries) SelectRuleEvaluationsBatch(ctx context.Context, arg SelectRuleEvaluationsBatchParams) ([]SelectRuleEvaluationsBatchRow, error) {
 	rows, err := q.db.Query(ctx, selectRuleEvaluationsBatch,
+		arg.MaxBytes,
 		arg.HotWindowDays,
-		arg.AfterAt,
+		arg.AfterKey,
 		arg.AfterID,
 		arg.BatchLimit,
 	)
@@ -126,7 +158,14 @@ func (q *Queries) SelectRuleEvaluationsBatch(ctx context.Context, arg SelectRule
 	var items []SelectRuleEvaluationsBatchRow
 	for rows.Next() {
 		var i SelectRuleEvaluationsBatchRow
-		if err := rows.Scan(&i.ID, &i.EvaluatedAt, &i.Doc); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.AtKey,
+			&i.At,
+			&i.DocBytes,
+			&i.Withheld,
+			&i.Doc,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
