@@ -1139,6 +1139,9 @@ func demoArchive(ctx context.Context, server string) error {
 }
 
 // buildServices builds every service binary into bin/<service>.
+// Build compiles every service binary into bin/ (bin/exchange, bin/financial, bin/rules, bin/security).
+func Build() error { return buildServices() }
+
 func buildServices() error {
 	for _, service := range demoServices {
 		fmt.Printf("==> go build -o bin/%[1]s ./services/%[1]s/cmd/%[1]s\n", service)

@@ -126,6 +126,76 @@ func (r *runner) runArchive(ctx context.Context) (*ArchiveResult, error) {
 		}
 	}
 	res.ArchiveRowsPS, res.CopyRowsPS, res.Ratio, res.PeakRSSMiB = median(arch), median(cp), round3(median(ratios)), median(rss)
+	if res.BigRows, err = r.archiveBigRows(ctx, st, sets, as); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Big-row run parameters (issue 9 finding 5).
+const (
+	bigRowBytes  = 200 << 10
+	bigBatchSize = archive.MaxBatchSize
+)
+
+// archiveBigRows runs one `rules archive run` over ArchiveBigRows rows of
+// 200 KiB at batch size 10,000 and the default max_batch_bytes, and reads
+// its peak RSS.
+func (r *runner) archiveBigRows(ctx context.Context, st *store.Store, sets []migrations.Set, as archive.Settings) (*ArchiveBigRows, error) {
+	n := r.cfg.ArchiveBigRows
+	r.cfg.logf("archive: seeding %d aged rule_evaluations of %d KiB", n, bigRowBytes>>10)
+	tpl := r.srv.name("archive_big")
+	if err := r.buildTemplate(ctx, tpl, sets, func(conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, seedBigRuleEvaluations, n, bigRowBytes); err != nil {
+			return fmt.Errorf("seed big rule_evaluations: %w", err)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	db, err := r.srv.copyOf(ctx, tpl, "archive_big", 0)
+	if err != nil {
+		return nil, err
+	}
+	defer r.discard(db.name)
+	res := &ArchiveBigRows{Rows: n, RowBytes: bigRowBytes, BatchSize: bigBatchSize, MaxBatchBytes: as.MaxBatchBytes,
+		RSSGoalMiB: 64 + 2*float64(as.MaxBatchBytes)/(1<<20)}
+	cmd := exec.CommandContext(ctx, r.cfg.RulesBinary, "archive", "run", "--json",
+		"--budget", strconv.Itoa(archive.MaxManualBudget), "--actor", archiveActor)
+	cmd.Env = append(archiveEnv(os.Environ(), db.url, r.cfg.S3URL), "CRAIG_RULES__ARCHIVE__BATCH_SIZE="+strconv.Itoa(bigBatchSize))
+	var stdout bytes.Buffer
+	stderr := &tailBuffer{max: 16 << 10}
+	cmd.Stdout, cmd.Stderr = &stdout, stderr
+	start := time.Now()
+	runErr := cmd.Run()
+	res.Seconds = time.Since(start).Seconds()
+	var rep passReport
+	parseErr := json.Unmarshal(stdout.Bytes(), &rep)
+	var keys []string
+	var archived int64
+	for _, t := range rep.Tables {
+		archived += t.Archived
+		res.Archives += len(t.Archives)
+		for _, a := range t.Archives {
+			keys = append(keys, a.DataKey, a.ManifestKey)
+		}
+	}
+	cleanupErr := deleteObjects(ctx, st, keys)
+	switch {
+	case runErr != nil:
+		return nil, fmt.Errorf("%s archive run (big rows): %w\n%s", r.cfg.RulesBinary, runErr, stderr.String())
+	case parseErr != nil:
+		return nil, fmt.Errorf("%s archive run (big rows): unreadable report: %w\n%s", r.cfg.RulesBinary, parseErr, stdout.String())
+	case cleanupErr != nil:
+		return nil, cleanupErr
+	case archived != int64(n) || rep.More:
+		return nil, fmt.Errorf("archive run (big rows) archived %d rows (more: %v), want %d", archived, rep.More, n)
+	}
+	if b, ok := peakRSSBytes(cmd.ProcessState); ok {
+		res.PeakRSSMiB = float64(b) / (1 << 20)
+	}
+	r.cfg.logf("archive big rows: %d rows of %d KiB at batch %d in %d archives, %.1f s, peak RSS %.1f MiB (goal ≤ %.0f)",
+		n, bigRowBytes>>10, bigBatchSize, res.Archives, res.Seconds, res.PeakRSSMiB, res.RSSGoalMiB)
 	return res, nil
 }
 

@@ -74,8 +74,11 @@ func TestBenchSmoke(t *testing.T) {
 		require.Equal(t, int64(cfg.ArchiveRows), run.Rows, "%s round %d moves every aged row", run.Config, run.Round)
 	}
 	require.Positive(t, res.Archive.PeakRSSMiB, "the child's peak RSS is read")
+	require.NotNil(t, res.Archive.BigRows, "the big-row run ran")
+	require.Equal(t, cfg.ArchiveBigRows, res.Archive.BigRows.Rows)
+	require.Positive(t, res.Archive.BigRows.PeakRSSMiB)
 
-	require.Len(t, res.Goals, 6)
+	require.Len(t, res.Goals, 7)
 	for _, g := range res.Goals {
 		require.NotNil(t, g.Measured, g.What)
 		require.NotNil(t, g.Met, g.What)

@@ -57,10 +57,12 @@ const (
 	EnvDrainRows   = "CRAIG_BENCH_DRAIN_ROWS"
 	EnvSteadyRows  = "CRAIG_BENCH_STEADY_ROWS"
 	EnvArchiveRows = "CRAIG_BENCH_ARCHIVE_ROWS"
-	EnvWriterRate  = "CRAIG_BENCH_WRITER_RATE"
-	EnvTimeBox     = "CRAIG_BENCH_TIMEBOX"
-	EnvScenarios   = "CRAIG_BENCH_SCENARIOS"
-	EnvSmoke       = "CRAIG_BENCH_SMOKE"
+	// EnvArchiveBigRows overrides ArchiveBigRows.
+	EnvArchiveBigRows = "CRAIG_BENCH_ARCHIVE_BIG_ROWS"
+	EnvWriterRate     = "CRAIG_BENCH_WRITER_RATE"
+	EnvTimeBox        = "CRAIG_BENCH_TIMEBOX"
+	EnvScenarios      = "CRAIG_BENCH_SCENARIOS"
+	EnvSmoke          = "CRAIG_BENCH_SMOKE"
 )
 
 // Default servers: the local PostgreSQL and versitygw of `go tool mage store:up`.
@@ -90,6 +92,10 @@ type Config struct {
 	// ArchiveRows is the number of aged rule_evaluations the archive pass
 	// archives (plus a tenth as many hot rows it must keep).
 	ArchiveRows int
+	// ArchiveBigRows is the number of aged 200 KiB rule_evaluations the
+	// archive's big-row run archives at batch size 10,000 (its peak RSS
+	// shows the byte cap bounds memory, issue 9 finding 5).
+	ArchiveBigRows int
 	// WriterRate is the concurrent writer's rate, in staged events per second.
 	WriterRate int
 	// TimeBox bounds the oldest-first no-index drain of each round; its
@@ -108,15 +114,16 @@ type Config struct {
 // 24 GiB machine in under 15 minutes (about 8 on an idle one).
 func Default() Config {
 	return Config{
-		DatabaseURL: DefaultDatabaseURL,
-		S3URL:       DefaultS3URL,
-		Rounds:      5,
-		DrainRows:   2_000_000,
-		SteadyRows:  5_000_000,
-		ArchiveRows: 200_000,
-		WriterRate:  200,
-		TimeBox:     15 * time.Second,
-		Scenarios:   slices.Clone(AllScenarios),
+		DatabaseURL:    DefaultDatabaseURL,
+		S3URL:          DefaultS3URL,
+		Rounds:         5,
+		DrainRows:      2_000_000,
+		SteadyRows:     5_000_000,
+		ArchiveRows:    200_000,
+		ArchiveBigRows: 1_000,
+		WriterRate:     200,
+		TimeBox:        15 * time.Second,
+		Scenarios:      slices.Clone(AllScenarios),
 	}
 }
 
@@ -125,7 +132,7 @@ func Default() Config {
 func Smoke() Config {
 	c := Default()
 	c.Rounds = 3
-	c.DrainRows, c.SteadyRows, c.ArchiveRows = 20_000, 30_000, 2_000
+	c.DrainRows, c.SteadyRows, c.ArchiveRows, c.ArchiveBigRows = 20_000, 30_000, 2_000, 100
 	c.WriterRate = 100
 	c.TimeBox = 300 * time.Millisecond
 	c.Smoke = true
@@ -154,7 +161,7 @@ func FromEnv(base Config, getenv func(string) string) (Config, error) {
 		dst *int
 	}{
 		{EnvRounds, &c.Rounds}, {EnvDrainRows, &c.DrainRows}, {EnvSteadyRows, &c.SteadyRows},
-		{EnvArchiveRows, &c.ArchiveRows}, {EnvWriterRate, &c.WriterRate},
+		{EnvArchiveRows, &c.ArchiveRows}, {EnvArchiveBigRows, &c.ArchiveBigRows}, {EnvWriterRate, &c.WriterRate},
 	} {
 		if v := getenv(iv.env); v != "" {
 			n, err := strconv.Atoi(strings.ReplaceAll(v, "_", ""))
@@ -203,7 +210,7 @@ func (c Config) Validate() error {
 		name string
 		v    int
 		min  int
-	}{{"drain rows", c.DrainRows, 1000}, {"steady rows", c.SteadyRows, 1000}, {"archive rows", c.ArchiveRows, 100}, {"writer rate", c.WriterRate, 1}} {
+	}{{"drain rows", c.DrainRows, 1000}, {"steady rows", c.SteadyRows, 1000}, {"archive rows", c.ArchiveRows, 100}, {"archive big rows", c.ArchiveBigRows, 10}, {"writer rate", c.WriterRate, 1}} {
 		if b.v < b.min {
 			errs = append(errs, fmt.Errorf("%s %d: at least %d", b.name, b.v, b.min))
 		}

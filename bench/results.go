@@ -249,6 +249,24 @@ type ArchiveResult struct {
 	// FetchLookup is not measured: there is no `archive fetch` yet.
 	FetchLookupMS *float64     `json:"fetch_lookup_ms"`
 	Runs          []ArchiveRun `json:"runs"`
+	// BigRows is the big-row run: 200 KiB rows at batch size 10,000.
+	BigRows *ArchiveBigRows `json:"big_rows,omitempty"`
+}
+
+// ArchiveBigRows is one archive pass of large rows at the largest batch
+// size: the selection must stop at max_batch_bytes, so the peak RSS stays
+// within 64 MiB + 2 × max_batch_bytes (two batches in flight) whatever the
+// row size times the batch size (here 2 GB).
+type ArchiveBigRows struct {
+	Rows          int     `json:"rows"`
+	RowBytes      int     `json:"row_bytes"`
+	BatchSize     int     `json:"batch_size"`
+	MaxBatchBytes int64   `json:"max_batch_bytes"`
+	Archives      int     `json:"archives"`
+	Seconds       float64 `json:"seconds"`
+	PeakRSSMiB    float64 `json:"peak_rss_mib"`
+	// RSSGoalMiB is 64 MiB + 2 × max_batch_bytes.
+	RSSGoalMiB float64 `json:"rss_goal_mib"`
 }
 
 // ArchiveRun is one configuration in one round.

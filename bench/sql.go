@@ -140,3 +140,13 @@ const otherActiveBackends = `
 SELECT count(*) FROM pg_stat_activity
 WHERE state = 'active' AND pid <> pg_backend_pid() AND backend_type = 'client backend'
   AND coalesce(left(datname, length($1::text)), '') <> $1::text`
+
+// seedBigRuleEvaluations inserts $1 aged rule evaluations of about 200 KiB
+// of jsonb text each ($2 hex characters of md5 chains: little to compress),
+// evaluated over [now - 400 d, now - 91 d).
+const seedBigRuleEvaluations = `
+INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+SELECT now() - interval '400 days' + g * interval '1 minute', 'big.v1',
+       jsonb_build_object('blob', (SELECT string_agg(md5(g::text || '/' || k::text), '') FROM generate_series(1, $2::int / 32) AS k)),
+       '{}'::jsonb
+FROM generate_series(1, $1::int) AS g`

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
+	"os"
+	"runtime/debug"
 	"strings"
 	"text/tabwriter"
 
@@ -41,6 +44,7 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 	if err := archive.CheckInsertOnly(ctx, pool, r.spec.Archive.Tables()); err != nil {
 		return nil, nil, fmt.Errorf("archiver refused to start: %w", err)
 	}
+	boundMemory(as, r.logger)
 	r.logger.InfoContext(ctx, "archiver boot: probing the store", slog.String("service", r.spec.Name),
 		slog.Duration("request_timeout", as.Store.RequestTimeout), slog.Duration("boot_timeout", archive.BootTimeout))
 	st, err := archive.Boot(ctx, r.spec.Name, as)
@@ -164,4 +168,35 @@ func (r *runtime[T]) startArchiver(ctx context.Context, pool *pgxpool.Pool, reg 
 	r.logger.Info("archiver enabled", slog.String("service", r.spec.Name), slog.Int("hot_window_days", as.HotWindowDays),
 		slog.Duration("interval", as.Interval()), slog.String("endpoint", st.Identity().Endpoint), slog.String("bucket", st.Identity().Bucket))
 	return w, closeStore, nil
+}
+
+// archiveMemorySlack is the heap the archiver's process needs besides its
+// batches' documents: the runtime, the pool, the S3 client and its upload
+// buffers (2 × 5 MiB), the sweep. Measured: about 35 MiB of RSS for a pass
+// of small rows.
+const archiveMemorySlack = 48 << 20
+
+// boundMemory sets the Go runtime's soft memory limit for the archiver,
+// unless the operator set GOMEMLIMIT: archiveMemorySlack plus one and a half
+// max_batch_bytes (the batch being uploaded, and the next one the pipeline
+// selects while the first holds less than half the cap). The selection never
+// holds more than max_batch_bytes of documents a batch, and the NDJSON is
+// streamed from them without a copy, so the live heap stays about there; but
+// without a limit the collector lets the heap grow to twice the live data
+// between collections, and a batch's documents arrive faster than it runs
+// (measured for 200 KiB rows at 32 MiB batches: 207 MiB peak RSS with
+// neither, 126 MiB with the streamed NDJSON alone; README Performance has
+// the figure with both). The limit is soft: it makes the collector work
+// harder near it and never fails an allocation. The bound the benchmark
+// checks is 64 MiB + 2 × max_batch_bytes.
+func boundMemory(as archive.Settings, logger *slog.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	limit := int64(archiveMemorySlack) + as.MaxBatchBytes + as.MaxBatchBytes/2
+	if prev := debug.SetMemoryLimit(-1); prev < limit && prev != math.MaxInt64 {
+		return // a lower limit is already set (by another archiver in this process)
+	}
+	debug.SetMemoryLimit(limit)
+	logger.Debug("archiver memory bound set", slog.Int64("memory_limit_bytes", limit))
 }

@@ -204,7 +204,7 @@ func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				if inflight != nil && int64(len(inflight.p.data)) > e.cfg.MaxBatchBytes/2 {
+				if inflight != nil && inflight.p.data.Size() > e.cfg.MaxBatchBytes/2 {
 					land()
 					if !states[i].active {
 						continue
@@ -263,7 +263,7 @@ type prepared struct {
 	table    int
 	ids      []uuid.UUID
 	m        Manifest
-	data     []byte
+	data     *NDJSON
 	manifest []byte
 }
 
@@ -325,7 +325,7 @@ func (e *Engine) fly(ctx context.Context, conn *pgx.Conn, p *prepared) *flight {
 // anything), then deletes the rows and books the archive in one transaction.
 func (e *Engine) upload(ctx context.Context, conn *pgx.Conn, p *prepared) error {
 	spec := e.specs[p.table]
-	if err := e.store.PutCreateSHA256(ctx, p.m.DataKey, p.data, store.ContentTypeNDJSON, p.m.DataSHA256); err != nil {
+	if err := e.store.PutCreateReaderSHA256(ctx, p.m.DataKey, p.data, p.data.Size(), store.ContentTypeNDJSON, p.m.DataSHA256); err != nil {
 		return fail(ErrStore, spec.Table, fmt.Errorf("put data %s: %w", p.m.DataKey, err))
 	}
 	if err := e.store.PutCreate(ctx, p.m.ManifestKey, p.manifest, store.ContentTypeJSON); err != nil {
@@ -398,7 +398,7 @@ func cursorAt(r Row) Cursor {
 	return Cursor{At: r.At, Key: key, ID: r.ID}
 }
 
-func (e *Engine) manifest(spec TableSpec, rows []Row, cols []Column) (Manifest, []byte, error) {
+func (e *Engine) manifest(spec TableSpec, rows []Row, cols []Column) (Manifest, *NDJSON, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return Manifest{}, nil, fail(ErrConfig, spec.Table, fmt.Errorf("archive id: %w", err))
@@ -408,12 +408,12 @@ func (e *Engine) manifest(spec TableSpec, rows []Row, cols []Column) (Manifest, 
 	if err != nil {
 		return Manifest{}, nil, fail(ErrConfig, spec.Table, err)
 	}
-	data := EncodeNDJSON(rows)
+	data := NewNDJSON(rows)
 	firstID, lastID, firstAt, lastAt := Range(rows)
 	ident := e.store.Identity()
 	return Manifest{
 		Format: Format, ArchiveID: id, Service: e.cfg.Service, Table: spec.Table, RecordCount: len(rows),
-		DataKey: keys.Data, ManifestKey: keys.Manifest, DataSHA256: SHA256Hex(data),
+		DataKey: keys.Data, ManifestKey: keys.Manifest, DataSHA256: data.SHA256Hex(),
 		Endpoint: ident.Endpoint, Bucket: ident.Bucket,
 		FirstRecordID: firstID, LastRecordID: lastID, FirstRecordAt: firstAt.UTC(), LastRecordAt: lastAt.UTC(),
 		HotWindowDays: e.cfg.HotWindowDays, ArchivedAt: now, ArchivedBy: e.actor,

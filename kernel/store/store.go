@@ -316,7 +316,7 @@ func (s *Store) MaxObjectBytes() int64 { return maxObjectBytes }
 // caller's own write. A caller that writes each key once (the archiver's keys
 // carry a fresh UUIDv7) can tell by comparing Get's bytes with its own.
 func (s *Store) PutCreate(ctx context.Context, key string, data []byte, contentType string) error {
-	return s.putCreate(ctx, key, data, contentType, "")
+	return s.putCreate(ctx, key, bytes.NewReader(data), int64(len(data)), contentType, "")
 }
 
 // PutCreateSHA256 is PutCreate for a caller that has the data's SHA-256
@@ -330,15 +330,29 @@ func (s *Store) PutCreateSHA256(ctx context.Context, key string, data []byte, co
 	if !isSHA256Hex(sha256Hex) {
 		return fmt.Errorf("store: put %s: %w: %q is not a lower-case hex SHA-256", key, ErrBadDigest, sha256Hex)
 	}
-	return s.putCreate(ctx, key, data, contentType, sha256Hex)
+	return s.putCreate(ctx, key, bytes.NewReader(data), int64(len(data)), contentType, sha256Hex)
 }
 
-func (s *Store) putCreate(ctx context.Context, key string, data []byte, contentType, sha256Hex string) error {
+// PutCreateReaderSHA256 is PutCreateSHA256 for data the caller streams:
+// body holds exactly size bytes whose SHA-256 is sha256Hex (it is rewound to
+// retry a request). The archiver streams an NDJSON object from its rows'
+// documents this way instead of copying them into one buffer.
+func (s *Store) PutCreateReaderSHA256(ctx context.Context, key string, body io.ReadSeeker, size int64, contentType, sha256Hex string) error {
+	if !isSHA256Hex(sha256Hex) {
+		return fmt.Errorf("store: put %s: %w: %q is not a lower-case hex SHA-256", key, ErrBadDigest, sha256Hex)
+	}
+	if size < 0 {
+		return fmt.Errorf("store: put %s: negative size %d", key, size)
+	}
+	return s.putCreate(ctx, key, body, size, contentType, sha256Hex)
+}
+
+func (s *Store) putCreate(ctx context.Context, key string, body io.ReadSeeker, size int64, contentType, sha256Hex string) error {
 	if err := ValidateKey(key); err != nil {
 		return err
 	}
-	if int64(len(data)) > maxObjectBytes {
-		return fmt.Errorf("store: put %s: %w: %d bytes > %d", key, ErrTooLarge, len(data), maxObjectBytes)
+	if size > maxObjectBytes {
+		return fmt.Errorf("store: put %s: %w: %d bytes > %d", key, ErrTooLarge, size, maxObjectBytes)
 	}
 	if contentType == "" {
 		contentType = defaultContentType
@@ -346,14 +360,15 @@ func (s *Store) putCreate(ctx context.Context, key string, data []byte, contentT
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	var err error
-	if s.s3 != nil && len(data) <= directPutMaxBytes && !strings.Contains(key, gocloudEscapeMarker) {
-		err = s.putObject(ctx, key, data, contentType, sha256Hex)
+	if s.s3 != nil && size <= directPutMaxBytes && !strings.Contains(key, gocloudEscapeMarker) {
+		err = s.putObject(ctx, key, body, size, contentType, sha256Hex)
 	} else {
 		// Upload hands the driver the whole reader in one call. s3blob (AWS
 		// transfer manager) sends one PutObject up to 16 MiB and a
 		// multipart upload above, with If-None-Match on
 		// CompleteMultipartUpload.
-		err = s.bucket.Upload(ctx, key, bytes.NewReader(data), &blob.WriterOptions{ContentType: contentType, IfNotExist: true})
+		err = s.bucket.Upload(ctx, key, io.LimitReader(body, size), &blob.WriterOptions{ContentType: contentType, IfNotExist: true,
+			BufferSize: uploadPartBytes, MaxConcurrency: uploadConcurrency})
 	}
 	// S3 answers a taken key 412 (code PreconditionFailed), which gocloud
 	// maps to FailedPrecondition (verified against versitygw v1.8.0).
@@ -378,6 +393,17 @@ func (s *Store) putCreate(ctx context.Context, key string, data []byte, contentT
 // CompleteMultipartUpload carries the condition instead.
 const directPutMaxBytes = 5 << 20
 
+// Parts of a multipart upload (objects above directPutMaxBytes): the
+// transfer manager buffers Concurrency parts of PartSize each, by default
+// 5 × 8 MiB = 40 MiB beside the object itself. The archiver bounds its
+// memory by max_batch_bytes, so the upload buffers 2 × 5 MiB (S3's smallest
+// part) instead; the data is in memory already, so more parallel parts buy
+// little on one link.
+const (
+	uploadPartBytes   = 5 << 20
+	uploadConcurrency = 2
+)
+
 // gocloudEscapeMarker starts gocloud's escape sequences in S3 keys: a key
 // holding it would be stored differently by gocloud's writer than by a
 // direct PutObject, so such a key (never one of the archiver's) takes
@@ -388,12 +414,12 @@ const gocloudEscapeMarker = "__0x"
 // putObject stores data with one S3 PutObject request of known length: no
 // transfer-manager buffering (the data is in memory already), and the
 // payload signed with sha256Hex when the caller has it.
-func (s *Store) putObject(ctx context.Context, key string, data []byte, contentType, sha256Hex string) error {
+func (s *Store) putObject(ctx context.Context, key string, body io.ReadSeeker, size int64, contentType, sha256Hex string) error {
 	in := &s3.PutObjectInput{
 		Bucket:        aws.String(s.identity.Bucket),
 		Key:           aws.String(key),
-		Body:          bytes.NewReader(data),
-		ContentLength: aws.Int64(int64(len(data))),
+		Body:          body,
+		ContentLength: aws.Int64(size),
 		ContentType:   aws.String(contentType),
 		IfNoneMatch:   aws.String("*"),
 	}
