@@ -4,8 +4,6 @@ package app_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"net"
 	"net/http"
@@ -15,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/app"
@@ -97,19 +94,7 @@ func TestServeRidesOutABrokerOutage(t *testing.T) {
 	proxy := newSwitchProxy(t, u.Host)
 	proxied := *u
 	proxied.Host = proxy.ln.Addr().String()
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	exchangeName := "craig.test.outage." + hex.EncodeToString(suffix)
-	t.Cleanup(func() {
-		conn, err := amqp.Dial(amqpURL)
-		if err != nil {
-			return
-		}
-		defer func() { _ = conn.Close() }()
-		if ch, err := conn.Channel(); err == nil {
-			_ = ch.ExchangeDelete(exchangeName, false, false)
-		}
-	})
+	exchangeName := tempExchange(t, amqpURL, "outage")
 
 	ctx := context.Background()
 	tx, err := db.Pool.Begin(ctx)
@@ -131,15 +116,7 @@ func TestServeRidesOutABrokerOutage(t *testing.T) {
 			"CRAIG_EXCHANGE__HTTP_ADDR=" + addr,
 		})
 	}()
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			return 0, ""
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := getter(addr)
 	waitFor(t, "serve to boot with the broker down", 15*time.Second, func() bool { code, _ := get("/healthz"); return code == http.StatusOK })
 	code, body := get("/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, code)

@@ -5,45 +5,14 @@ package app_test
 import (
 	"bytes"
 	"context"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/app"
+	"github.com/craig/retention/kernel/kerneltest"
 )
-
-// silentListener accepts TCP connections and never answers: a database or
-// store that hangs instead of refusing.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
 
 // TestCommandsFailInsteadOfHangingOnASilentDatabase pins issue 9 finding
 // 11: `sweep --once` (and every command) hung on a database that accepts
@@ -51,7 +20,7 @@ func silentListener(t *testing.T) string {
 // error names the database.
 func TestCommandsFailInsteadOfHangingOnASilentDatabase(t *testing.T) {
 	t.Parallel()
-	addr := silentListener(t)
+	addr := kerneltest.SilentServer(t)
 	env := []string{
 		"CRAIG_EXCHANGE__DATABASE_URL=postgres://u:Sup3rS3cret@" + addr + "/x?sslmode=disable",
 		"CRAIG_EXCHANGE__DATABASE_CONNECT_TIMEOUT=1s",

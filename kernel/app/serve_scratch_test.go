@@ -35,6 +35,40 @@ func waitFor(t *testing.T, what string, deadline time.Duration, cond func() bool
 	}
 }
 
+// tempExchange names a topic exchange of the test's own, deleted when it
+// ends.
+func tempExchange(t *testing.T, amqpURL, label string) string {
+	t.Helper()
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	name := "craig.test." + label + "." + hex.EncodeToString(suffix)
+	t.Cleanup(func() {
+		conn, err := amqp.Dial(amqpURL)
+		if err != nil {
+			return
+		}
+		defer func() { _ = conn.Close() }()
+		if ch, err := conn.Channel(); err == nil {
+			_ = ch.ExchangeDelete(name, false, false)
+		}
+	})
+	return name
+}
+
+// getter GETs paths of the server at addr: status and body, 0 when it does
+// not answer.
+func getter(addr string) func(path string) (int, string) {
+	return func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, ""
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+}
+
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -48,19 +82,7 @@ func TestServeDrainsServesAndStopsGracefully(t *testing.T) {
 	t.Parallel()
 	db := kerneltest.ServiceDB(t, "exchange")
 	amqpURL := kerneltest.AMQPURL(t)
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	exchangeName := "craig.test.serve." + hex.EncodeToString(suffix)
-	t.Cleanup(func() {
-		conn, err := amqp.Dial(amqpURL)
-		if err != nil {
-			return
-		}
-		defer func() { _ = conn.Close() }()
-		if ch, err := conn.Channel(); err == nil {
-			_ = ch.ExchangeDelete(exchangeName, false, false)
-		}
-	})
+	exchangeName := tempExchange(t, amqpURL, "serve")
 
 	ctx := context.Background()
 	tx, err := db.Pool.Begin(ctx)
@@ -82,15 +104,7 @@ func TestServeDrainsServesAndStopsGracefully(t *testing.T) {
 		})
 	}()
 
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			return 0, ""
-		}
-		defer func() { _ = resp.Body.Close() }()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	get := getter(addr)
 	waitFor(t, "/healthz", 15*time.Second, func() bool { code, _ := get("/healthz"); return code == http.StatusOK })
 	code, _ := get("/readyz")
 	require.Equal(t, http.StatusOK, code)

@@ -76,19 +76,26 @@ var _ outbox.Publisher = (*Publisher)(nil)
 // unreachable, so a misconfigured URL is found at startup; later connection
 // losses are repaired by the next Publish. A nil logger means slog.Default().
 func NewPublisher(ctx context.Context, url, exchange string, logger *slog.Logger) (*Publisher, error) {
-	if exchange == "" {
-		return nil, errors.New("rabbitmq: publisher needs an exchange name (the default exchange cannot route by topic)")
+	p, err := newPublisher(url, exchange, logger)
+	if err != nil {
+		return nil, err
 	}
-	if logger == nil {
-		logger = slog.Default()
-	}
-	p := &Publisher{url: url, exchange: exchange, logger: logger, now: time.Now}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.connectLocked(ctx); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+func newPublisher(url, exchange string, logger *slog.Logger) (*Publisher, error) {
+	if exchange == "" {
+		return nil, errors.New("rabbitmq: publisher needs an exchange name (the default exchange cannot route by topic)")
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Publisher{url: url, exchange: exchange, logger: logger, now: time.Now}, nil
 }
 
 // NewLazyPublisher is NewPublisher for a process that must run while the
@@ -98,13 +105,10 @@ func NewPublisher(ctx context.Context, url, exchange string, logger *slog.Logger
 // 30 s, jittered) from its Publish calls. Between retries Publish fails at
 // once with an error wrapping outbox.ErrUnavailable.
 func NewLazyPublisher(ctx context.Context, url, exchange string, logger *slog.Logger) (*Publisher, error) {
-	if exchange == "" {
-		return nil, errors.New("rabbitmq: publisher needs an exchange name (the default exchange cannot route by topic)")
+	p, err := newPublisher(url, exchange, logger)
+	if err != nil {
+		return nil, err
 	}
-	if logger == nil {
-		logger = slog.Default()
-	}
-	p := &Publisher{url: url, exchange: exchange, logger: logger, now: time.Now}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.connectLocked(ctx); err != nil {

@@ -3,13 +3,12 @@ package store_test
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/store"
 )
 
@@ -41,42 +40,12 @@ func TestOpenDoesNotEchoOptionValues(t *testing.T) {
 	require.ErrorContains(t, err, "secret_key", "the option is named")
 }
 
-// silentServer accepts TCP connections and never answers: a store (or any
-// server) that hangs.
-func silentServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
-
 // TestRequestTimeout pins finding 11: a store that accepts connections and
 // never answers hung every request. Each request now fails within its
 // bound with ErrTimeout naming the endpoint.
 func TestRequestTimeout(t *testing.T) {
 	t.Parallel()
-	addr := silentServer(t)
+	addr := kerneltest.SilentServer(t)
 	u := "s3://bucket?endpoint=http://" + addr + "&region=us-east-1&use_path_style=true&disable_https=true&anonymous=true"
 	const bound = 300 * time.Millisecond
 	st, err := store.Open(t.Context(), u, store.WithRequestTimeout(bound))

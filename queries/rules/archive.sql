@@ -29,7 +29,9 @@ FROM (
            (octet_length(j.doc) + 1)::bigint AS doc_bytes,
            sum(octet_length(j.doc) + 1) OVER (ORDER BY e.evaluated_at, e.id ROWS UNBOUNDED PRECEDING)::bigint AS running
     FROM rule_evaluations AS e
-    CROSS JOIN LATERAL (SELECT to_jsonb(e)::text AS doc) AS j
+    -- OFFSET 0 keeps the subquery from being pulled up: to_jsonb then runs
+    -- once per row, not once per use of doc (measured 2.4x slower without).
+    CROSS JOIN LATERAL (SELECT to_jsonb(e)::text AS doc OFFSET 0) AS j
     WHERE e.evaluated_at < now() - make_interval(days => sqlc.arg(hot_window_days)::int)
       AND (e.evaluated_at, e.id) > (sqlc.arg(after_key)::text::timestamptz, sqlc.arg(after_id)::uuid)
     ORDER BY e.evaluated_at, e.id

@@ -5,8 +5,6 @@ package rules_test
 import (
 	"context"
 	"errors"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,30 +21,7 @@ import (
 // silentStore is an S3 endpoint that accepts connections and never answers.
 func silentStore(t *testing.T) (addr, bucketURL string) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	addr = ln.Addr().String()
+	addr = kerneltest.SilentServer(t)
 	return addr, "s3://craig-archive?endpoint=http://" + addr + "&region=us-east-1&use_path_style=true&disable_https=true&anonymous=true"
 }
 
