@@ -383,6 +383,9 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	worker := &outbox.Worker{
 		Service: r.spec.Name,
 		Drain: func(ctx context.Context) error {
+			// Reconnect (within the backoff) even when nothing is
+			// pending, so /readyz recovers with the broker.
+			_ = pub.EnsureConnected(ctx) // the publisher logs its own outage
 			_, err := drainer.DrainOnce(ctx)
 			if time.Since(gaugedAt) >= pendingGaugeInterval {
 				gaugedAt = time.Now()

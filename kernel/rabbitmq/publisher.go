@@ -128,6 +128,38 @@ func (p *Publisher) Connected() bool {
 	return !p.closed && p.ch != nil && !p.ch.IsClosed() && p.conn != nil && !p.conn.IsClosed()
 }
 
+// EnsureConnected reconnects a disconnected publisher when its backoff
+// allows, so readiness recovers once the broker is back even when no event
+// is pending (Publish reconnects too). It returns nil when connected, an
+// error wrapping outbox.ErrUnavailable otherwise.
+func (p *Publisher) EnsureConnected(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ensureLocked(ctx)
+}
+
+// ensureLocked connects when disconnected and the backoff allows.
+func (p *Publisher) ensureLocked(ctx context.Context) error {
+	if p.closed {
+		return ErrPublisherClosed
+	}
+	if p.ch != nil && !p.ch.IsClosed() && p.conn != nil && !p.conn.IsClosed() {
+		return nil
+	}
+	if now := p.now(); now.Before(p.nextDial) {
+		return fmt.Errorf("%w: next reconnect in %v", outbox.ErrUnavailable, p.nextDial.Sub(now).Round(time.Millisecond))
+	}
+	if err := p.connectLocked(ctx); err != nil {
+		if ctx.Err() == nil {
+			p.scheduleRetryLocked(ctx, err)
+		}
+		return fmt.Errorf("reconnect: %w: %w", outbox.ErrUnavailable, err)
+	}
+	p.backoff, p.nextDial = 0, time.Time{}
+	p.logger.InfoContext(ctx, "rabbitmq publisher reconnected", slog.String("exchange", p.exchange))
+	return nil
+}
+
 // scheduleRetryLocked records a failed connect: the next attempt waits the
 // doubled backoff (with jitter), and the outage is logged once per attempt.
 func (p *Publisher) scheduleRetryLocked(ctx context.Context, err error) {
@@ -166,18 +198,8 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 	if p.closed {
 		return ErrPublisherClosed
 	}
-	if p.ch == nil || p.ch.IsClosed() || p.conn.IsClosed() {
-		if now := p.now(); now.Before(p.nextDial) {
-			return fmt.Errorf("rabbitmq publish %s: %w: next reconnect in %v", m.ID, outbox.ErrUnavailable, p.nextDial.Sub(now).Round(time.Millisecond))
-		}
-		if err := p.connectLocked(ctx); err != nil {
-			if ctx.Err() == nil {
-				p.scheduleRetryLocked(ctx, err)
-			}
-			return fmt.Errorf("rabbitmq publish %s: reconnect: %w: %w", m.ID, outbox.ErrUnavailable, err)
-		}
-		p.backoff, p.nextDial = 0, time.Time{}
-		p.logger.InfoContext(ctx, "rabbitmq publisher reconnected", slog.String("exchange", p.exchange))
+	if err := p.ensureLocked(ctx); err != nil {
+		return fmt.Errorf("rabbitmq publish %s: %w", m.ID, err)
 	}
 	if reason := p.blocked.Load(); reason != nil {
 		return fmt.Errorf("rabbitmq publish %s: %w: %s", m.ID, ErrBlocked, *reason)
