@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/migrate"
+	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/migrations"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -179,7 +180,7 @@ func (Migrate) Up(ctx context.Context) error {
 		}
 		err = withDB(ctx, dbURL, func(db *sql.DB) error {
 			n, err := migrate.Up(ctx, db, sets, nil)
-			fmt.Printf("%s: %d migration(s) applied (%s)\n", service, n, redact(dbURL))
+			fmt.Printf("%s: %d migration(s) applied (%s)\n", service, n, settings.Redact(dbURL))
 			return err
 		})
 		if err != nil {
@@ -193,7 +194,7 @@ func (Migrate) Up(ctx context.Context) error {
 func (Migrate) Status(ctx context.Context) error {
 	for _, service := range migrations.ServiceNames() {
 		dbURL := serviceDatabaseURL(service)
-		fmt.Printf("\n%s (%s)\n", service, redact(dbURL))
+		fmt.Printf("\n%s (%s)\n", service, settings.Redact(dbURL))
 		exists, err := databaseExists(ctx, dbURL)
 		if err != nil {
 			return fmt.Errorf("%s: %w", service, err)
@@ -291,13 +292,13 @@ func serviceDatabaseEnv(service string) string {
 func withDB(ctx context.Context, dbURL string, fn func(*sql.DB) error) error {
 	db, err := sql.Open("pgx", dbURL)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", redact(dbURL), err)
+		return fmt.Errorf("open %s: %w", settings.Redact(dbURL), err)
 	}
 	defer db.Close()
 	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
-		return fmt.Errorf("connect %s: %w", redact(dbURL), err)
+		return fmt.Errorf("connect %s: %w", settings.Redact(dbURL), err)
 	}
 	return fn(db)
 }
@@ -308,7 +309,7 @@ func withDB(ctx context.Context, dbURL string, fn func(*sql.DB) error) error {
 func withAdmin(ctx context.Context, dbURL string, fn func(conn *pgx.Conn, database string) error) error {
 	cfg, err := pgx.ParseConfig(dbURL)
 	if err != nil {
-		return fmt.Errorf("parse database url %s: %w", redact(dbURL), err)
+		return fmt.Errorf("parse database url %s: %w", settings.Redact(dbURL), err)
 	}
 	database := cfg.Database
 	cfg.Database = adminDatabase
@@ -377,19 +378,10 @@ func withDatabase(serverURL, database string) (string, error) {
 		return "", fmt.Errorf("parse server url: %w", err)
 	}
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
-		return "", fmt.Errorf("server url %s must be a postgres:// URL", redact(serverURL))
+		return "", fmt.Errorf("server url %s must be a postgres:// URL", settings.Redact(serverURL))
 	}
 	u.Path = "/" + database
 	return u.String(), nil
-}
-
-// redact hides the password of a URL for printing.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" {
-		return "<database url>"
-	}
-	return u.Redacted()
 }
 
 // -------------------------------------------------------------------- test
@@ -1076,7 +1068,7 @@ func demoArchive(ctx context.Context, server string) error {
 	}
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", redact(dbURL), err)
+		return fmt.Errorf("connect %s: %w", settings.Redact(dbURL), err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	before, err := countRows(ctx, conn, []string{"rule_evaluations"})
@@ -1162,7 +1154,7 @@ func demoService(ctx context.Context, server, service string) ([]demoRow, string
 	if err != nil {
 		return nil, "", err
 	}
-	fmt.Printf("\n==> %s: recreate %s\n", service, redact(dbURL))
+	fmt.Printf("\n==> %s: recreate %s\n", service, settings.Redact(dbURL))
 	if err := recreateDatabase(ctx, dbURL); err != nil {
 		return nil, "", err
 	}
@@ -1175,7 +1167,7 @@ func demoService(ctx context.Context, server, service string) ([]demoRow, string
 
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return nil, "", fmt.Errorf("connect %s: %w", redact(dbURL), err)
+		return nil, "", fmt.Errorf("connect %s: %w", settings.Redact(dbURL), err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 

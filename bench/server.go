@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/migrate"
+	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/migrations"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,7 +41,7 @@ func newServer(ctx context.Context, rawURL string) (*server, error) {
 	defer cancel()
 	admin, err := pgx.Connect(cctx, rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", redact(rawURL), err)
+		return nil, fmt.Errorf("connect to %s: %w", settings.Redact(rawURL), err)
 	}
 	s := &server{url: rawURL, admin: admin, runID: randomHex(4)}
 	if err := admin.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&s.version); err != nil {
@@ -136,7 +137,7 @@ func migrateDB(ctx context.Context, dbURL string, sets []migrations.Set) error {
 func withConn(ctx context.Context, dbURL string, fn func(*pgx.Conn) error) error {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return fmt.Errorf("connect %s: %w", redact(dbURL), err)
+		return fmt.Errorf("connect %s: %w", settings.Redact(dbURL), err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	return fn(conn)
@@ -161,12 +162,4 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
 	return hex.EncodeToString(b)
-}
-
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" {
-		return "<database url>"
-	}
-	return u.Redacted()
 }

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/migrate"
+	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/migrations"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -85,7 +86,7 @@ func NewDB(t testing.TB, sets ...migrations.Set) *DB {
 	name := "craig_t_" + randomHex(t, 8)
 	admin, err := pgx.Connect(ctx, server)
 	if err != nil {
-		t.Fatalf("kerneltest: connect %s: %v", redact(server), err)
+		t.Fatalf("kerneltest: connect %s: %v", settings.Redact(server), err)
 	}
 	defer func() { _ = admin.Close(context.Background()) }()
 	if err := createFromTemplate(ctx, admin, name, tpl); err != nil {
@@ -187,7 +188,7 @@ func serverURL(t testing.TB) string {
 			err = errors.Join(err, cerr)
 		}
 	}
-	Missing(t, "PostgreSQL at "+redact(raw), err)
+	Missing(t, "PostgreSQL at "+settings.Redact(raw), err)
 	return ""
 }
 
@@ -211,7 +212,7 @@ func ensureTemplate(ctx context.Context, server string, sets []migrations.Set) (
 	tpl := "craig_tpl_" + fp
 	admin, err := pgx.Connect(ctx, server)
 	if err != nil {
-		return "", fmt.Errorf("connect %s: %w", redact(server), err)
+		return "", fmt.Errorf("connect %s: %w", settings.Redact(server), err)
 	}
 	defer func() { _ = admin.Close(context.Background()) }()
 
@@ -333,14 +334,6 @@ func replaceDatabase(server, name string) (string, error) {
 	}
 	u.Path = "/" + name
 	return u.String(), nil
-}
-
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparseable url>"
-	}
-	return u.Redacted()
 }
 
 // container holds the one testcontainers PostgreSQL a test process may start.

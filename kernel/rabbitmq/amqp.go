@@ -14,6 +14,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/craig/retention/kernel/settings"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
 
@@ -60,7 +61,7 @@ func dial(ctx context.Context, url string) (*amqp.Connection, error) {
 	}
 	conn, err := amqp.DialConfig(url, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("rabbitmq: dial %s: %w", redact(url), err)
+		return nil, fmt.Errorf("rabbitmq: dial %s: %w", settings.Redact(url), err)
 	}
 	return conn, nil
 }
@@ -85,16 +86,4 @@ func closeConn(conn *amqp.Connection) error {
 		return fmt.Errorf("rabbitmq: close connection: %w", err)
 	}
 	return nil
-}
-
-// redact drops the password from an AMQP URL for error messages.
-func redact(raw string) string {
-	u, err := amqp.ParseURI(raw)
-	if err != nil {
-		return "<unparseable amqp url>"
-	}
-	if u.Password != "" {
-		u.Password = "xxxxx"
-	}
-	return u.String()
 }

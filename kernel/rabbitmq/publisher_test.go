@@ -96,10 +96,14 @@ func TestConsumeFailsFastWhenTheBrokerIsUnreachable(t *testing.T) {
 	require.NotErrorIs(t, err, ErrInvalidConsumer)
 }
 
-func TestRedact(t *testing.T) {
+// TestDialErrorRedactsThePassword: a failed dial names the broker without
+// its password (settings.Redact, the one redaction of the kernel).
+func TestDialErrorRedactsThePassword(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "amqp://guest:xxxxx@127.0.0.1/", redact("amqp://guest:secret@127.0.0.1:5672/"))
-	require.Equal(t, "<unparseable amqp url>", redact("http://nope"))
+	_, err := dial(context.Background(), "amqp://guest:Sup3rS3cret@127.0.0.1:1/")
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "amqp://guest:xxxxx@127.0.0.1:1/")
+	require.NotContains(t, err.Error(), "Sup3rS3cret")
 }
 
 // TestLazyPublisherBacksOff pins issue 9 finding 16's publisher half: with
