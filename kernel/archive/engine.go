@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/lease"
+	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/store"
 	"github.com/google/uuid"
@@ -36,7 +37,7 @@ type Config struct {
 // Bounds of Config, shared with the settings validation.
 const (
 	MinHotWindowDays = 1
-	MaxHotWindowDays = 3650
+	MaxHotWindowDays = prune.MaxWindowDays
 	MinBatchSize     = 1
 	MaxBatchSize     = 10_000
 	// MinMaxBatchBytes is the smallest object cap accepted: below 4 KiB

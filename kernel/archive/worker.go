@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"time"
+
+	"github.com/craig/retention/kernel/outbox"
 )
 
 // Worker runs scheduled passes.
@@ -33,13 +34,12 @@ func NewWorker(enabled bool, e *Engine, interval time.Duration, budget int, logg
 // StartDelay is the deterministic jitter before a service's first pass: a
 // hash of the service name within one interval, so services stagger and
 // replicas of one service align (the lease lets exactly one of them run).
+// It is the sweep's jitter (outbox.PruneJitter) in nanoseconds.
 func StartDelay(service string, interval time.Duration) time.Duration {
 	if interval <= 0 {
 		return 0
 	}
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(service))
-	return time.Duration(h.Sum64() % uint64(interval))
+	return time.Duration(outbox.PruneJitter(service, uint64(interval)))
 }
 
 // Run runs a pass after the start delay and then every interval until ctx is

@@ -64,3 +64,26 @@ func (r *LogRecorder) Entries(level slog.Level, msg string) []map[string]any {
 	}
 	return out
 }
+
+// Records returns a copy of every record kept so far, in order.
+func (r *LogRecorder) Records() []slog.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]slog.Record, len(r.records))
+	for i, rec := range r.records {
+		out[i] = rec.Clone()
+	}
+	return out
+}
+
+// Messages returns the messages of the records whose level is in
+// [min, max], in order.
+func (r *LogRecorder) Messages(min, max slog.Level) []string {
+	var out []string
+	for _, rec := range r.Records() {
+		if rec.Level >= min && rec.Level <= max {
+			out = append(out, rec.Message)
+		}
+	}
+	return out
+}

@@ -1,67 +1,31 @@
 package outbox_test
 
 import (
-	"context"
 	"log/slog"
-	"sync"
+	"math"
+
+	"github.com/craig/retention/kernel/kerneltest"
 )
 
-// logRecorder is a slog.Handler that keeps every record, for assertions on
-// what was logged at which level.
-type logRecorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
+// logRecorder is kerneltest.LogRecorder with this package's assertions.
+type logRecorder struct{ *kerneltest.LogRecorder }
 
 func newLogRecorder() (*logRecorder, *slog.Logger) {
-	r := &logRecorder{}
+	r := &logRecorder{&kerneltest.LogRecorder{}}
 	return r, slog.New(r)
 }
 
-func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.records = append(r.records, rec.Clone())
-	return nil
-}
-
-func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *logRecorder) WithGroup(string) slog.Handler      { return r }
-
 // at returns the messages logged at level.
-func (r *logRecorder) at(level slog.Level) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, rec := range r.records {
-		if rec.Level == level {
-			out = append(out, rec.Message)
-		}
-	}
-	return out
-}
+func (r *logRecorder) at(level slog.Level) []string { return r.Messages(level, level) }
 
 // atLeast returns the messages logged at level or above.
-func (r *logRecorder) atLeast(level slog.Level) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, rec := range r.records {
-		if rec.Level >= level {
-			out = append(out, rec.Message)
-		}
-	}
-	return out
-}
+func (r *logRecorder) atLeast(level slog.Level) []string { return r.Messages(level, math.MaxInt) }
 
-// attrsAt returns the attributes of each record logged at level, as strings.
+// attrsAt returns the attributes of each record logged at level, as
+// strings, with its message under "msg".
 func (r *logRecorder) attrsAt(level slog.Level) []map[string]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var out []map[string]string
-	for _, rec := range r.records {
+	for _, rec := range r.Records() {
 		if rec.Level != level {
 			continue
 		}

@@ -210,46 +210,25 @@ func receive(t *testing.T, ch <-chan outbox.Message) outbox.Message {
 	}
 }
 
-// logRecorder is a slog.Handler that keeps every record and signals each
-// ERROR.
+// logRecorder is kerneltest.LogRecorder that also signals each ERROR on
+// errors.
 type logRecorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-	errors  chan slog.Record
+	*kerneltest.LogRecorder
+	errors chan slog.Record
 }
 
 func newLogRecorder() (*logRecorder, *slog.Logger) {
-	r := &logRecorder{errors: make(chan slog.Record, 100)}
+	r := &logRecorder{LogRecorder: &kerneltest.LogRecorder{}, errors: make(chan slog.Record, 100)}
+	r.SetHook(func(rec slog.Record) {
+		if rec.Level >= slog.LevelError {
+			select {
+			case r.errors <- rec.Clone():
+			default:
+			}
+		}
+	})
 	return r, slog.New(r)
 }
 
-func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	r.records = append(r.records, rec.Clone())
-	r.mu.Unlock()
-	if rec.Level >= slog.LevelError {
-		select {
-		case r.errors <- rec.Clone():
-		default:
-		}
-	}
-	return nil
-}
-
-func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *logRecorder) WithGroup(string) slog.Handler      { return r }
-
 // at returns the messages logged at level.
-func (r *logRecorder) at(level slog.Level) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, rec := range r.records {
-		if rec.Level == level {
-			out = append(out, rec.Message)
-		}
-	}
-	return out
-}
+func (r *logRecorder) at(level slog.Level) []string { return r.Messages(level, level) }

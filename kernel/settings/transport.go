@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/craig/retention/kernel/prune"
 )
 
 // Defaults of the transport keys. Each is what a service on one machine with
@@ -24,7 +26,7 @@ const (
 	DefaultLocalRetentionDays = 30
 	// MaxRetentionDays is the longest window accepted: ten years. A larger
 	// value is a typo (days for hours, say), not a policy.
-	MaxRetentionDays = 3650
+	MaxRetentionDays = prune.MaxWindowDays
 	// MinInboxMarginDays is how much longer the inbox window must be than the
 	// outbox window when both sweeps are on.
 	MinInboxMarginDays = 1
@@ -34,12 +36,12 @@ const (
 	// drain with nobody else writing keeps the full batch size.
 	DefaultPruneYieldToWriters = true
 	// DefaultPruneBatchSize matches prune.DefaultBatchSize (seed 000).
-	DefaultPruneBatchSize = 5_000
+	DefaultPruneBatchSize = prune.DefaultBatchSize
 	// MaxPruneBatchSize bounds one DELETE; beyond it a batch holds locks and
 	// WAL for seconds, which is what batching exists to avoid.
 	MaxPruneBatchSize = 100_000
 	// DefaultPruneCycleCap matches prune.DefaultCycleCap (seed 000).
-	DefaultPruneCycleCap = 1_000_000
+	DefaultPruneCycleCap = prune.DefaultCycleCap
 	// MaxPruneCycleCap bounds the cycle cap: the cap is the clock-jump
 	// guard of seed D6 (a wrong clock must not mass-delete), and a cap of
 	// 9e18 would switch it off. Ten times the default still lets a backlog

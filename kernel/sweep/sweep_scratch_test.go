@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -29,23 +30,8 @@ import (
 
 const testTimeout = 60 * time.Second
 
-// logRecorder is a slog.Handler that keeps every record, at every level.
-type logRecorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.records = append(r.records, rec.Clone())
-	return nil
-}
-
-func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *logRecorder) WithGroup(string) slog.Handler      { return r }
+// logRecorder is kerneltest.LogRecorder with this package's assertions.
+type logRecorder struct{ *kerneltest.LogRecorder }
 
 type logEntry struct {
 	level slog.Level
@@ -55,10 +41,8 @@ type logEntry struct {
 
 // entries returns the records at level whose message contains msg.
 func (r *logRecorder) entries(level slog.Level, msg string) []logEntry {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var out []logEntry
-	for _, rec := range r.records {
+	for _, rec := range r.Records() {
 		if rec.Level != level || !strings.Contains(rec.Message, msg) {
 			continue
 		}
@@ -72,17 +56,7 @@ func (r *logRecorder) entries(level slog.Level, msg string) []logEntry {
 	return out
 }
 
-func (r *logRecorder) atLeast(level slog.Level) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, rec := range r.records {
-		if rec.Level >= level {
-			n++
-		}
-	}
-	return n
-}
+func (r *logRecorder) atLeast(level slog.Level) int { return len(r.Messages(level, math.MaxInt)) }
 
 type testBundle struct {
 	db      *kerneltest.DB
@@ -105,7 +79,7 @@ func setup(t *testing.T) (context.Context, *testBundle) {
 		db:      kerneltest.NewDB(t, migrations.Transport()),
 		reg:     reg,
 		metrics: m,
-		logs:    &logRecorder{},
+		logs:    &logRecorder{&kerneltest.LogRecorder{}},
 	}
 }
 
