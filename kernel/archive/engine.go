@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/lease"
-	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/store"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
