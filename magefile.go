@@ -33,6 +33,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/migrate"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/migrations"
@@ -280,12 +281,11 @@ func (Migrate) New(set, name string) error {
 
 // serviceDatabaseURL is CRAIG_<SERVICE>__DATABASE_URL or the local craig_<service>.
 func serviceDatabaseURL(service string) string {
-	def := "postgres://postgres@127.0.0.1:5432/craig_" + service + "?sslmode=disable"
-	return envOr(serviceDatabaseEnv(service), def)
+	return envOr(serviceDatabaseEnv(service), app.DefaultDatabaseURL(service))
 }
 
 func serviceDatabaseEnv(service string) string {
-	return "CRAIG_" + strings.ToUpper(service) + "__DATABASE_URL"
+	return settings.EnvVar(service, "database_url")
 }
 
 // withDB opens a database/sql handle (pgx driver) for goose.
@@ -1130,10 +1130,10 @@ func demoArchive(ctx context.Context, server string) error {
 	return rows.Err()
 }
 
-// buildServices builds every service binary into bin/<service>.
 // Build compiles every service binary into bin/ (bin/exchange, bin/financial, bin/rules, bin/security).
 func Build() error { return buildServices() }
 
+// buildServices builds every service binary into bin/<service>.
 func buildServices() error {
 	for _, service := range demoServices {
 		fmt.Printf("==> go build -o bin/%[1]s ./services/%[1]s/cmd/%[1]s\n", service)

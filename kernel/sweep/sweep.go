@@ -71,39 +71,42 @@ func Transport(c TransportConfig) Group {
 				Table: OutboxTable, WindowDays: c.OutboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
 				AgeColumn: "created_at", Eligible: "published_at IS NOT NULL", Invariant: "outbox_retention_overrun",
 				GenericPlans: true, YieldToWriters: c.YieldToWriters,
-				DeleteBatch: deleteOutboxBatch,
+				DeleteBatch: outboxKeyset.batch,
 			},
 			{
 				Table: InboxTable, WindowDays: c.InboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
 				AgeColumn: "received_at", Eligible: "TRUE", Invariant: "inbox_retention_overrun",
 				GenericPlans: true, YieldToWriters: c.YieldToWriters,
-				DeleteBatch: deleteInboxBatch,
+				DeleteBatch: inboxKeyset.batch,
 			},
 		},
 	}
 }
 
-// deleteOutboxBatch deletes the next batch of published outbox rows older
-// than the window, in (created_at, id) order after the call's cursor
-// (queries/kernel/sweep.sql).
-func deleteOutboxBatch(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
+// keyset is one table's pair of keyset statements (queries/kernel/sweep.sql):
+// the bound (the key of the limit-th eligible row after the cursor) and the
+// delete of the eligible rows in (after, through].
+type keyset struct {
+	name  string
+	bound func(ctx context.Context, q *queries.Queries, window int32, afterAt pgtype.Timestamptz, afterID pgtype.UUID, limit int32) (pgtype.Timestamptz, pgtype.UUID, error)
+	del   func(ctx context.Context, q *queries.Queries, window int32, afterAt pgtype.Timestamptz, afterID pgtype.UUID, throughAt pgtype.Timestamptz, throughID pgtype.UUID, limit int32) (int64, error)
+}
+
+// batch deletes the next batch of the table's eligible rows in key order
+// after the call's cursor, and advances the cursor past them.
+func (k keyset) batch(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
 	q, cur := queries.New(db), p.Cursor
 	afterAt, afterID := keysetStart(cur)
 	throughAt, throughID := keysetEnd()
-	b, err := q.OutboxSweepBound(ctx, queries.OutboxSweepBoundParams{
-		WindowDays: p.WindowDays, AfterCreatedAt: afterAt, AfterID: afterID, BatchLimit: p.Limit,
-	})
+	at, id, err := k.bound(ctx, q, p.WindowDays, afterAt, afterID, p.Limit)
 	bounded := err == nil
 	switch {
 	case bounded:
-		throughAt, throughID = b.CreatedAt, b.ID
+		throughAt, throughID = at, id
 	case !errors.Is(err, pgx.ErrNoRows): // none: fewer than Limit remain, the batch takes them all
-		return 0, fmt.Errorf("outbox sweep bound: %w", err)
+		return 0, fmt.Errorf("%s sweep bound: %w", k.name, err)
 	}
-	n, err := q.DeletePublishedOutboxBatch(ctx, queries.DeletePublishedOutboxBatchParams{
-		WindowDays: p.WindowDays, AfterCreatedAt: afterAt, AfterID: afterID,
-		ThroughCreatedAt: throughAt, ThroughID: throughID, BatchLimit: p.Limit,
-	})
+	n, err := k.del(ctx, q, p.WindowDays, afterAt, afterID, throughAt, throughID, p.Limit)
 	if err != nil {
 		return 0, err
 	}
@@ -113,33 +116,32 @@ func deleteOutboxBatch(ctx context.Context, db prune.DB, p prune.BatchParams) (i
 	return n, nil
 }
 
-// deleteInboxBatch deletes the next batch of inbox rows older than the
-// window, in (received_at, event_id) order after the call's cursor.
-func deleteInboxBatch(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
-	q, cur := queries.New(db), p.Cursor
-	afterAt, afterID := keysetStart(cur)
-	throughAt, throughID := keysetEnd()
-	b, err := q.InboxSweepBound(ctx, queries.InboxSweepBoundParams{
-		WindowDays: p.WindowDays, AfterReceivedAt: afterAt, AfterID: afterID, BatchLimit: p.Limit,
-	})
-	bounded := err == nil
-	switch {
-	case bounded:
-		throughAt, throughID = b.ReceivedAt, b.EventID
-	case !errors.Is(err, pgx.ErrNoRows):
-		return 0, fmt.Errorf("inbox sweep bound: %w", err)
-	}
-	n, err := q.DeleteInboxBatch(ctx, queries.DeleteInboxBatchParams{
-		WindowDays: p.WindowDays, AfterReceivedAt: afterAt, AfterID: afterID,
-		ThroughReceivedAt: throughAt, ThroughID: throughID, BatchLimit: p.Limit,
-	})
-	if err != nil {
-		return 0, err
-	}
-	if bounded {
-		cur.Advance(throughAt.Time, throughID.Bytes)
-	}
-	return n, nil
+// outboxKeyset deletes published outbox rows in (created_at, id) order.
+var outboxKeyset = keyset{
+	name: "outbox",
+	bound: func(ctx context.Context, q *queries.Queries, w int32, afterAt pgtype.Timestamptz, afterID pgtype.UUID, lim int32) (pgtype.Timestamptz, pgtype.UUID, error) {
+		b, err := q.OutboxSweepBound(ctx, queries.OutboxSweepBoundParams{WindowDays: w, AfterCreatedAt: afterAt, AfterID: afterID, BatchLimit: lim})
+		return b.CreatedAt, b.ID, err
+	},
+	del: func(ctx context.Context, q *queries.Queries, w int32, afterAt pgtype.Timestamptz, afterID pgtype.UUID, throughAt pgtype.Timestamptz, throughID pgtype.UUID, lim int32) (int64, error) {
+		return q.DeletePublishedOutboxBatch(ctx, queries.DeletePublishedOutboxBatchParams{
+			WindowDays: w, AfterCreatedAt: afterAt, AfterID: afterID, ThroughCreatedAt: throughAt, ThroughID: throughID, BatchLimit: lim,
+		})
+	},
+}
+
+// inboxKeyset deletes inbox rows in (received_at, event_id) order.
+var inboxKeyset = keyset{
+	name: "inbox",
+	bound: func(ctx context.Context, q *queries.Queries, w int32, afterAt pgtype.Timestamptz, afterID pgtype.UUID, lim int32) (pgtype.Timestamptz, pgtype.UUID, error) {
+		b, err := q.InboxSweepBound(ctx, queries.InboxSweepBoundParams{WindowDays: w, AfterReceivedAt: afterAt, AfterID: afterID, BatchLimit: lim})
+		return b.ReceivedAt, b.EventID, err
+	},
+	del: func(ctx context.Context, q *queries.Queries, w int32, afterAt pgtype.Timestamptz, afterID pgtype.UUID, throughAt pgtype.Timestamptz, throughID pgtype.UUID, lim int32) (int64, error) {
+		return q.DeleteInboxBatch(ctx, queries.DeleteInboxBatchParams{
+			WindowDays: w, AfterReceivedAt: afterAt, AfterID: afterID, ThroughReceivedAt: throughAt, ThroughID: throughID, BatchLimit: lim,
+		})
+	},
 }
 
 // keysetStart is where a batch starts: after the cursor's key, or before
