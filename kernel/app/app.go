@@ -23,7 +23,6 @@ import (
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/sweep"
-	"github.com/craig/retention/migrations"
 )
 
 // Exit codes of a service binary.
@@ -105,113 +104,47 @@ func Run[T any](ctx context.Context, spec Spec[T], args []string, stdout, stderr
 		}
 		return ExitOK
 	}
-	cmd, rest := args[0], args[1:]
-	if cmd == "archive" {
-		if spec.Archive == nil {
-			fmt.Fprintf(stderr, "%s: this service archives nothing\n", spec.Name)
-			return ExitUsage
+	name, cmd, rest, err := lookup(spec, args)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
+		if errors.Is(err, errUnknownCommand) {
+			fmt.Fprintf(stderr, usage, spec.Name, strings.ToUpper(spec.Name))
 		}
-		if len(rest) == 0 || rest[0] != "run" {
-			fmt.Fprintf(stderr, "%s archive: expected \"archive run\"\n", spec.Name)
-			return ExitUsage
-		}
-		rest = rest[1:]
-	}
-	fs := flag.NewFlagSet(spec.Name+" "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "YAML settings file")
-	var once, asJSON, dryRun, gate, strict *bool
-	var budget *int
-	var actor *string
-	switch cmd {
-	case "archive":
-		budget = fs.Int("budget", archive.DefaultManualBudget, fmt.Sprintf("most batches this pass may run (1..%d)", archive.MaxManualBudget))
-		asJSON = fs.Bool("json", false, "print the pass report as one JSON object")
-		actor = fs.String("actor", defaultActor(), "who runs this pass (recorded as archived_by cli:<actor>)")
-	case "sweep":
-		once = fs.Bool("once", false, "run one sweep cycle now (required)")
-		dryRun = fs.Bool("dry-run", false, "delete nothing; report what a cycle would delete")
-		asJSON = fs.Bool("json", false, "print the report as one JSON object")
-	case "invariants":
-		gate = fs.Bool("gate", false, "exit 1 when any invariant is violated")
-		asJSON = fs.Bool("json", false, "print the results as one JSON object")
-	case "probe":
-		strict = fs.Bool("strict", false, "exit 1 when a sweep plan scans a large table")
-	case "serve", "migrate":
-	default:
-		fmt.Fprintf(stderr, "%s: unknown command %q\n", spec.Name, cmd)
-		fmt.Fprintf(stderr, usage, spec.Name, strings.ToUpper(spec.Name))
 		return ExitUsage
 	}
+	fs := flag.NewFlagSet(spec.Name+" "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "YAML settings file")
+	cmd.define(fs)
 	if err := fs.Parse(rest); err != nil {
 		return ExitUsage
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s %s: unexpected arguments %v\n", spec.Name, cmd, fs.Args())
+		fmt.Fprintf(stderr, "%s %s: unexpected arguments %v\n", spec.Name, name, fs.Args())
 		return ExitUsage
 	}
-	if cmd == "archive" && (*budget < 1 || *budget > archive.MaxManualBudget || strings.TrimSpace(*actor) == "") {
-		fmt.Fprintf(stderr, "%s archive run: --budget must be between 1 and %d and --actor non-empty (got %d, %q)\n", spec.Name, archive.MaxManualBudget, *budget, *actor)
+	if err := cmd.check(); err != nil {
+		fmt.Fprintf(stderr, "%s %s: %v\n", spec.Name, name, err)
 		return ExitUsage
 	}
-	if cmd == "sweep" && !*once {
-		fmt.Fprintf(stderr, "%s sweep: --once is required (the scheduled sweep runs inside serve)\n", spec.Name)
-		return ExitUsage
-	}
-
-	cfg, err := settings.Load(spec.Name, spec.Defaults, settings.Source{ConfigPath: *configPath, Environ: environ})
+	rt, err := newRuntime(spec, *configPath, environ, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
 		return ExitUsage
 	}
-	tr := spec.Transport(cfg)
-	logger := newLogger(stderr, tr.LogLevel)
-
-	sets, err := migrations.ForService(spec.Name)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", spec.Name, err)
-		return ExitUsage
+	code, err := cmd.run(ctx, rt)
+	switch {
+	case err == nil:
+		return code
+	case errors.Is(err, context.Canceled):
+		rt.logger.Info("stopped", slog.String("command", name))
+	default:
+		rt.logger.Error("command failed", slog.String("command", name), slog.Any("error", err))
 	}
-	rt := runtime[T]{spec: spec, cfg: cfg, tr: tr, logger: logger, sets: sets, stdout: stdout}
-	switch cmd {
-	case "migrate":
-		err = rt.migrate(ctx)
-	case "sweep":
-		err = rt.sweepOnce(ctx, *dryRun, *asJSON)
-	case "serve":
-		err = rt.serve(ctx)
-	case "invariants":
-		var violated bool
-		violated, err = rt.invariants(ctx, *asJSON)
-		if err == nil && violated && *gate {
-			return ExitFail
-		}
-		if err != nil {
-			logger.Error("invariants failed", slog.Any("error", err))
-			return ExitUsage // the gate's contract: 2 on error
-		}
-	case "archive":
-		err = rt.archiveRun(ctx, *budget, *asJSON, CLIActor(*actor))
-		if errors.Is(err, archive.ErrDisabled) {
-			fmt.Fprintf(stderr, "%s archive run: refused: %v\n", spec.Name, err)
-			return ExitDisabled
-		}
-	case "probe":
-		var warned bool
-		warned, err = rt.probe(ctx)
-		if err == nil && warned && *strict {
-			return ExitFail
-		}
+	if code == ExitOK {
+		code = ExitFail
 	}
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			logger.Info("stopped", slog.String("command", cmd))
-			return ExitFail
-		}
-		logger.Error("command failed", slog.String("command", cmd), slog.Any("error", err))
-		return ExitFail
-	}
-	return ExitOK
+	return code
 }
 
 // CLIActorPrefix marks every act attributed from the command line: an

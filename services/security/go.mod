@@ -2,10 +2,7 @@ module github.com/craig/retention/services/security
 
 go 1.26.0
 
-require (
-	github.com/craig/retention/kernel v0.0.0-00010101000000-000000000000
-	github.com/stretchr/testify v1.12.1
-)
+require github.com/craig/retention/kernel v0.0.0-00010101000000-000000000000
 
 require (
 	github.com/aws/aws-sdk-go-v2 v1.46.0 // indirect

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"math"
@@ -18,6 +20,36 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
+
+// archiveCmd is `<svc> archive run [--budget N] [--json] [--actor NAME]`
+// (archiving services): exit 3 when the archiver is disabled.
+type archiveCmd[T any] struct {
+	budget int
+	asJSON bool
+	actor  string
+}
+
+func (c *archiveCmd[T]) define(fs *flag.FlagSet) {
+	fs.IntVar(&c.budget, "budget", archive.DefaultManualBudget, fmt.Sprintf("most batches this pass may run (1..%d)", archive.MaxManualBudget))
+	fs.BoolVar(&c.asJSON, "json", false, "print the pass report as one JSON object")
+	fs.StringVar(&c.actor, "actor", defaultActor(), "who runs this pass (recorded as archived_by cli:<actor>)")
+}
+
+func (c *archiveCmd[T]) check() error {
+	if c.budget < 1 || c.budget > archive.MaxManualBudget || strings.TrimSpace(c.actor) == "" {
+		return fmt.Errorf("--budget must be between 1 and %d and --actor non-empty (got %d, %q)", archive.MaxManualBudget, c.budget, c.actor)
+	}
+	return nil
+}
+
+func (c *archiveCmd[T]) run(ctx context.Context, rt *runtime[T]) (int, error) {
+	err := rt.archiveRun(ctx, c.budget, c.asJSON, CLIActor(c.actor))
+	if errors.Is(err, archive.ErrDisabled) {
+		fmt.Fprintf(rt.stderr, "%s archive run: refused: %v\n", rt.spec.Name, err)
+		return ExitDisabled, nil
+	}
+	return exitFor(err)
+}
 
 // archiveSettings returns the service's archive settings and whether the
 // service archives at all.

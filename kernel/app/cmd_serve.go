@@ -1,0 +1,163 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/outbox"
+	"github.com/craig/retention/kernel/rabbitmq"
+	"github.com/craig/retention/kernel/sweep"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+)
+
+// pendingGaugeInterval is how often serve refreshes the outbox gauges
+// (outbox_pending_rows, outbox_oldest_pending_age_seconds): a count over the
+// pending index is cheap, but not worth running every one-second tick.
+const pendingGaugeInterval = 15 * time.Second
+
+// serveCmd is `<svc> serve`: the outbox worker (drain + hourly sweep), the
+// archiver when enabled, and the HTTP server, until the context ends.
+type serveCmd[T any] struct{}
+
+func (*serveCmd[T]) define(*flag.FlagSet) {}
+func (*serveCmd[T]) check() error         { return nil }
+func (*serveCmd[T]) run(ctx context.Context, rt *runtime[T]) (int, error) {
+	return exitFor(rt.serve(ctx))
+}
+
+// serve boots everything, then runs the HTTP server, the outbox worker and
+// the archiver under one errgroup until ctx ends or one of them fails; then
+// it shuts the HTTP server down and waits for the workers, so no batch runs
+// on a closed pool.
+func (r *runtime[T]) serve(ctx context.Context) error {
+	pool, err := r.pool(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if _, err := checkPlans(ctx, pool, sweep.Policies(Groups(r.spec, r.cfg)), r.tr.PlanCheckSeqScanRows, r.logger); err != nil {
+		return fmt.Errorf("plan check: %w", err)
+	}
+	archiver, closeArchiver, err := r.startArchiver(ctx, pool, reg)
+	if err != nil {
+		return err // the archiver was asked for and cannot run: refuse to boot (D10)
+	}
+	defer closeArchiver()
+	// A broker outage must not stop the service: sweeps, the archiver and
+	// metrics go on, the publisher reconnects with backoff, and the outage
+	// shows in /readyz, the outbox gauges and OutboxNotDraining.
+	pub, err := rabbitmq.NewLazyPublisher(ctx, r.tr.AMQPURL, r.tr.AMQPExchange, r.logger)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	defer func() { _ = pub.Close() }()
+	worker, err := r.outboxWorker(pool, pub, reg)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", r.tr.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", r.tr.HTTPAddr, err)
+	}
+	srv, ln := NewServer(Handler(HandlerDeps{
+		Pool: pool, Gatherer: reg, Replay: ReplayLimits(r.tr), Broker: pub,
+		AdminToken: r.tr.AdminToken, Logger: r.logger,
+	}), ln, DefaultServerLimits())
+	r.logger.Info("serving", slog.String("service", r.spec.Name), slog.String("addr", ln.Addr().String()))
+	if err := runServe(ctx, srv, ln, worker, archiver); err != nil {
+		return err
+	}
+	r.logger.Info("stopped", slog.String("service", r.spec.Name))
+	return nil
+}
+
+// outboxWorker builds serve's worker: every tick drains the outbox (after
+// reconnecting the publisher within its backoff, so readiness recovers with
+// the broker even with nothing pending) and refreshes the outbox gauges
+// every pendingGaugeInterval; every PruneEveryTicks it sweeps, and the
+// replica that ran each group exports its invariants (ExportInvariants).
+func (r *runtime[T]) outboxWorker(pool *pgxpool.Pool, pub *rabbitmq.Publisher, reg prometheus.Registerer) (*outbox.Worker, error) {
+	sweeper, err := r.sweeper(pool, reg)
+	if err != nil {
+		return nil, err
+	}
+	invMetrics, err := metrics.NewInvariants(reg)
+	if err != nil {
+		return nil, err
+	}
+	sweeper = sweeper.WithGroupHook(ExportInvariants(invMetrics, r.logger))
+	obm, err := metrics.NewOutbox(reg)
+	if err != nil {
+		return nil, err
+	}
+	drainer := &outbox.Drainer{Pool: pool, Publisher: pub, Logger: r.logger, Metrics: obm}
+	var gaugedAt time.Time // only the worker's goroutine touches it
+	return &outbox.Worker{
+		Service: r.spec.Name,
+		Drain: func(ctx context.Context) error {
+			_ = pub.EnsureConnected(ctx) // the publisher logs its own outage
+			_, err := drainer.DrainOnce(ctx)
+			if time.Since(gaugedAt) >= pendingGaugeInterval {
+				gaugedAt = time.Now()
+				err = errors.Join(err, outbox.PendingGauge(ctx, pool, obm))
+			}
+			return err
+		},
+		Sweep: func(ctx context.Context) error {
+			_, err := sweeper.RunOnce(ctx)
+			return err
+		},
+		Logger: r.logger,
+	}, nil
+}
+
+// runServe runs the HTTP server, the worker and the archiver (nil: none)
+// until ctx ends or one of them fails, then shuts the server down within
+// shutdownTimeout and waits for all three. Cancellation is not an error.
+func runServe(ctx context.Context, srv *http.Server, ln net.Listener, worker *outbox.Worker, archiver *archive.Worker) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := worker.Run(gctx); err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("outbox worker stopped: %w", err)
+		}
+		if ctx.Err() == nil && gctx.Err() == nil {
+			return errors.New("outbox worker stopped")
+		}
+		return nil
+	})
+	if archiver != nil {
+		g.Go(func() error {
+			_ = archiver.Run(gctx) // nil on cancellation; it logs its own failures
+			return nil
+		})
+	}
+	g.Go(func() error {
+		<-gctx.Done() // the caller stopped us, or a goroutine failed
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http shutdown: %w", err)
+		}
+		return nil
+	})
+	return g.Wait()
+}

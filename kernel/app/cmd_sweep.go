@@ -1,0 +1,106 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+
+	"github.com/craig/retention/kernel/sweep"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// sweepCmd is `<svc> sweep --once [--dry-run] [--json]`.
+type sweepCmd[T any] struct{ once, dryRun, asJSON bool }
+
+func (c *sweepCmd[T]) define(fs *flag.FlagSet) {
+	fs.BoolVar(&c.once, "once", false, "run one sweep cycle now (required)")
+	fs.BoolVar(&c.dryRun, "dry-run", false, "delete nothing; report what a cycle would delete")
+	fs.BoolVar(&c.asJSON, "json", false, "print the report as one JSON object")
+}
+
+func (c *sweepCmd[T]) check() error {
+	if !c.once {
+		return errors.New("--once is required (the scheduled sweep runs inside serve)")
+	}
+	return nil
+}
+
+func (c *sweepCmd[T]) run(ctx context.Context, rt *runtime[T]) (int, error) {
+	return exitFor(rt.sweepOnce(ctx, c.dryRun, c.asJSON))
+}
+
+func (r *runtime[T]) sweepOnce(ctx context.Context, dryRun, asJSON bool) error {
+	pool, err := r.pool(ctx)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	s, err := r.sweeper(pool, prometheus.NewRegistry())
+	if err != nil {
+		return err
+	}
+	run := s.RunOnce
+	if dryRun {
+		run = s.DryRun
+	}
+	rep, runErr := run(ctx)
+	if asJSON {
+		enc := json.NewEncoder(r.stdout)
+		if err := enc.Encode(rep); err != nil {
+			return errors.Join(runErr, fmt.Errorf("write report: %w", err))
+		}
+	} else if err := writeTable(r.stdout, rep); err != nil {
+		return errors.Join(runErr, fmt.Errorf("write report: %w", err))
+	}
+	return runErr
+}
+
+func writeTable(w io.Writer, rep sweep.Report) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if rep.DryRun {
+		fmt.Fprintf(tw, "dry run: nothing deleted; leases free now: %v\n", rep.LockAcquired)
+		fmt.Fprintln(tw, "TABLE\tGROUP\tELIGIBLE\tOLDEST ELIGIBLE\tBATCHES\tWOULD CAP\tSKIPPED")
+		for _, t := range rep.Tables {
+			eligible, oldest := "-", "-"
+			if t.DryRunTable != nil {
+				eligible = fmt.Sprint(t.Eligible)
+				oldest = age(t.OldestEligibleAgeSeconds)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%v\t%s\n", t.Table, t.Group, eligible, oldest, t.Batches, t.Capped, dash(t.Skipped))
+		}
+		return tw.Flush()
+	}
+	fmt.Fprintf(tw, "lock acquired: %v\n", rep.LockAcquired)
+	fmt.Fprintln(tw, "TABLE\tGROUP\tDELETED\tBATCHES\tCAPPED\tMS\tSKIPPED\tERROR")
+	for _, t := range rep.Tables {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\t%.1f\t%s\t%s\n", t.Table, t.Group, t.Deleted, t.Batches, t.Capped, t.DurationMS, dash(t.Skipped), dash(t.Error))
+	}
+	return tw.Flush()
+}
+
+// age renders an age in seconds as days and hours, or "-" for none; a
+// negative age (a row dated in the future) gets a minus sign. It computes in
+// float seconds: an age beyond time.Duration's ±292 years (a BC or
+// -infinity row) must not wrap around.
+func age(secs *float64) string {
+	if secs == nil {
+		return "-"
+	}
+	s, sign := *secs, ""
+	if s < 0 {
+		s, sign = -s, "-"
+	}
+	return fmt.Sprintf("%s%.0fd%02.0fh", sign, math.Floor(s/86400), math.Floor(math.Mod(s, 86400)/3600))
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
