@@ -182,57 +182,12 @@ func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 	if budget < 1 {
 		return rep, fail(ErrConfig, "", fmt.Errorf("budget %d: must be at least 1", budget))
 	}
-	states := make([]tableState, len(e.specs))
+	ps := &pass{e: e, rep: &rep, states: make([]tableState, len(e.specs)), budget: budget}
 	acquired, err := lease.TryRun(ctx, e.pool, e.cfg.LockKey, func(ctx context.Context, conn *pgx.Conn) error {
-		for i := range states {
-			states[i] = tableState{cursor: Start, active: true}
-		}
-		var inflight *flight
-		land := func() {
-			if inflight == nil {
-				return
-			}
-			f := inflight
-			inflight = nil
-			e.landed(ctx, f.p, <-f.done, &states[f.p.table], &rep.Tables[f.p.table])
-		}
-		defer land() // never leave a flight on the lease's connection
-		for budget > 0 && anyActive(states) {
-			for i, spec := range e.specs {
-				if !states[i].active || budget == 0 {
-					continue
-				}
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				if inflight != nil && inflight.p.data.Size() > e.cfg.MaxBatchBytes/2 {
-					land()
-					if !states[i].active {
-						continue
-					}
-				}
-				budget--
-				p, err := e.prepare(ctx, i, spec, &states[i], &rep.Tables[i])
-				land()
-				if rep.Tables[i].Err != nil {
-					budget++ // the table's batch in flight failed: this one is dropped unread
-					continue
-				}
-				if err != nil {
-					e.stop(ctx, spec, &states[i], &rep.Tables[i], err)
-					continue
-				}
-				if p == nil {
-					continue // nothing to archive in this batch (all quarantined, or no rows)
-				}
-				if err := ctx.Err(); err != nil {
-					return err // cancelled: the prepared batch is dropped unread
-				}
-				inflight = e.fly(ctx, conn, p)
-			}
-		}
-		return nil
+		ps.conn = conn
+		return ps.run(ctx)
 	})
+	states := ps.states
 	if err != nil && !acquired {
 		return rep, fail(ErrDB, "", fmt.Errorf("archive lease: %w", err))
 	}
@@ -247,6 +202,79 @@ func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 		e.metrics.LastSuccess.WithLabelValues(e.cfg.Service).SetToCurrentTime()
 	}
 	return rep, nil
+}
+
+// pass is one RunPass under the archive lease: the tables' progress, the
+// batch in flight and the budget left.
+type pass struct {
+	e        *Engine
+	conn     *pgx.Conn // the lease's connection: uploads and deletes run on it
+	rep      *PassReport
+	states   []tableState
+	inflight *flight
+	budget   int
+}
+
+// run spends the budget round-robin across the active tables.
+func (p *pass) run(ctx context.Context) error {
+	for i := range p.states {
+		p.states[i] = tableState{cursor: Start, active: true}
+	}
+	defer p.land(ctx) // never leave a flight on the lease's connection
+	for p.budget > 0 && anyActive(p.states) {
+		for i, spec := range p.e.specs {
+			if !p.states[i].active || p.budget == 0 {
+				continue
+			}
+			if err := p.step(ctx, i, spec); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// step prepares table i's next batch while the previous batch (of any
+// table) is in flight, lands that one, and puts the new one in flight. It
+// returns only cancellation; table failures stop their table.
+func (p *pass) step(ctx context.Context, i int, spec TableSpec) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.inflight != nil && p.inflight.p.data.Size() > p.e.cfg.MaxBatchBytes/2 {
+		p.land(ctx)
+		if !p.states[i].active {
+			return nil
+		}
+	}
+	p.budget--
+	prep, err := p.e.prepare(ctx, i, spec, &p.states[i], &p.rep.Tables[i])
+	p.land(ctx)
+	switch {
+	case p.rep.Tables[i].Err != nil:
+		p.budget++ // the table's batch in flight failed: this one is dropped unread
+		return nil
+	case err != nil:
+		p.e.stop(ctx, spec, &p.states[i], &p.rep.Tables[i], err)
+		return nil
+	case prep == nil:
+		return nil // nothing to archive in this batch (all quarantined, or no rows)
+	}
+	if err := ctx.Err(); err != nil {
+		return err // cancelled: the prepared batch is dropped unread
+	}
+	p.inflight = p.e.fly(ctx, p.conn, prep)
+	return nil
+}
+
+// land waits for the batch in flight, if any, and records its outcome.
+func (p *pass) land(ctx context.Context) {
+	if p.inflight == nil {
+		return
+	}
+	f := p.inflight
+	p.inflight = nil
+	p.e.landed(ctx, f.p, <-f.done, &p.states[f.p.table], &p.rep.Tables[f.p.table])
 }
 
 func anyActive(states []tableState) bool {

@@ -330,81 +330,126 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 	if err != nil {
 		return rep, fmt.Errorf("prune %s: window: %w", p.Table, err)
 	}
-	batch, capRows := p.batchSize(), p.cycleCap()
-	run := p.runBatch
-	if sess, ok := db.(Session); ok && sess.PgConn().TxStatus() == txStatusIdle {
-		if _, nested := db.(pgx.Tx); !nested {
-			restore, err := p.setSession(ctx, sess)
-			if err != nil {
-				return rep, fmt.Errorf("prune %s: %w", p.Table, err)
-			}
-			defer func() {
-				if rerr := restore(); rerr != nil {
-					err = errors.Join(err, fmt.Errorf("prune %s: %w", p.Table, rerr))
-				}
-			}()
-			run = p.DeleteBatch
-		}
+	run, restore, err := p.batchRunner(ctx, db)
+	if err != nil {
+		return rep, fmt.Errorf("prune %s: %w", p.Table, err)
 	}
+	defer func() {
+		if rerr := restore(); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("prune %s: %w", p.Table, rerr))
+		}
+	}()
 	watch, err := newYieldWatch(ctx, db, p.YieldToWriters)
 	if err != nil {
 		return rep, fmt.Errorf("prune %s: %w", p.Table, err)
 	}
-	consecutiveTimeouts := 0
-	cursor := &Cursor{}
+	l := &pruneLoop{p: p, db: db, run: run, watch: watch, window: window, batch: p.batchSize(), capRows: p.cycleCap(), cursor: &Cursor{}, rep: &rep}
+	err = l.loop(ctx)
+	return rep, err
+}
+
+// batchRunner picks how batches run on db. On an idle Session (the lease's
+// connection) the batch settings are made once for the whole prune and each
+// batch is the policy's own delete; restore puts the session back. Anywhere
+// else (a pool, the caller's transaction) each batch runs with runBatch and
+// restore does nothing.
+func (p Policy) batchRunner(ctx context.Context, db DB) (run DeleteBatchFunc, restore func() error, err error) {
+	sess, ok := db.(Session)
+	if _, nested := db.(pgx.Tx); !ok || nested || sess.PgConn().TxStatus() != txStatusIdle {
+		return p.runBatch, func() error { return nil }, nil
+	}
+	restore, err = p.setSession(ctx, sess)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.DeleteBatch, restore, nil
+}
+
+// pruneLoop is one PruneTable's batch loop.
+type pruneLoop struct {
+	p           Policy
+	db          DB
+	run         DeleteBatchFunc
+	watch       *yieldWatch
+	window      int32
+	batch       int64 // the batch size now (reduced after repeated timeouts)
+	capRows     int64
+	cursor      *Cursor
+	rep         *Report
+	consecutive int // timeouts in a row
+}
+
+// loop runs batches until one comes back short, the next could pass the
+// cycle cap, ctx ends or a batch fails for good.
+func (l *pruneLoop) loop(ctx context.Context) error {
 	for {
-		if err := ctx.Err(); err != nil {
-			return rep, fmt.Errorf("prune %s: %w", p.Table, err)
-		}
-		remaining := capRows - rep.Deleted
-		if remaining <= 0 {
-			// The previous batch was full and the cap is reached: rows may
-			// remain, and deleting them is for the next cycle (or a human).
-			rep.Capped = true
-			return rep, nil
-		}
-		limit64 := min(batch, remaining)
-		small, forWriter := watch.yielding()
-		yielded := forWriter && p.yieldBatchSize() < limit64
-		if small {
-			limit64 = min(limit64, p.yieldBatchSize())
-		}
-		limit, err := toInt32(limit64)
-		if err != nil {
-			return rep, fmt.Errorf("prune %s: limit: %w", p.Table, err)
-		}
-		saved := *cursor
-		n, err := run(ctx, db, BatchParams{WindowDays: window, Limit: limit, Cursor: cursor})
-		if _, werr := watch.observe(ctx, n > 0 || err != nil); werr != nil && err == nil && ctx.Err() == nil {
-			return rep, fmt.Errorf("prune %s: after batch %d: %w", p.Table, rep.Batches+1, werr)
-		}
-		if err != nil {
-			*cursor = saved // the batch's keys are not done: the retry covers them again
-			if !isTimeout(err) || ctx.Err() != nil {
-				return rep, fmt.Errorf("prune %s: batch %d: %w", p.Table, rep.Batches+1, err)
-			}
-			rep.Timeouts++
-			consecutiveTimeouts++
-			if consecutiveTimeouts < MaxConsecutiveTimeouts {
-				continue
-			}
-			if rep.Reduced {
-				return rep, fmt.Errorf("prune %s: %w: %d in a row at the reduced batch size %d: %w",
-					p.Table, ErrBatchTimeouts, consecutiveTimeouts, batch, err)
-			}
-			rep.Reduced, batch, consecutiveTimeouts = true, p.reducedBatchSize(), 0
-			continue
-		}
-		consecutiveTimeouts = 0
-		rep.Batches++
-		if yielded {
-			rep.Yielded++
-		}
-		rep.Deleted += n
-		if n < limit64 {
-			return rep, nil // short batch: nothing eligible is left
+		done, err := l.next(ctx)
+		if err != nil || done {
+			return err
 		}
 	}
+}
+
+// next runs one batch; done is true when the prune is over.
+func (l *pruneLoop) next(ctx context.Context) (done bool, err error) {
+	p := l.p
+	if err := ctx.Err(); err != nil {
+		return true, fmt.Errorf("prune %s: %w", p.Table, err)
+	}
+	remaining := l.capRows - l.rep.Deleted
+	if remaining <= 0 {
+		// The previous batch was full and the cap is reached: rows may
+		// remain, and deleting them is for the next cycle (or a human).
+		l.rep.Capped = true
+		return true, nil
+	}
+	limit64 := min(l.batch, remaining)
+	small, forWriter := l.watch.yielding()
+	yielded := forWriter && p.yieldBatchSize() < limit64
+	if small {
+		limit64 = min(limit64, p.yieldBatchSize())
+	}
+	limit, err := toInt32(limit64)
+	if err != nil {
+		return true, fmt.Errorf("prune %s: limit: %w", p.Table, err)
+	}
+	saved := *l.cursor
+	n, err := l.run(ctx, l.db, BatchParams{WindowDays: l.window, Limit: limit, Cursor: l.cursor})
+	if _, werr := l.watch.observe(ctx, n > 0 || err != nil); werr != nil && err == nil && ctx.Err() == nil {
+		return true, fmt.Errorf("prune %s: after batch %d: %w", p.Table, l.rep.Batches+1, werr)
+	}
+	if err != nil {
+		*l.cursor = saved // the batch's keys are not done: the retry covers them again
+		return l.failed(ctx, err)
+	}
+	l.consecutive = 0
+	l.rep.Batches++
+	if yielded {
+		l.rep.Yielded++
+	}
+	l.rep.Deleted += n
+	return n < limit64, nil // a short batch: nothing eligible is left
+}
+
+// failed handles a failed batch: a timeout is retried, after
+// MaxConsecutiveTimeouts in a row at the reduced batch size, and after as
+// many more the prune gives up; any other error ends the prune.
+func (l *pruneLoop) failed(ctx context.Context, err error) (done bool, _ error) {
+	p := l.p
+	if !isTimeout(err) || ctx.Err() != nil {
+		return true, fmt.Errorf("prune %s: batch %d: %w", p.Table, l.rep.Batches+1, err)
+	}
+	l.rep.Timeouts++
+	l.consecutive++
+	if l.consecutive < MaxConsecutiveTimeouts {
+		return false, nil
+	}
+	if l.rep.Reduced {
+		return true, fmt.Errorf("prune %s: %w: %d in a row at the reduced batch size %d: %w",
+			p.Table, ErrBatchTimeouts, l.consecutive, l.batch, err)
+	}
+	l.rep.Reduced, l.batch, l.consecutive = true, p.reducedBatchSize(), 0
+	return false, nil
 }
 
 // runBatch runs one batch delete off a Session (on a pool, or inside the

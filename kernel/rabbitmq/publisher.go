@@ -221,6 +221,11 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 	if dc == nil {
 		return fmt.Errorf("rabbitmq publish %s: channel is not in confirm mode", m.ID)
 	}
+	return p.confirmLocked(ctx, m, dc)
+}
+
+// confirmLocked waits for the broker's confirm of one publish.
+func (p *Publisher) confirmLocked(ctx context.Context, m outbox.Message, dc *amqp.DeferredConfirmation) error {
 	acked, err := dc.WaitContext(ctx)
 	switch {
 	case err != nil:

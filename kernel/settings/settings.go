@@ -112,10 +112,41 @@ func EnvVar(service, key string) string {
 // implements Validator its Problems are reported.
 func Load[T any](service string, defaults T, src Source) (T, error) {
 	cfg := defaults
+	k, err := read(service, src)
+	if err != nil {
+		return cfg, err
+	}
+	known := map[string]reflect.Type{}
+	collectKeys(reflect.TypeOf(cfg), "", known)
+	if fields := checkKeys(service, k, known); len(fields) > 0 {
+		return cfg, &Error{Service: service, Fields: fields}
+	}
+	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: tag, DecoderConfig: decoderConfig(&cfg)}); err != nil {
+		return cfg, fmt.Errorf("settings: %s: decode: %w", service, err)
+	}
+	var problems []Problem
+	if v, ok := any(&cfg).(Validator); ok {
+		problems = v.Problems()
+	} else if v, ok := any(cfg).(Validator); ok {
+		problems = v.Problems()
+	}
+	var fields []FieldError
+	for _, p := range problems {
+		fields = append(fields, FieldError{Problem: p, EnvVar: EnvVar(service, p.Key)})
+	}
+	if len(fields) > 0 {
+		return cfg, &Error{Service: service, Fields: fields}
+	}
+	return cfg, nil
+}
+
+// read loads the YAML file (its scalars as source text) and then the
+// environment's CRAIG_<SERVICE>__ variables into one koanf tree.
+func read(service string, src Source) (*koanf.Koanf, error) {
 	k := koanf.New(".")
 	if src.ConfigPath != "" {
 		if err := k.Load(file.Provider(src.ConfigPath), rawYAML{}); err != nil {
-			return cfg, fmt.Errorf("settings: %s: read config file %s: %w", service, src.ConfigPath, err)
+			return nil, fmt.Errorf("settings: %s: read config file %s: %w", service, src.ConfigPath, err)
 		}
 	}
 	prefix := EnvPrefix(service)
@@ -132,18 +163,21 @@ func Load[T any](service string, defaults T, src Source) (T, error) {
 		},
 	}), nil)
 	if err != nil {
-		return cfg, fmt.Errorf("settings: %s: read environment: %w", service, err)
+		return nil, fmt.Errorf("settings: %s: read environment: %w", service, err)
 	}
+	return k, nil
+}
 
-	known := map[string]reflect.Type{}
-	collectKeys(reflect.TypeOf(cfg), "", known)
+// checkKeys reports every key that is unknown (named without its value: a
+// misspelled key may hold a secret) or whose value does not parse as its
+// type, in key order.
+func checkKeys(service string, k *koanf.Koanf, known map[string]reflect.Type) []FieldError {
 	var fields []FieldError
 	keys := k.Keys()
 	sort.Strings(keys)
 	for _, key := range keys {
 		typ, ok := known[key]
 		if !ok {
-			// The value is not shown: a misspelled key may hold a secret.
 			fields = append(fields, FieldError{Problem: Problem{Key: key, Reason: "unknown key (check its spelling against the configuration reference; its value is not shown)"}, EnvVar: EnvVar(service, key)})
 			continue
 		}
@@ -151,25 +185,7 @@ func Load[T any](service string, defaults T, src Source) (T, error) {
 			fields = append(fields, FieldError{Problem: Problem{Key: key, Value: k.Get(key), Reason: reason}, EnvVar: EnvVar(service, key)})
 		}
 	}
-	if len(fields) > 0 {
-		return cfg, &Error{Service: service, Fields: fields}
-	}
-	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: tag, DecoderConfig: decoderConfig(&cfg)}); err != nil {
-		return cfg, fmt.Errorf("settings: %s: decode: %w", service, err)
-	}
-	var problems []Problem
-	if v, ok := any(&cfg).(Validator); ok {
-		problems = v.Problems()
-	} else if v, ok := any(cfg).(Validator); ok {
-		problems = v.Problems()
-	}
-	for _, p := range problems {
-		fields = append(fields, FieldError{Problem: p, EnvVar: EnvVar(service, p.Key)})
-	}
-	if len(fields) > 0 {
-		return cfg, &Error{Service: service, Fields: fields}
-	}
-	return cfg, nil
+	return fields
 }
 
 // Keys lists every settings key of T (dotted for nested keys), sorted; the

@@ -171,6 +171,21 @@ func DefaultTransport(databaseURL string) Transport {
 // Problems checks the transport keys.
 func (t Transport) Problems() []Problem {
 	var ps []Problem
+	ps = append(ps, t.windowProblems()...)
+	ps = append(ps, t.replayProblems()...)
+	ps = append(ps, t.endpointProblems()...)
+	ps = append(ps, t.pruneProblems()...)
+	switch t.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		ps = append(ps, Problem{Key: "log_level", Value: t.LogLevel, Reason: "must be debug, info, warn or error"})
+	}
+	return ps
+}
+
+// windowProblems checks the two transport windows and the rule between them.
+func (t Transport) windowProblems() []Problem {
+	var ps []Problem
 	ps = append(ps, WindowProblems("event_outbox_retention_days", t.EventOutboxRetentionDays)...)
 	ps = append(ps, WindowProblems("event_inbox_retention_days", t.EventInboxRetentionDays)...)
 	if t.EventOutboxRetentionDays > 0 && t.EventInboxRetentionDays > 0 &&
@@ -183,6 +198,12 @@ func (t Transport) Problems() []Problem {
 			Related: []string{"event_outbox_retention_days"},
 		})
 	}
+	return ps
+}
+
+// replayProblems checks the admin replay's bounds.
+func (t Transport) replayProblems() []Problem {
+	var ps []Problem
 	if t.ReplayMaxAgeDays < 1 || t.ReplayMaxAgeDays > MaxRetentionDays {
 		ps = append(ps, Problem{Key: "replay_max_age_days", Value: t.ReplayMaxAgeDays, Reason: fmt.Sprintf("must be between 1 and %d days", MaxRetentionDays)})
 	} else if t.EventInboxRetentionDays > 0 && t.ReplayMaxAgeDays > t.EventInboxRetentionDays-MinInboxMarginDays {
@@ -194,6 +215,12 @@ func (t Transport) Problems() []Problem {
 	if t.ReplayMaxRows < 1 || t.ReplayMaxRows > MaxReplayMaxRows {
 		ps = append(ps, Problem{Key: "replay_max_rows", Value: t.ReplayMaxRows, Reason: fmt.Sprintf("must be between 1 and %d rows", MaxReplayMaxRows)})
 	}
+	return ps
+}
+
+// endpointProblems checks where the service connects and listens.
+func (t Transport) endpointProblems() []Problem {
+	var ps []Problem
 	if t.DatabaseConnectTimeout < MinDatabaseConnectTimeout || t.DatabaseConnectTimeout > MaxDatabaseConnectTimeout {
 		ps = append(ps, Problem{Key: "database_connect_timeout", Value: t.DatabaseConnectTimeout, Reason: fmt.Sprintf("must be a duration between %v and %v, such as 10s", MinDatabaseConnectTimeout, MaxDatabaseConnectTimeout)})
 	}
@@ -221,6 +248,12 @@ func (t Transport) Problems() []Problem {
 		ps = append(ps, Problem{Key: "admin_token", Value: `""`,
 			Reason: "required when http_addr is not a loopback address: the admin API can re-publish events", Related: []string{"http_addr"}})
 	}
+	return ps
+}
+
+// pruneProblems checks the sweep's batch bounds.
+func (t Transport) pruneProblems() []Problem {
+	var ps []Problem
 	if t.PruneBatchSize < 1 || t.PruneBatchSize > MaxPruneBatchSize {
 		ps = append(ps, Problem{Key: "prune_batch_size", Value: t.PruneBatchSize, Reason: fmt.Sprintf("must be between 1 and %d", MaxPruneBatchSize)})
 	}
@@ -239,11 +272,6 @@ func (t Transport) Problems() []Problem {
 	}
 	if t.PlanCheckSeqScanRows < 0 || t.PlanCheckSeqScanRows > MaxPlanCheckSeqScanRows {
 		ps = append(ps, Problem{Key: "plan_check_seqscan_rows", Value: t.PlanCheckSeqScanRows, Reason: fmt.Sprintf("must be between 0 (warn on any sequential scan) and %d", int64(MaxPlanCheckSeqScanRows))})
-	}
-	switch t.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		ps = append(ps, Problem{Key: "log_level", Value: t.LogLevel, Reason: "must be debug, info, warn or error"})
 	}
 	return ps
 }
