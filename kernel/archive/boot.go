@@ -67,29 +67,9 @@ func Probe(ctx context.Context, st *store.Store, service string) error {
 		}
 		want := []byte(probePrefix + time.Now().UTC().Format(time.RFC3339Nano) + " " + uuid.NewString())
 		err := st.PutCreate(ctx, key, want, "text/plain")
-		if errors.Is(err, store.ErrConflict) {
-			// Another replica's write or delete of the key is in flight.
-			if err := probePause(ctx); err != nil {
-				return fmt.Errorf("%w: waiting for %s: %w", ErrProbe, key, err)
-			}
-			continue
-		}
-		if errors.Is(err, store.ErrAlreadyExists) {
-			held, err := st.Get(ctx, key)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				continue // its prober just finished: take the key
-			case err != nil:
-				return fmt.Errorf("%w: read %s: %w", ErrProbe, key, err)
-			case probeStale(held, time.Now()):
-				if _, err := st.DeleteIfExists(ctx, key); err != nil {
-					return fmt.Errorf("%w: clear leftover %s: %w", ErrProbe, key, err)
-				}
-				continue
-			}
-			// Another replica's live probe: wait for it to finish.
-			if err := probePause(ctx); err != nil {
-				return fmt.Errorf("%w: waiting for %s: %w", ErrProbe, key, err)
+		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrAlreadyExists) {
+			if err := waitForKey(ctx, st, key, err); err != nil {
+				return err
 			}
 			continue
 		}
@@ -117,6 +97,31 @@ func Probe(ctx context.Context, st *store.Store, service string) error {
 		}
 		return nil
 	}
+}
+
+// waitForKey handles a probe write that found the key taken (putErr is
+// ErrConflict or ErrAlreadyExists): another replica's write or delete in
+// flight, or its live probe, is waited for; a leftover of an interrupted
+// boot is removed; a key freed meanwhile is retried at once.
+func waitForKey(ctx context.Context, st *store.Store, key string, putErr error) error {
+	if errors.Is(putErr, store.ErrAlreadyExists) {
+		held, err := st.Get(ctx, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil // its prober just finished: take the key
+		case err != nil:
+			return fmt.Errorf("%w: read %s: %w", ErrProbe, key, err)
+		case probeStale(held, time.Now()):
+			if _, err := st.DeleteIfExists(ctx, key); err != nil {
+				return fmt.Errorf("%w: clear leftover %s: %w", ErrProbe, key, err)
+			}
+			return nil
+		}
+	}
+	if err := probePause(ctx); err != nil {
+		return fmt.Errorf("%w: waiting for %s: %w", ErrProbe, key, err)
+	}
+	return nil
 }
 
 // probePause sleeps a jittered probeBackoff..4×probeBackoff.

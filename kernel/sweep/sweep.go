@@ -335,18 +335,11 @@ func (s *Sweeper) RunOnce(ctx context.Context) (Report, error) {
 	return rep, errors.Join(errs...)
 }
 
-func (s *Sweeper) runGroup(ctx context.Context, g Group) ([]TableReport, bool, error) {
-	out := make([]TableReport, len(g.Policies))
-	enabled := false
-	for i, p := range g.Policies {
-		out[i] = TableReport{Table: p.Table, Group: g.Name}
-		if p.WindowDays == 0 {
-			out[i].Skipped = SkipDisabled
-			s.metrics.OldestEligibleAge.WithLabelValues(p.Table).Set(0)
-		} else {
-			enabled = true
-		}
-	}
+// runGroup runs one group under its lease: its enabled tables in order,
+// stopping at the first failure. acquired is false when another runner
+// held the lease.
+func (s *Sweeper) runGroup(ctx context.Context, g Group) (out []TableReport, acquired bool, err error) {
+	out, enabled := s.groupReport(g)
 	if !enabled {
 		s.callHook(ctx, nil, g, false)
 		return out, true, nil // nothing to do: do not even take the lease
@@ -357,55 +350,76 @@ func (s *Sweeper) runGroup(ctx context.Context, g Group) ([]TableReport, bool, e
 			s.callHook(ctx, nil, g, false)
 		}
 	}()
-	acquired, err := lease.TryRun(ctx, s.pool, g.LockKey, func(ctx context.Context, conn *pgx.Conn) error {
+	acquired, err = lease.TryRun(ctx, s.pool, g.LockKey, func(ctx context.Context, conn *pgx.Conn) error {
 		ran = true
 		defer s.callHook(ctx, conn, g, true)
-		for i, p := range g.Policies {
-			if p.WindowDays == 0 {
-				continue
-			}
-			r, err := prune.PruneTable(ctx, conn, p)
-			s.record(g, &out[i], r, err)
-			if err == nil {
-				s.observeBacklog(ctx, conn, p)
-			}
-			if err != nil {
-				for j := i + 1; j < len(out); j++ {
-					if out[j].Skipped == "" {
-						out[j].Skipped = SkipNotReached
-					}
-				}
-				return err
-			}
-		}
-		return nil
+		return s.pruneGroup(ctx, conn, g, out)
 	})
-	if err != nil && !acquired {
+	switch {
+	case err != nil && !acquired:
 		err = fmt.Errorf("sweep group %s: %w", g.Name, err)
-		for i := range out {
-			if out[i].Skipped == "" {
-				out[i].Skipped = SkipNotReached
-				out[i].Error = err.Error()
-			}
-		}
+		markSkipped(out, SkipNotReached, err.Error())
 		s.logError(ctx, "sweep group could not start", err, slog.String("group", g.Name))
 		return out, true, err
-	}
-	if !acquired {
-		for i := range out {
-			if out[i].Skipped == "" {
-				out[i].Skipped = SkipLockHeld
-			}
-		}
+	case !acquired:
+		markSkipped(out, SkipLockHeld, "")
 		s.metrics.LockSkipped.WithLabelValues(g.Name).Inc()
 		s.logger.DebugContext(ctx, "sweep group skipped: lease held by another runner", slog.String("group", g.Name))
 		return out, false, nil
-	}
-	if err != nil {
+	case err != nil:
 		return out, true, fmt.Errorf("sweep group %s: %w", g.Name, err)
 	}
 	s.metrics.LastSuccess.WithLabelValues(g.Name).SetToCurrentTime()
 	return out, true, nil
+}
+
+// groupReport is the group's report before it runs: a line per table, the
+// disabled ones skipped (their backlog gauge 0); enabled is false when every
+// table is disabled.
+func (s *Sweeper) groupReport(g Group) (out []TableReport, enabled bool) {
+	out = make([]TableReport, len(g.Policies))
+	for i, p := range g.Policies {
+		out[i] = TableReport{Table: p.Table, Group: g.Name}
+		if p.WindowDays == 0 {
+			out[i].Skipped = SkipDisabled
+			s.metrics.OldestEligibleAge.WithLabelValues(p.Table).Set(0)
+		} else {
+			enabled = true
+		}
+	}
+	return out, enabled
+}
+
+// pruneGroup prunes the group's enabled tables in order on the lease's
+// connection, recording each in out; after a failure the rest are
+// not_reached.
+func (s *Sweeper) pruneGroup(ctx context.Context, conn *pgx.Conn, g Group, out []TableReport) error {
+	for i, p := range g.Policies {
+		if p.WindowDays == 0 {
+			continue
+		}
+		r, err := prune.PruneTable(ctx, conn, p)
+		s.record(g, &out[i], r, err)
+		if err != nil {
+			markSkipped(out[i+1:], SkipNotReached, "")
+			return err
+		}
+		s.observeBacklog(ctx, conn, p)
+	}
+	return nil
+}
+
+// markSkipped marks every line not yet skipped as skipped for why, with
+// errText as its error when set.
+func markSkipped(out []TableReport, why, errText string) {
+	for i := range out {
+		if out[i].Skipped == "" {
+			out[i].Skipped = why
+			if errText != "" {
+				out[i].Error = errText
+			}
+		}
+	}
 }
 
 func (s *Sweeper) callHook(ctx context.Context, db prune.DB, g Group, swept bool) {
