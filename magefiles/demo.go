@@ -1,0 +1,331 @@
+//go:build mage
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/migrations"
+	"github.com/jackc/pgx/v5"
+	"github.com/magefile/mage/mg"
+	"github.com/magefile/mage/sh"
+)
+
+// demoServices are swept by the demo, in order.
+var demoServices = migrations.ServiceNames()
+
+// sweepReport is the JSON `<service> sweep --once --json` prints.
+type sweepReport struct {
+	LockAcquired bool `json:"lock_acquired"`
+	Tables       []struct {
+		Table   string `json:"table"`
+		Deleted int64  `json:"deleted"`
+	} `json:"tables"`
+}
+
+// demoRow is one line of the demo's before/after table.
+type demoRow struct {
+	service, table         string
+	before, deleted, after int64
+	reported               bool // the sweep report names the table
+}
+
+// Demo seeds craig_demo_<service> databases, runs one sweep per service, archives the aged rule evaluations and prints before/after counts, archives and ledger rows.
+func Demo(ctx context.Context) error {
+	server := envOr("CRAIG_DEMO_SERVER_URL", defaultServerURL)
+	if _, err := withDatabase(server, adminDatabase); err != nil {
+		return fmt.Errorf("CRAIG_DEMO_SERVER_URL: %w", err)
+	}
+	mg.CtxDeps(ctx, buildServices, Store.Up)
+	var rows []demoRow
+	reports := map[string]string{}
+	for _, service := range demoServices {
+		r, report, err := demoService(ctx, server, service)
+		if err != nil {
+			return fmt.Errorf("demo %s: %w", service, err)
+		}
+		rows = append(rows, r...)
+		reports[service] = report
+	}
+	printDemoTable(rows)
+	for _, service := range demoServices {
+		fmt.Printf("\n%s sweep --once --json:\n%s\n", service, reports[service])
+	}
+	return demoArchive(ctx, server)
+}
+
+// demoArchiveBudget lets the demo's one pass archive every aged row it seeds
+// (2,500 at the default batch of 1,000).
+const demoArchiveBudget = "10"
+
+// demoArchive turns the rules archiver on for one manual pass over the demo
+// database (it is OFF by default everywhere, D11) and prints what it wrote.
+func demoArchive(ctx context.Context, server string) error {
+	dbURL, err := withDatabase(server, "craig_demo_rules")
+	if err != nil {
+		return err
+	}
+	storeURL := "s3://" + storeBucket + "?endpoint=http://" + storeAddr + "&region=" + storeRegion + "&use_path_style=true&disable_https=true"
+	fmt.Printf("\n==> ARCHIVER ENABLED FOR THE DEMO ONLY: CRAIG_RULES__ARCHIVE__ENABLED=true, store %s\n", storeURL)
+	env := map[string]string{
+		serviceDatabaseEnv("rules"):        dbURL,
+		"CRAIG_RULES__ARCHIVE__ENABLED":    "true",
+		"CRAIG_RULES__ARCHIVE__STORE__URL": storeURL,
+		"AWS_ACCESS_KEY_ID":                envOr("AWS_ACCESS_KEY_ID", storeAccessKey),
+		"AWS_SECRET_ACCESS_KEY":            envOr("AWS_SECRET_ACCESS_KEY", storeSecretKey),
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", settings.Redact(dbURL), err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	before, err := countRows(ctx, conn, []string{"rule_evaluations"})
+	if err != nil {
+		return err
+	}
+	bin := serviceBinary("rules")
+	fmt.Printf("==> %s archive run --json --budget %s --actor demo:mage\n", bin, demoArchiveBudget)
+	out, err := sh.OutputWith(env, bin, "archive", "run", "--json", "--budget", demoArchiveBudget, "--actor", "demo:mage")
+	if err != nil {
+		return fmt.Errorf("%s archive run: %w\n%s", bin, err, out)
+	}
+	var pass struct {
+		More   bool `json:"more"`
+		Tables []struct {
+			Table    string `json:"table"`
+			Archived int64  `json:"archived"`
+			Archives []struct {
+				ArchiveID   string `json:"archive_id"`
+				DataKey     string `json:"data_key"`
+				ManifestKey string `json:"manifest_key"`
+				RecordCount int    `json:"record_count"`
+			} `json:"archives"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal([]byte(out), &pass); err != nil {
+		return fmt.Errorf("%s archive run: unreadable report: %w\n%s", bin, err, out)
+	}
+	after, err := countRows(ctx, conn, []string{"rule_evaluations"})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nrule_evaluations: %d before, %d after (more: %v)\n\n", before["rule_evaluations"], after["rule_evaluations"], pass.More)
+	fmt.Println("| archive_id | records | data_key | manifest_key |")
+	fmt.Println("|---|---:|---|---|")
+	for _, t := range pass.Tables {
+		for _, a := range t.Archives {
+			fmt.Printf("| %s | %d | %s | %s |\n", a.ArchiveID, a.RecordCount, a.DataKey, a.ManifestKey)
+		}
+	}
+	rows, err := conn.Query(ctx, `SELECT archive_id::text, record_count, first_record_id::text, last_record_id::text,
+		to_char(first_record_at, 'YYYY-MM-DD HH24:MI:SS'), to_char(last_record_at, 'YYYY-MM-DD HH24:MI:SS'),
+		store_endpoint, store_bucket, archived_by FROM archive_ledger ORDER BY archived_at, archive_id`)
+	if err != nil {
+		return fmt.Errorf("read archive_ledger: %w", err)
+	}
+	defer rows.Close()
+	fmt.Println("\narchive_ledger:")
+	fmt.Println("| archive_id | records | first_record_id | last_record_id | first_record_at | last_record_at | endpoint | bucket | archived_by |")
+	fmt.Println("|---|---:|---|---|---|---|---|---|---|")
+	for rows.Next() {
+		var id, first, last, firstAt, lastAt, endpoint, bucket, by string
+		var n int
+		if err := rows.Scan(&id, &n, &first, &last, &firstAt, &lastAt, &endpoint, &bucket, &by); err != nil {
+			return fmt.Errorf("read archive_ledger: %w", err)
+		}
+		fmt.Printf("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", id, n, first, last, firstAt, lastAt, endpoint, bucket, by)
+	}
+	return rows.Err()
+}
+
+// Build compiles every service binary into bin/ (bin/exchange, bin/financial, bin/rules, bin/security).
+func Build() error { return buildServices() }
+
+// buildServices builds every service binary into bin/<service>.
+func buildServices() error {
+	for _, service := range demoServices {
+		fmt.Printf("==> go build -o bin/%[1]s ./services/%[1]s/cmd/%[1]s\n", service)
+		if err := sh.RunV(mg.GoCmd(), "build", "-o", serviceBinary(service), "./services/"+service+"/cmd/"+service); err != nil {
+			return fmt.Errorf("build %s: %w", service, err)
+		}
+	}
+	return nil
+}
+
+func serviceBinary(service string) string { return filepath.Join("bin", service) }
+
+// demoService recreates, migrates and seeds one service's demo database, then
+// counts its tables around one sweep. It returns the table rows and the
+// sweep's JSON report (indented).
+func demoService(ctx context.Context, server, service string) ([]demoRow, string, error) {
+	dbURL, err := withDatabase(server, "craig_demo_"+service)
+	if err != nil {
+		return nil, "", err
+	}
+	fmt.Printf("\n==> %s: recreate %s\n", service, settings.Redact(dbURL))
+	if err := recreateDatabase(ctx, dbURL); err != nil {
+		return nil, "", err
+	}
+	env := map[string]string{serviceDatabaseEnv(service): dbURL}
+	bin := serviceBinary(service)
+	fmt.Printf("==> %s migrate\n", bin)
+	if err := sh.RunWithV(env, bin, "migrate"); err != nil {
+		return nil, "", fmt.Errorf("%s migrate: %w", bin, err)
+	}
+
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("connect %s: %w", settings.Redact(dbURL), err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+
+	// Every service gets the transport seed, then its own seed if it has one.
+	for _, seed := range []string{filepath.Join("queries", "demo", "transport.sql"), filepath.Join("queries", "demo", service+".sql")} {
+		if _, err := os.Stat(seed); errors.Is(err, fs.ErrNotExist) && !strings.HasSuffix(seed, "transport.sql") {
+			continue
+		}
+		fmt.Printf("==> seed %s\n", seed)
+		if err := execFile(ctx, conn, seed); err != nil {
+			return nil, "", err
+		}
+	}
+	tables, err := userTables(ctx, conn, service)
+	if err != nil {
+		return nil, "", err
+	}
+	before, err := countRows(ctx, conn, tables)
+	if err != nil {
+		return nil, "", err
+	}
+
+	fmt.Printf("==> %s sweep --once --json\n", bin)
+	out, err := sh.OutputWith(env, bin, "sweep", "--once", "--json")
+	if err != nil {
+		return nil, "", fmt.Errorf("%s sweep: %w", bin, err)
+	}
+	report, pretty, err := parseSweepReport(out)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s sweep: %w", bin, err)
+	}
+	if !report.LockAcquired {
+		fmt.Printf("WARNING: %s sweep did not acquire its lock; nothing was swept\n", service)
+	}
+
+	after, err := countRows(ctx, conn, tables)
+	if err != nil {
+		return nil, "", err
+	}
+	rows := make([]demoRow, 0, len(tables))
+	for _, t := range tables {
+		r := demoRow{service: service, table: t, before: before[t], after: after[t]}
+		for _, rt := range report.Tables {
+			if rt.Table == t {
+				r.deleted += rt.Deleted
+				r.reported = true
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows, pretty, nil
+}
+
+// execFile runs a SQL file of several statements (simple protocol).
+func execFile(ctx context.Context, conn *pgx.Conn, path string) error {
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read seed: %w", err)
+	}
+	if _, err := conn.PgConn().Exec(ctx, string(body)).ReadAll(); err != nil {
+		return fmt.Errorf("seed %s: %w", path, err)
+	}
+	return nil
+}
+
+// userTables lists the service's tables in the public schema, without the
+// goose version tables.
+func userTables(ctx context.Context, conn *pgx.Conn, service string) ([]string, error) {
+	sets, err := migrations.ForService(service)
+	if err != nil {
+		return nil, err
+	}
+	var versionTables []string
+	for _, s := range sets {
+		versionTables = append(versionTables, s.VersionTable)
+	}
+	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables
+		WHERE table_schema = 'public' AND table_type = 'BASE TABLE' AND NOT (table_name = ANY ($1))
+		ORDER BY table_name`, versionTables)
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list tables: %w", err)
+	}
+	return tables, nil
+}
+
+func countRows(ctx context.Context, conn *pgx.Conn, tables []string) (map[string]int64, error) {
+	counts := make(map[string]int64, len(tables))
+	for _, t := range tables {
+		var n int64
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{"public", t}.Sanitize()).Scan(&n); err != nil {
+			return nil, fmt.Errorf("count %s: %w", t, err)
+		}
+		counts[t] = n
+	}
+	return counts, nil
+}
+
+// parseSweepReport decodes the one JSON object of `sweep --once --json` and
+// returns it indented (field order kept) for printing.
+func parseSweepReport(out string) (sweepReport, string, error) {
+	var report sweepReport
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&report); err != nil {
+		return report, "", fmt.Errorf("stdout is not a JSON report: %w\n%s", err, out)
+	}
+	if dec.More() {
+		return report, "", fmt.Errorf("stdout holds more than one JSON value:\n%s", out)
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, []byte(strings.TrimSpace(out)), "", "  "); err != nil {
+		return report, "", fmt.Errorf("indent report: %w", err)
+	}
+	return report, pretty.String(), nil
+}
+
+// printDemoTable prints the markdown before/after table and notes any table
+// whose count change disagrees with what the sweep reported.
+func printDemoTable(rows []demoRow) {
+	fmt.Println("\n| service | table | before | deleted | after |")
+	fmt.Println("|---|---|---:|---:|---:|")
+	var notes []string
+	for _, r := range rows {
+		deleted := "–" // not swept: the report does not name the table
+		if r.reported {
+			deleted = strconv.FormatInt(r.deleted, 10)
+		}
+		fmt.Printf("| %s | %s | %d | %s | %d |\n", r.service, r.table, r.before, deleted, r.after)
+		expected := r.before
+		if r.reported {
+			expected -= r.deleted
+		}
+		if r.after != expected {
+			notes = append(notes, fmt.Sprintf("%s.%s: before - deleted != after", r.service, r.table))
+		}
+	}
+	for _, n := range notes {
+		fmt.Println("NOTE:", n)
+	}
+}

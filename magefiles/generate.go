@@ -1,0 +1,112 @@
+//go:build mage
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/magefile/mage/mg"
+	"github.com/magefile/mage/sh"
+	"gopkg.in/yaml.v3"
+)
+
+// Generate regenerates the sqlc query code (go tool sqlc generate).
+func Generate() error {
+	fmt.Println("==> go tool sqlc generate")
+	if err := sh.RunV(mg.GoCmd(), "tool", "sqlc", "generate"); err != nil {
+		return fmt.Errorf("sqlc generate: %w", err)
+	}
+	return nil
+}
+
+// Gen groups the code-generation checks.
+type Gen mg.Namespace
+
+// Verify fails when the committed sqlc code or any module's go.mod/go.sum is stale.
+func (Gen) Verify() error {
+	mg.Deps(Generate)
+	mods, err := workspaceModules()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, dir := range mods {
+		fmt.Printf("==> go mod tidy (%s)\n", relPath(dir))
+		if err := goIn(dir, "mod", "tidy"); err != nil {
+			errs = append(errs, fmt.Errorf("go mod tidy in %s: %w", relPath(dir), err))
+		}
+	}
+	paths, err := generatedPaths(mods)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if err := changedSinceCommit(paths); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		fmt.Println("generated code and every go.mod/go.sum match the commit")
+	}
+	return errors.Join(errs...)
+}
+
+// changedSinceCommit fails, printing the status and the diff, when git sees
+// changes (tracked or untracked) under paths.
+func changedSinceCommit(paths []string) error {
+	changed, err := sh.Output("git", append([]string{"status", "--porcelain", "--untracked-files=all", "--"}, paths...)...)
+	if err != nil {
+		return fmt.Errorf("git status: %w", err)
+	}
+	if changed == "" {
+		return nil
+	}
+	fmt.Println(changed)
+	if err := sh.RunV("git", append([]string{"--no-pager", "diff", "--"}, paths...)...); err != nil {
+		return fmt.Errorf("git diff: %w", err)
+	}
+	return fmt.Errorf("stale: generated code or go.mod/go.sum differ from the commit "+
+		"(run `go tool mage generate` and `go mod tidy` in the module, then commit):\n%s", changed)
+}
+
+// generatedPaths lists what gen:verify checks: every module's go.mod and
+// go.sum and every sqlc output directory.
+func generatedPaths(mods []string) ([]string, error) {
+	var paths []string
+	for _, dir := range mods {
+		paths = append(paths, filepath.Join(dir, "go.mod"), filepath.Join(dir, "go.sum"))
+	}
+	outs, err := sqlcOutputDirs("sqlc.yaml")
+	if err != nil {
+		return nil, err
+	}
+	return append(paths, outs...), nil
+}
+
+// sqlcOutputDirs returns the gen.go.out directory of every sqlc package.
+func sqlcOutputDirs(config string) ([]string, error) {
+	raw, err := os.ReadFile(config)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", config, err)
+	}
+	var cfg struct {
+		SQL []struct {
+			Gen struct {
+				Go struct {
+					Out string `yaml:"out"`
+				} `yaml:"go"`
+			} `yaml:"gen"`
+		} `yaml:"sql"`
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", config, err)
+	}
+	var outs []string
+	for _, s := range cfg.SQL {
+		if s.Gen.Go.Out != "" {
+			outs = append(outs, s.Gen.Go.Out)
+		}
+	}
+	return outs, nil
+}

@@ -1,0 +1,63 @@
+//go:build mage
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/magefile/mage/mg"
+	"github.com/magefile/mage/sh"
+)
+
+// Lint fails on unformatted Go files (gofmt -l) and on go vet findings in every module and the magefile.
+func Lint() error {
+	var errs []error
+	if err := gofmtCheck(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := eachModule("vet", "scratch"); err != nil {
+		errs = append(errs, fmt.Errorf("go vet: %w", err))
+	}
+	fmt.Println("==> go vet -tags mage ./magefiles")
+	if err := sh.RunV(mg.GoCmd(), "vet", "-tags", "mage", "./magefiles"); err != nil {
+		errs = append(errs, fmt.Errorf("go vet ./magefiles: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// gofmtCheck runs gofmt -l on every Go file git knows of (tracked, or
+// untracked and not ignored).
+func gofmtCheck() error {
+	fmt.Println("==> gofmt -l")
+	out, err := sh.Output("git", "ls-files", "--cached", "--others", "--exclude-standard", "--", "*.go")
+	if err != nil {
+		return fmt.Errorf("git ls-files: %w", err)
+	}
+	var files []string
+	for f := range strings.Lines(out) {
+		f = strings.TrimSpace(f)
+		if _, err := os.Stat(f); err == nil && !slices.Contains(files, f) {
+			files = append(files, f) // skip deleted-but-tracked files and duplicates
+		}
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	goroot, err := sh.Output(mg.GoCmd(), "env", "GOROOT")
+	if err != nil {
+		return fmt.Errorf("go env GOROOT: %w", err)
+	}
+	unformatted, err := sh.Output(filepath.Join(goroot, "bin", "gofmt"), append([]string{"-l"}, files...)...)
+	if err != nil {
+		return fmt.Errorf("gofmt: %w", err)
+	}
+	if unformatted != "" {
+		return fmt.Errorf("gofmt: these files need formatting (run gofmt -w):\n%s", unformatted)
+	}
+	return nil
+}

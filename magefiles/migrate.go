@@ -1,0 +1,162 @@
+//go:build mage
+
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/craig/retention/kernel/app"
+	"github.com/craig/retention/kernel/migrate"
+	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/migrations"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for goose
+	"github.com/magefile/mage/mg"
+)
+
+// Migrate groups the goose migration targets.
+type Migrate mg.Namespace
+
+// Up applies pending migrations to every service database, creating missing databases (alias: migrate).
+func (Migrate) Up(ctx context.Context) error {
+	for _, service := range migrations.ServiceNames() {
+		dbURL := serviceDatabaseURL(service)
+		if err := ensureDatabase(ctx, dbURL); err != nil {
+			return fmt.Errorf("%s: %w", service, err)
+		}
+		sets, err := migrations.ForService(service)
+		if err != nil {
+			return err
+		}
+		err = withDB(ctx, dbURL, func(db *sql.DB) error {
+			n, err := migrate.Up(ctx, db, sets, nil)
+			fmt.Printf("%s: %d migration(s) applied (%s)\n", service, n, settings.Redact(dbURL))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", service, err)
+		}
+	}
+	return nil
+}
+
+// Status prints every migration of every service database and whether it is applied.
+func (Migrate) Status(ctx context.Context) error {
+	for _, service := range migrations.ServiceNames() {
+		dbURL := serviceDatabaseURL(service)
+		fmt.Printf("\n%s (%s)\n", service, settings.Redact(dbURL))
+		exists, err := databaseExists(ctx, dbURL)
+		if err != nil {
+			return fmt.Errorf("%s: %w", service, err)
+		}
+		if !exists {
+			fmt.Println("  database does not exist: run `go tool mage migrate`")
+			continue
+		}
+		sets, err := migrations.ForService(service)
+		if err != nil {
+			return err
+		}
+		err = withDB(ctx, dbURL, func(db *sql.DB) error {
+			rows, err := migrate.Status(ctx, db, sets)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "  SET\tVERSION\tSTATE\tAPPLIED AT\tFILE")
+			for _, r := range rows {
+				state := "pending"
+				if r.Applied {
+					state = "applied"
+				}
+				fmt.Fprintf(w, "  %s\t%d\t%s\t%s\t%s\n", r.Set, r.Version, state, r.AppliedAt, r.Source)
+			}
+			return w.Flush()
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", service, err)
+		}
+	}
+	return nil
+}
+
+var (
+	migrationNameRx = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	migrationFileRx = regexp.MustCompile(`^(\d+)_.+\.sql$`)
+)
+
+// New creates migrations/<set>/NNNNN_<name>.sql, the next goose migration of a set (args: set name).
+func (Migrate) New(set, name string) error {
+	sets := append([]string{migrations.TransportSetName}, migrations.ServiceNames()...)
+	if !slices.Contains(sets, set) {
+		return fmt.Errorf("unknown migration set %q (known: %s)", set, strings.Join(sets, ", "))
+	}
+	if len(name) > 60 || !migrationNameRx.MatchString(name) {
+		return fmt.Errorf("bad migration name %q: use lower_snake_case (a-z, 0-9, _), at most 60 characters", name)
+	}
+	dir := filepath.Join("migrations", set)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", dir, err)
+	}
+	var last int64
+	for _, e := range entries {
+		if m := migrationFileRx.FindStringSubmatch(e.Name()); m != nil {
+			v, err := strconv.ParseInt(m[1], 10, 64)
+			if err != nil {
+				return fmt.Errorf("migration %s: version: %w", e.Name(), err)
+			}
+			last = max(last, v)
+		}
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%05d_%s.sql", last+1, name))
+	body := fmt.Sprintf("-- %s: describe the change and why. Migrations are append-only:\n"+
+		"-- once this file has landed, never edit it; add a new one.\n\n"+
+		"-- +goose Up\n\n-- +goose Down\n", strings.ReplaceAll(name, "_", " "))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("create migration: %w", err)
+	}
+	if _, err := io.WriteString(f, body); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	fmt.Println("created", path)
+	return nil
+}
+
+// serviceDatabaseURL is CRAIG_<SERVICE>__DATABASE_URL or the local craig_<service>.
+func serviceDatabaseURL(service string) string {
+	return envOr(serviceDatabaseEnv(service), app.DefaultDatabaseURL(service))
+}
+
+func serviceDatabaseEnv(service string) string {
+	return settings.EnvVar(service, "database_url")
+}
+
+// withDB opens a database/sql handle (pgx driver) for goose.
+func withDB(ctx context.Context, dbURL string, fn func(*sql.DB) error) error {
+	db, err := sql.Open("pgx", dbURL)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", settings.Redact(dbURL), err)
+	}
+	defer db.Close()
+	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		return fmt.Errorf("connect %s: %w", settings.Redact(dbURL), err)
+	}
+	return fn(db)
+}
