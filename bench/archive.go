@@ -56,41 +56,62 @@ func (r *runner) runArchive(ctx context.Context) (*ArchiveResult, error) {
 		return nil, fmt.Errorf("the COPY ceiling's literal window (%d days) differs from the archiver's default hot window (%d): update copyAgedEvaluations",
 			archiveCeilingWindowDays, as.HotWindowDays)
 	}
-	hot := max(r.cfg.ArchiveRows/10, 1)
-	r.cfg.logf("archive: seeding %d aged + %d hot rule_evaluations", r.cfg.ArchiveRows, hot)
 	sets, err := migrations.ForService("rules")
 	if err != nil {
 		return nil, err
 	}
-	tpl := r.srv.name("archive")
-	err = r.buildTemplate(ctx, tpl, sets, func(conn *pgx.Conn) error {
-		if _, err := conn.Exec(ctx, seedRuleEvaluations, r.cfg.ArchiveRows+hot, r.cfg.ArchiveRows); err != nil {
-			return fmt.Errorf("seed rule_evaluations: %w", err)
-		}
-		return nil
-	})
+	hot := max(r.cfg.ArchiveRows/10, 1)
+	tpl, err := r.archiveTemplate(ctx, sets, hot, as)
 	if err != nil {
 		return nil, err
-	}
-	var aged int64
-	if err := withConn(ctx, r.mustURL(tpl), func(conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, countAgedEvaluations, as.HotWindowDays).Scan(&aged)
-	}); err != nil {
-		return nil, err
-	}
-	if aged != int64(r.cfg.ArchiveRows) {
-		return nil, fmt.Errorf("seeded %d aged rows, want %d", aged, r.cfg.ArchiveRows)
 	}
 	st, err := store.Open(ctx, r.cfg.S3URL)
 	if err != nil {
 		return nil, fmt.Errorf("open the S3 store (start it with `go tool mage store:up`): %w", err)
 	}
 	defer func() { _ = st.Close() }()
-
 	res := &ArchiveResult{
 		Rows: r.cfg.ArchiveRows, HotRows: hot, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes,
 		RSSGoalMiB: 64 + float64(as.MaxBatchBytes)/(1<<20),
 	}
+	if err := r.archiveRounds(ctx, st, tpl, as, res); err != nil {
+		return nil, err
+	}
+	res.summarize()
+	if res.BigRows, err = r.archiveBigRows(ctx, st, sets, as); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// archiveTemplate seeds the scenario's template: ArchiveRows aged and hot
+// rule evaluations, and checks the aged count.
+func (r *runner) archiveTemplate(ctx context.Context, sets []migrations.Set, hot int, as archive.Settings) (string, error) {
+	r.cfg.logf("archive: seeding %d aged + %d hot rule_evaluations", r.cfg.ArchiveRows, hot)
+	tpl := r.srv.name("archive")
+	err := r.buildTemplate(ctx, tpl, sets, func(conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, seedRuleEvaluations, r.cfg.ArchiveRows+hot, r.cfg.ArchiveRows); err != nil {
+			return fmt.Errorf("seed rule_evaluations: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	var aged int64
+	if err := withConn(ctx, r.mustURL(tpl), func(conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, countAgedEvaluations, as.HotWindowDays).Scan(&aged)
+	}); err != nil {
+		return "", err
+	}
+	if aged != int64(r.cfg.ArchiveRows) {
+		return "", fmt.Errorf("seeded %d aged rows, want %d", aged, r.cfg.ArchiveRows)
+	}
+	return tpl, nil
+}
+
+// archiveRounds runs the archive pass and COPY, interleaved, Rounds times.
+func (r *runner) archiveRounds(ctx context.Context, st *store.Store, tpl string, as archive.Settings, res *ArchiveResult) error {
 	configs := []string{cfgArchive, cfgCopy}
 	for round := range r.cfg.Rounds {
 		for i := range configs {
@@ -103,7 +124,7 @@ func (r *runner) runArchive(ctx context.Context) (*ArchiveResult, error) {
 				run, err = r.copyOnce(ctx, tpl, round)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("archive %s round %d: %w", name, round+1, err)
+				return fmt.Errorf("archive %s round %d: %w", name, round+1, err)
 			}
 			run.Order = i + 1
 			r.cfg.logf("archive round %d/%d %-15s %7d rows %8.0f rows/s in %6.2f s, peak RSS %.1f MiB",
@@ -111,6 +132,11 @@ func (r *runner) runArchive(ctx context.Context) (*ArchiveResult, error) {
 			res.Runs = append(res.Runs, run)
 		}
 	}
+	return nil
+}
+
+// summarize sets the medians and the per-round ratio to COPY from the runs.
+func (res *ArchiveResult) summarize() {
 	var arch, cp, ratios, rss []float64
 	for _, run := range res.Runs {
 		if run.Config == cfgCopy {
@@ -126,10 +152,6 @@ func (r *runner) runArchive(ctx context.Context) (*ArchiveResult, error) {
 		}
 	}
 	res.ArchiveRowsPS, res.CopyRowsPS, res.Ratio, res.PeakRSSMiB = median(arch), median(cp), round3(median(ratios)), median(rss)
-	if res.BigRows, err = r.archiveBigRows(ctx, st, sets, as); err != nil {
-		return nil, err
-	}
-	return res, nil
 }
 
 // Big-row run parameters (issue 9 finding 5).

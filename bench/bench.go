@@ -46,20 +46,10 @@ func Run(ctx context.Context, cfg Config) (res *Results, err error) {
 		cfg.Scenarios = AllScenarios
 	}
 	started := time.Now()
-	r := &runner{cfg: cfg, groups: app.Groups(rules.Spec(), rules.DefaultSettings())}
-	if len(r.groups) == 0 || len(r.groups[0].Policies) == 0 || r.groups[0].Policies[0].Table != sweep.OutboxTable {
-		return nil, errors.New("the rules service's first sweep policy is not the outbox's")
+	r, err := newRunner(cfg)
+	if err != nil {
+		return nil, err
 	}
-	r.outbox = r.groups[0].Policies[0]
-	if cfg.runs(ScenarioArchive) {
-		// The harness deletes the pass's objects with the same credentials
-		// the child uses: the local store's when the environment names none.
-		if os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_SECRET_ACCESS_KEY") == "" {
-			_ = os.Setenv("AWS_ACCESS_KEY_ID", localS3AccessKey)
-			_ = os.Setenv("AWS_SECRET_ACCESS_KEY", localS3SecretKey)
-		}
-	}
-
 	srv, err := newServer(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return nil, err
@@ -70,9 +60,43 @@ func Run(ctx context.Context, cfg Config) (res *Results, err error) {
 			err = errors.Join(err, fmt.Errorf("drop the run's databases: %w", cerr))
 		}
 	}()
+	res = r.newResults(started)
+	mon, err := startMonitor(ctx, srv)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { res.Machine = mon.stop() }()
+	cfg.logf("bench run %s on PostgreSQL %s (%d CPUs, load %.2f before the run)", srv.runID, mon.machine.Postgres, mon.machine.CPUs, mon.machine.LoadBefore)
+	if err := r.runScenarios(ctx, res); err != nil {
+		return res, err
+	}
+	res.Seconds = time.Since(started).Seconds()
+	res.Summary, res.Goals = summarize(res)
+	return res, nil
+}
 
-	as := archive.DefaultSettings()
-	res = &Results{
+// newRunner checks the sweep policy the drain measures (the rules service's
+// outbox policy at its defaults) and, for the archive, sets the local
+// store's credentials when the environment names none: the harness deletes
+// the pass's objects with the credentials the child uses.
+func newRunner(cfg Config) (*runner, error) {
+	r := &runner{cfg: cfg, groups: app.Groups(rules.Spec(), rules.DefaultSettings())}
+	if len(r.groups) == 0 || len(r.groups[0].Policies) == 0 || r.groups[0].Policies[0].Table != sweep.OutboxTable {
+		return nil, errors.New("the rules service's first sweep policy is not the outbox's")
+	}
+	r.outbox = r.groups[0].Policies[0]
+	if cfg.runs(ScenarioArchive) && os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_SECRET_ACCESS_KEY") == "" {
+		_ = os.Setenv("AWS_ACCESS_KEY_ID", localS3AccessKey)
+		_ = os.Setenv("AWS_SECRET_ACCESS_KEY", localS3SecretKey)
+	}
+	return r, nil
+}
+
+// newResults is the run's results before any scenario: date and
+// configuration.
+func (r *runner) newResults(started time.Time) *Results {
+	cfg, as := r.cfg, archive.DefaultSettings()
+	return &Results{
 		Date: started.Format("2006-01-02"), StartedAt: started.UTC().Truncate(time.Second), Smoke: cfg.Smoke,
 		Config: ConfigReport{
 			Rounds: cfg.Rounds, DrainRows: cfg.DrainRows, SteadyRows: cfg.SteadyRows, ArchiveRows: cfg.ArchiveRows,
@@ -81,16 +105,14 @@ func Run(ctx context.Context, cfg Config) (res *Results, err error) {
 		},
 		Notes: []string{},
 	}
-	mon, err := startMonitor(ctx, srv)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { res.Machine = mon.stop() }()
-	cfg.logf("bench run %s on PostgreSQL %s (%d CPUs, load %.2f before the run)", srv.runID, mon.machine.Postgres, mon.machine.CPUs, mon.machine.LoadBefore)
+}
 
-	if cfg.runs(ScenarioDrain) {
+// runScenarios runs the configured scenarios in order into res.
+func (r *runner) runScenarios(ctx context.Context, res *Results) error {
+	var err error
+	if r.cfg.runs(ScenarioDrain) {
 		if res.Drain, err = r.runDrain(ctx); err != nil {
-			return res, err
+			return err
 		}
 		for _, c := range res.Drain.Configs {
 			if c.Name == cfgKernel && c.RowsPerSec > 0 {
@@ -98,27 +120,25 @@ func Run(ctx context.Context, cfg Config) (res *Results, err error) {
 			}
 		}
 	}
-	if cfg.runs(ScenarioSteady) {
+	if r.cfg.runs(ScenarioSteady) {
 		if res.Steady, err = r.runSteady(ctx); err != nil {
-			return res, err
+			return err
 		}
 	}
-	if cfg.runs(ScenarioWriter) {
+	if r.cfg.runs(ScenarioWriter) {
 		if res.Writer, err = r.runWriter(ctx); err != nil {
-			return res, err
+			return err
 		}
 	}
 	if r.drainTemplate != "" {
 		r.discard(r.drainTemplate) // free its disk before the archive scenario
 	}
-	if cfg.runs(ScenarioArchive) {
+	if r.cfg.runs(ScenarioArchive) {
 		if res.Archive, err = r.runArchive(ctx); err != nil {
-			return res, err
+			return err
 		}
 	}
-	res.Seconds = time.Since(started).Seconds()
-	res.Summary, res.Goals = summarize(res)
-	return res, nil
+	return nil
 }
 
 // outboxBatch is the kernel's batch size for the outbox.
@@ -180,10 +200,9 @@ type monitor struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
-	mu            sync.Mutex
-	loads         []float64
-	others        []int
-	othersSamples int
+	mu     sync.Mutex
+	loads  []float64
+	others []int
 }
 
 func startMonitor(ctx context.Context, srv *server) (*monitor, error) {

@@ -88,34 +88,8 @@ func (r *runner) runDrain(ctx context.Context) (*DrainResult, error) {
 	var worstMax float64
 	var yieldedMax int
 	for _, name := range drainConfigs {
-		var rates, ratios, worst, wal, batches []float64
-		var deleted int64
-		boxed := false
-		for _, run := range res.Runs {
-			if run.Config != name {
-				continue
-			}
-			rates = append(rates, run.RowsPerSec)
-			worst = append(worst, run.WorstBatchMS)
-			wal = append(wal, perRow(run.WALBytes, run.Deleted))
-			batches = append(batches, float64(run.Batches))
-			deleted = run.Deleted
-			boxed = boxed || run.TimeBoxed
-			if ceil := ceilingRate(res.Runs, run.Round); ceil > 0 {
-				ratios = append(ratios, run.RowsPerSec/ceil)
-			}
-			if name == cfgKernel {
-				worstMax = max(worstMax, run.WorstBatchMS)
-				yieldedMax = max(yieldedMax, run.Yielded)
-			}
-		}
-		c := DrainConfig{
-			Name: name, Label: r.drainLabel(name), RowsPerSec: median(rates), Ratio: round3(median(ratios)),
-			WorstBatchMS: median(worst), WALPerRow: median(wal), Batches: int(median(batches)), Deleted: deleted, TimeBoxed: boxed,
-		}
-		if boxed && c.RowsPerSec > 0 {
-			c.ExtrapolatedSeconds = float64(eligible) / c.RowsPerSec
-		}
+		c, worst, yielded := r.drainConfig(res, name)
+		worstMax, yieldedMax = max(worstMax, worst), max(yieldedMax, yielded)
 		res.Configs = append(res.Configs, c)
 	}
 	res.Kernel = KernelDrainNote{
@@ -124,6 +98,40 @@ func (r *runner) runDrain(ctx context.Context) (*DrainResult, error) {
 		WorstBatchMaxMS: worstMax, YieldedMax: yieldedMax,
 	}
 	return res, nil
+}
+
+// drainConfig is one configuration's medians over the rounds, and (for the
+// kernel) its worst batch and most yielded batches of any round.
+func (r *runner) drainConfig(res *DrainResult, name string) (c DrainConfig, worstMax float64, yieldedMax int) {
+	var rates, ratios, worst, wal, batches []float64
+	var deleted int64
+	boxed := false
+	for _, run := range res.Runs {
+		if run.Config != name {
+			continue
+		}
+		rates = append(rates, run.RowsPerSec)
+		worst = append(worst, run.WorstBatchMS)
+		wal = append(wal, perRow(run.WALBytes, run.Deleted))
+		batches = append(batches, float64(run.Batches))
+		deleted = run.Deleted
+		boxed = boxed || run.TimeBoxed
+		if ceil := ceilingRate(res.Runs, run.Round); ceil > 0 {
+			ratios = append(ratios, run.RowsPerSec/ceil)
+		}
+		if name == cfgKernel {
+			worstMax = max(worstMax, run.WorstBatchMS)
+			yieldedMax = max(yieldedMax, run.Yielded)
+		}
+	}
+	c = DrainConfig{
+		Name: name, Label: r.drainLabel(name), RowsPerSec: median(rates), Ratio: round3(median(ratios)),
+		WorstBatchMS: median(worst), WALPerRow: median(wal), Batches: int(median(batches)), Deleted: deleted, TimeBoxed: boxed,
+	}
+	if boxed && c.RowsPerSec > 0 {
+		c.ExtrapolatedSeconds = float64(res.Eligible) / c.RowsPerSec
+	}
+	return c, worstMax, yieldedMax
 }
 
 func (r *runner) drainLabel(name string) string {
@@ -173,40 +181,9 @@ func (r *runner) drainOnce(ctx context.Context, tpl, name string, round int) (Dr
 			return fmt.Errorf("wal position: %w", err)
 		}
 		start := time.Now()
-		var batches []time.Duration
-		switch name {
-		case cfgKernel:
-			d, rep, err := r.kernelDrain(ctx, conn)
-			if err != nil {
-				return err
-			}
-			batches, run.Deleted, run.Batches, run.Yielded = d, rep.Deleted, rep.Batches, rep.Yielded
-		case cfgUnbounded, cfgUnboundedIndex:
-			if name == cfgUnboundedIndex {
-				for _, stmt := range forceIndexPlan {
-					if _, err := conn.Exec(ctx, stmt); err != nil {
-						return fmt.Errorf("force the index plan: %w", err)
-					}
-				}
-				start = time.Now()
-			}
-			tag, err := conn.Exec(ctx, deleteUnbounded, r.outbox.WindowDays)
-			if err != nil {
-				return fmt.Errorf("unbounded delete: %w", err)
-			}
-			batches, run.Deleted = []time.Duration{time.Since(start)}, tag.RowsAffected()
-		case cfgRiver:
-			batches, run.Deleted, _, err = batchLoop(ctx, conn, deleteRiverBatch, r.outbox.WindowDays, r.outboxBatch(), 0)
-			if err != nil {
-				return err
-			}
-		case cfgOldestFirst:
-			batches, run.Deleted, run.TimeBoxed, err = batchLoop(ctx, conn, deleteOldestFirstBatch, r.outbox.WindowDays, oldestFirstBatch, r.cfg.TimeBox)
-			if err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("unknown drain configuration %q", name)
+		batches, err := r.drainBy(ctx, conn, name, &run, &start)
+		if err != nil {
+			return err
 		}
 		elapsed := time.Since(start)
 		if err := conn.QueryRow(ctx, walBytesSince, lsn).Scan(&run.WALBytes); err != nil {
@@ -221,6 +198,43 @@ func (r *runner) drainOnce(ctx context.Context, tpl, name string, round int) (Dr
 		return nil
 	})
 	return run, err
+}
+
+// drainBy drains the backlog the way configuration name does, filling
+// run's counts; start is reset when a configuration's set-up must not count
+// (forcing the index plan).
+func (r *runner) drainBy(ctx context.Context, conn *pgx.Conn, name string, run *DrainRun, start *time.Time) ([]time.Duration, error) {
+	var batches []time.Duration
+	var err error
+	switch name {
+	case cfgKernel:
+		d, rep, err := r.kernelDrain(ctx, conn)
+		if err != nil {
+			return nil, err
+		}
+		batches, run.Deleted, run.Batches, run.Yielded = d, rep.Deleted, rep.Batches, rep.Yielded
+	case cfgUnbounded, cfgUnboundedIndex:
+		if name == cfgUnboundedIndex {
+			for _, stmt := range forceIndexPlan {
+				if _, err := conn.Exec(ctx, stmt); err != nil {
+					return nil, fmt.Errorf("force the index plan: %w", err)
+				}
+			}
+			*start = time.Now()
+		}
+		tag, err := conn.Exec(ctx, deleteUnbounded, r.outbox.WindowDays)
+		if err != nil {
+			return nil, fmt.Errorf("unbounded delete: %w", err)
+		}
+		batches, run.Deleted = []time.Duration{time.Since(*start)}, tag.RowsAffected()
+	case cfgRiver:
+		batches, run.Deleted, _, err = batchLoop(ctx, conn, deleteRiverBatch, r.outbox.WindowDays, r.outboxBatch(), 0)
+	case cfgOldestFirst:
+		batches, run.Deleted, run.TimeBoxed, err = batchLoop(ctx, conn, deleteOldestFirstBatch, r.outbox.WindowDays, oldestFirstBatch, r.cfg.TimeBox)
+	default:
+		return nil, fmt.Errorf("unknown drain configuration %q", name)
+	}
+	return batches, err
 }
 
 // kernelDrain runs the kernel's PruneTable with the real outbox policy on

@@ -96,77 +96,107 @@ func WriteJSON(res *Results, dir string) (string, error) {
 // section shows.
 func Markdown(res *Results) string {
 	var b strings.Builder
+	writeMachine(&b, res)
+	if d := res.Drain; d != nil {
+		writeDrain(&b, res, d)
+	}
+	if s := res.Steady; s != nil {
+		writeSteady(&b, s)
+	}
+	if w := res.Writer; w != nil {
+		writeWriter(&b, res, w)
+	}
+	if a := res.Archive; a != nil {
+		writeArchive(&b, a)
+	}
+	writeGoals(&b, res)
+	return b.String()
+}
+
+// writeMachine writes the run's header: date, rounds, machine and load.
+func writeMachine(b *strings.Builder, res *Results) {
 	m := res.Machine
-	fmt.Fprintf(&b, "Run of %s: %d rounds per configuration, interleaved, medians; every ratio is measured side by side in this run.\n", res.Date, res.Config.Rounds)
+	fmt.Fprintf(b, "Run of %s: %d rounds per configuration, interleaved, medians; every ratio is measured side by side in this run.\n", res.Date, res.Config.Rounds)
 	busy := "idle apart from the run"
 	if m.Busy {
 		busy = fmt.Sprintf("BUSY: other sessions were active (mean %.1f, max %d), so absolute timings are noisy", m.OtherBackendsMean, m.OtherBackendsMax)
 	}
-	fmt.Fprintf(&b, "Machine: %d CPUs, %d GiB, PostgreSQL %s, %s; load %.2f before, mean %.2f during; %s.\n",
+	fmt.Fprintf(b, "Machine: %d CPUs, %d GiB, PostgreSQL %s, %s; load %.2f before, mean %.2f during; %s.\n",
 		m.CPUs, m.MemGiB, m.Postgres, m.Go, m.LoadBefore, m.LoadMean, busy)
 	if res.Smoke {
 		b.WriteString("SMOKE RUN (tiny sizes): the numbers only show that the harness works.\n")
 	}
 
-	if d := res.Drain; d != nil {
-		fmt.Fprintf(&b, "\n**Backlog drain**: %s-row `event_outbox`, %s eligible (45%%), window %d d.\n\n",
-			thousands(int64(d.Rows)), thousands(d.Eligible), res.Config.WindowDays)
-		b.WriteString("| way of draining the backlog | rows/s | ratio to one unbounded DELETE | worst batch (ms) | WAL bytes/row | batches |\n")
-		b.WriteString("|---|---:|---:|---:|---:|---:|\n")
-		for _, c := range d.Configs {
-			batches := strconv.Itoa(c.Batches)
-			if c.TimeBoxed {
-				batches += fmt.Sprintf(" in the box; whole backlog ≈ %s s extrapolated", trim(c.ExtrapolatedSeconds, 0))
-			}
-			fmt.Fprintf(&b, "| %s | %s | **%s** | %s | %s | %s |\n", c.Label, thousands(int64(c.RowsPerSec)), trim(c.Ratio, 3),
-				trim(c.WorstBatchMS, 1), trim(c.WALPerRow, 0), batches)
-		}
-		fmt.Fprintf(&b, "\nKernel: batch %d, statement timeout %d ms, lock timeout %d ms; worst batch is the longest time locks were held (a statement that commits on its own, as the kernel's batches on its connection do, or BEGIN…COMMIT), median over rounds (max of all rounds %s ms). WAL is the cluster-wide insert-position difference.\n",
-			d.Kernel.BatchSize, d.Kernel.StatementTimeoutMS, d.Kernel.LockTimeoutMS, trim(d.Kernel.WorstBatchMaxMS, 1))
-		if d.Kernel.YieldedMax > 0 {
-			fmt.Fprintf(&b, "Up to %d of a kernel drain's batches ran at the yield batch size because another session of the server committed a write (`prune_yield_to_writers`; autovacuum's ANALYZE writes too), so its rate understates a quiet server's.\n", d.Kernel.YieldedMax)
-		}
-	}
-	if s := res.Steady; s != nil {
-		fmt.Fprintf(&b, "\n**Steady state**: %s-row `event_outbox` spanning the window + 1 h; one full sweep cycle (`Sweeper.RunOnce`: lease, outbox, backlog gauge, inbox), an idle connection in the pool as in `serve` unless said.\n\n", thousands(int64(s.Rows)))
-		b.WriteString("| cycle | ms |\n|---|---:|\n")
-		fmt.Fprintf(&b, "| hourly cycle (%s rows eligible) | %s |\n", thousands(s.HourlyDeleted), trim(s.HourlyCycleMS, 1))
-		fmt.Fprintf(&b, "| nothing eligible, right after the hourly cycle (dead tuples not vacuumed) | **%s** |\n", trim(s.IdleCycleMS, 1))
-		fmt.Fprintf(&b, "| nothing eligible, after VACUUM | %s |\n", trim(s.IdleVacuumedCycleMS, 1))
-		fmt.Fprintf(&b, "| nothing eligible, opening a new connection first (as `sweep --once`) | %s |\n", trim(s.IdleColdCycleMS, 1))
-	}
-	if w := res.Writer; w != nil {
-		fmt.Fprintf(&b, "\n**Writer impact**: one writer staging outbox events (`outbox.Stage`, one transaction each) at %d/s, latency from the scheduled time; %.1f s windows.\n\n", w.RatePerSec, w.WindowS)
-		b.WriteString("| writer | p50 (ms) | p99 (ms) |\n|---|---:|---:|\n")
-		fmt.Fprintf(&b, "| while the kernel drains the backlog | %s | %s |\n", trim(w.DrainP50MS, 2), trim(w.DrainP99MS, 2))
-		fmt.Fprintf(&b, "| with no sweep | %s | %s |\n", trim(w.AloneP50MS, 2), trim(w.AloneP99MS, 2))
-		fmt.Fprintf(&b, "| **ratio** | **%s** | **%s** |\n", trim(w.P50Ratio, 3), trim(w.P99Ratio, 3))
-		fmt.Fprintf(&b, "\nThe ratios are medians of each round's ratio. All rounds' samples pooled: p99 %s ms with the drain, %s ms without, ratio %s.\n",
-			trim(w.PooledDrainP99MS, 2), trim(w.PooledAloneP99MS, 2), trim(w.PooledP99Ratio, 3))
-		fmt.Fprintf(&b, "The drain saw the writer and yielded (`prune_yield_to_writers`): %d of its %d batches ran at the yield batch size because of it, and it drained %s rows/s while the writer ran (medians)", w.DrainYielded, w.DrainBatches, thousands(int64(w.DrainRowsPerSec)))
-		if d := res.Drain; d != nil {
-			for _, c := range d.Configs {
-				if c.Name == cfgKernel && c.RowsPerSec > 0 {
-					fmt.Fprintf(&b, ", %s of its rate with nobody else writing", trim(w.DrainRowsPerSec/c.RowsPerSec, 2))
-				}
-			}
-		}
-		b.WriteString(".\n")
-	}
-	if a := res.Archive; a != nil {
-		fmt.Fprintf(&b, "\n**Archive**: %s aged `rule_evaluations` (+ %s hot kept), batch %d, max_batch_bytes %s MiB, to the S3 server; `rules archive run` as a child process (start-up and boot probe included).\n\n",
-			thousands(int64(a.Rows)), thousands(int64(a.HotRows)), a.BatchSize, trim(float64(a.MaxBatchBytes)/(1<<20), 0))
-		b.WriteString("| | rows/s | ratio to COPY | peak RSS (MiB) |\n|---|---:|---:|---:|\n")
-		fmt.Fprintf(&b, "| archive pass (select, NDJSON, 2 PUTs, delete + ledger + event per batch) | %s | **%s** | %s (max %s) |\n",
-			thousands(int64(a.ArchiveRowsPS)), trim(a.Ratio, 3), trim(a.PeakRSSMiB, 1), trim(a.PeakRSSMaxMiB, 1))
-		fmt.Fprintf(&b, "| `COPY (SELECT to_jsonb(t) …) TO STDOUT` (ceiling) | %s | 1 | – |\n", thousands(int64(a.CopyRowsPS)))
-		if big := a.BigRows; big != nil {
-			fmt.Fprintf(&b, "| archive pass of %s rows of %d KiB at batch size %s (the selection stops at max_batch_bytes; %d archives, %s s) | – | – | %s |\n",
-				thousands(int64(big.Rows)), big.RowBytes>>10, thousands(int64(big.BatchSize)), big.Archives, trim(big.Seconds, 1), trim(big.PeakRSSMiB, 1))
-		}
-		b.WriteString("\n`archive fetch`-style lookup by id: not measured (there is no `archive fetch` yet).\n")
-	}
+}
 
+// writeDrain writes the backlog-drain table.
+func writeDrain(b *strings.Builder, res *Results, d *DrainResult) {
+	fmt.Fprintf(b, "\n**Backlog drain**: %s-row `event_outbox`, %s eligible (45%%), window %d d.\n\n",
+		thousands(int64(d.Rows)), thousands(d.Eligible), res.Config.WindowDays)
+	b.WriteString("| way of draining the backlog | rows/s | ratio to one unbounded DELETE | worst batch (ms) | WAL bytes/row | batches |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|\n")
+	for _, c := range d.Configs {
+		batches := strconv.Itoa(c.Batches)
+		if c.TimeBoxed {
+			batches += fmt.Sprintf(" in the box; whole backlog ≈ %s s extrapolated", trim(c.ExtrapolatedSeconds, 0))
+		}
+		fmt.Fprintf(b, "| %s | %s | **%s** | %s | %s | %s |\n", c.Label, thousands(int64(c.RowsPerSec)), trim(c.Ratio, 3),
+			trim(c.WorstBatchMS, 1), trim(c.WALPerRow, 0), batches)
+	}
+	fmt.Fprintf(b, "\nKernel: batch %d, statement timeout %d ms, lock timeout %d ms; worst batch is the longest time locks were held (a statement that commits on its own, as the kernel's batches on its connection do, or BEGIN…COMMIT), median over rounds (max of all rounds %s ms). WAL is the cluster-wide insert-position difference.\n",
+		d.Kernel.BatchSize, d.Kernel.StatementTimeoutMS, d.Kernel.LockTimeoutMS, trim(d.Kernel.WorstBatchMaxMS, 1))
+	if d.Kernel.YieldedMax > 0 {
+		fmt.Fprintf(b, "Up to %d of a kernel drain's batches ran at the yield batch size because another session of the server committed a write (`prune_yield_to_writers`; autovacuum's ANALYZE writes too), so its rate understates a quiet server's.\n", d.Kernel.YieldedMax)
+	}
+}
+
+// writeSteady writes the steady-state table.
+func writeSteady(b *strings.Builder, s *SteadyResult) {
+	fmt.Fprintf(b, "\n**Steady state**: %s-row `event_outbox` spanning the window + 1 h; one full sweep cycle (`Sweeper.RunOnce`: lease, outbox, backlog gauge, inbox), an idle connection in the pool as in `serve` unless said.\n\n", thousands(int64(s.Rows)))
+	b.WriteString("| cycle | ms |\n|---|---:|\n")
+	fmt.Fprintf(b, "| hourly cycle (%s rows eligible) | %s |\n", thousands(s.HourlyDeleted), trim(s.HourlyCycleMS, 1))
+	fmt.Fprintf(b, "| nothing eligible, right after the hourly cycle (dead tuples not vacuumed) | **%s** |\n", trim(s.IdleCycleMS, 1))
+	fmt.Fprintf(b, "| nothing eligible, after VACUUM | %s |\n", trim(s.IdleVacuumedCycleMS, 1))
+	fmt.Fprintf(b, "| nothing eligible, opening a new connection first (as `sweep --once`) | %s |\n", trim(s.IdleColdCycleMS, 1))
+}
+
+// writeWriter writes the writer-impact table.
+func writeWriter(b *strings.Builder, res *Results, w *WriterResult) {
+	fmt.Fprintf(b, "\n**Writer impact**: one writer staging outbox events (`outbox.Stage`, one transaction each) at %d/s, latency from the scheduled time; %.1f s windows.\n\n", w.RatePerSec, w.WindowS)
+	b.WriteString("| writer | p50 (ms) | p99 (ms) |\n|---|---:|---:|\n")
+	fmt.Fprintf(b, "| while the kernel drains the backlog | %s | %s |\n", trim(w.DrainP50MS, 2), trim(w.DrainP99MS, 2))
+	fmt.Fprintf(b, "| with no sweep | %s | %s |\n", trim(w.AloneP50MS, 2), trim(w.AloneP99MS, 2))
+	fmt.Fprintf(b, "| **ratio** | **%s** | **%s** |\n", trim(w.P50Ratio, 3), trim(w.P99Ratio, 3))
+	fmt.Fprintf(b, "\nThe ratios are medians of each round's ratio. All rounds' samples pooled: p99 %s ms with the drain, %s ms without, ratio %s.\n",
+		trim(w.PooledDrainP99MS, 2), trim(w.PooledAloneP99MS, 2), trim(w.PooledP99Ratio, 3))
+	fmt.Fprintf(b, "The drain saw the writer and yielded (`prune_yield_to_writers`): %d of its %d batches ran at the yield batch size because of it, and it drained %s rows/s while the writer ran (medians)", w.DrainYielded, w.DrainBatches, thousands(int64(w.DrainRowsPerSec)))
+	if d := res.Drain; d != nil {
+		for _, c := range d.Configs {
+			if c.Name == cfgKernel && c.RowsPerSec > 0 {
+				fmt.Fprintf(b, ", %s of its rate with nobody else writing", trim(w.DrainRowsPerSec/c.RowsPerSec, 2))
+			}
+		}
+	}
+	b.WriteString(".\n")
+}
+
+// writeArchive writes the archive table.
+func writeArchive(b *strings.Builder, a *ArchiveResult) {
+	fmt.Fprintf(b, "\n**Archive**: %s aged `rule_evaluations` (+ %s hot kept), batch %d, max_batch_bytes %s MiB, to the S3 server; `rules archive run` as a child process (start-up and boot probe included).\n\n",
+		thousands(int64(a.Rows)), thousands(int64(a.HotRows)), a.BatchSize, trim(float64(a.MaxBatchBytes)/(1<<20), 0))
+	b.WriteString("| | rows/s | ratio to COPY | peak RSS (MiB) |\n|---|---:|---:|---:|\n")
+	fmt.Fprintf(b, "| archive pass (select, NDJSON, 2 PUTs, delete + ledger + event per batch) | %s | **%s** | %s (max %s) |\n",
+		thousands(int64(a.ArchiveRowsPS)), trim(a.Ratio, 3), trim(a.PeakRSSMiB, 1), trim(a.PeakRSSMaxMiB, 1))
+	fmt.Fprintf(b, "| `COPY (SELECT to_jsonb(t) …) TO STDOUT` (ceiling) | %s | 1 | – |\n", thousands(int64(a.CopyRowsPS)))
+	if big := a.BigRows; big != nil {
+		fmt.Fprintf(b, "| archive pass of %s rows of %d KiB at batch size %s (the selection stops at max_batch_bytes; %d archives, %s s) | – | – | %s |\n",
+			thousands(int64(big.Rows)), big.RowBytes>>10, thousands(int64(big.BatchSize)), big.Archives, trim(big.Seconds, 1), trim(big.PeakRSSMiB, 1))
+	}
+	b.WriteString("\n`archive fetch`-style lookup by id: not measured (there is no `archive fetch` yet).\n")
+}
+
+// writeGoals writes the goals table and the notes.
+func writeGoals(b *strings.Builder, res *Results) {
 	b.WriteString("\n**Goals** (issue 5)\n\n| what | goal | measured | met |\n|---|---|---:|---|\n")
 	for _, g := range res.Goals {
 		measured, met := "not measured", "–"
@@ -177,12 +207,11 @@ func Markdown(res *Results) string {
 				met = "yes"
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", g.What, g.Goal, measured, met)
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", g.What, g.Goal, measured, met)
 	}
 	for _, n := range res.Notes {
-		fmt.Fprintf(&b, "\nNOTE: %s\n", n)
+		fmt.Fprintf(b, "\nNOTE: %s\n", n)
 	}
-	return b.String()
 }
 
 // thousands formats n with comma separators.

@@ -78,26 +78,8 @@ func (r *runner) steadyOnce(ctx context.Context, tpl string, round int) (SteadyR
 	if err != nil {
 		return run, err
 	}
-	// A cycle in serve finds an idle connection in the service's pool (the
-	// outbox drain keeps one): warm makes sure there is one before the
-	// clock starts, so a cycle's cost is its own, not a new connection's.
-	// The cold cycle (as `sweep --once`, a new process) is reported apart.
-	warm := true
-	cycle := func() (time.Duration, int64, error) {
-		if warm {
-			if _, err := pool.Exec(ctx, "SELECT 1"); err != nil {
-				return 0, 0, err
-			}
-		}
-		start := time.Now()
-		rep, err := s.RunOnce(ctx)
-		d := time.Since(start)
-		if err == nil && !rep.LockAcquired {
-			err = fmt.Errorf("the sweep lease was taken")
-		}
-		return d, rep.Deleted(), err
-	}
-	d, n, err := cycle()
+	c := &steadyCycles{pool: pool, sweeper: s, warm: true}
+	d, n, err := c.cycle(ctx)
 	if err != nil {
 		return run, fmt.Errorf("hourly cycle: %w", err)
 	}
@@ -105,34 +87,63 @@ func (r *runner) steadyOnce(ctx context.Context, tpl string, round int) (SteadyR
 		return run, fmt.Errorf("hourly cycle deleted nothing: the seed's eligible hour is missing")
 	}
 	run.HourlyCycleMS, run.HourlyDeleted = ms(d), n
-	idle := func() (float64, error) {
-		var ds []float64
-		for range idleCycles {
-			d, n, err := cycle()
-			if err != nil {
-				return 0, err
-			}
-			if n != 0 {
-				return 0, fmt.Errorf("a cycle with nothing eligible deleted %d rows", n)
-			}
-			ds = append(ds, ms(d))
-		}
-		return median(ds), nil
-	}
-	if run.IdleCycleMS, err = idle(); err != nil {
+	if run.IdleCycleMS, err = c.idle(ctx); err != nil {
 		return run, fmt.Errorf("idle cycle: %w", err)
 	}
 	if _, err := pool.Exec(ctx, "VACUUM event_outbox"); err != nil {
 		return run, fmt.Errorf("vacuum: %w", err)
 	}
-	if run.IdleVacuumedCycleMS, err = idle(); err != nil {
+	if run.IdleVacuumedCycleMS, err = c.idle(ctx); err != nil {
 		return run, fmt.Errorf("idle cycle after vacuum: %w", err)
 	}
 	// The lease closes the connection it held: with nothing idle in the
 	// pool, the next cycle connects first.
-	warm = false
-	if run.IdleColdCycleMS, err = idle(); err != nil {
+	c.warm = false
+	if run.IdleColdCycleMS, err = c.idle(ctx); err != nil {
 		return run, fmt.Errorf("idle cycle with a new connection: %w", err)
 	}
 	return run, nil
+}
+
+// steadyCycles times sweep cycles on one copy. A cycle in serve finds an
+// idle connection in the service's pool (the outbox drain keeps one): warm
+// makes sure there is one before the clock starts, so a cycle's cost is its
+// own, not a new connection's. The cold cycle (as `sweep --once`, a new
+// process) is reported apart.
+type steadyCycles struct {
+	pool    *pgxpool.Pool
+	sweeper *sweep.Sweeper
+	warm    bool
+}
+
+// cycle times one sweep cycle and returns the rows it deleted.
+func (c *steadyCycles) cycle(ctx context.Context) (time.Duration, int64, error) {
+	if c.warm {
+		if _, err := c.pool.Exec(ctx, "SELECT 1"); err != nil {
+			return 0, 0, err
+		}
+	}
+	start := time.Now()
+	rep, err := c.sweeper.RunOnce(ctx)
+	d := time.Since(start)
+	if err == nil && !rep.LockAcquired {
+		err = fmt.Errorf("the sweep lease was taken")
+	}
+	return d, rep.Deleted(), err
+}
+
+// idle is the median of idleCycles cycles that must find nothing eligible.
+func (c *steadyCycles) idle(ctx context.Context) (float64, error) {
+	var ds []float64
+	for range idleCycles {
+		d, n, err := c.cycle(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if n != 0 {
+			return 0, fmt.Errorf("a cycle with nothing eligible deleted %d rows", n)
+		}
+		ds = append(ds, ms(d))
+	}
+	return median(ds), nil
 }

@@ -127,6 +127,39 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 			res.Runs = append(res.Runs, run)
 		}
 	}
+	res.summarize(drainWindows)
+	return res, nil
+}
+
+// measureWindow waits out the writer's warm-up, then runs the window: the
+// kernel's drain (cfgWithDrain, its counts into run) or a wait of alone.
+// It returns when the window started.
+func (r *runner) measureWindow(ctx context.Context, name string, dconn *pgx.Conn, alone time.Duration, run *WriterRun) (time.Time, error) {
+	select {
+	case <-time.After(writerWarmup):
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
+	from := time.Now()
+	if name == cfgWithDrain {
+		_, rep, err := r.kernelDrain(ctx, dconn)
+		if err != nil {
+			return from, err
+		}
+		run.Deleted, run.Batches, run.Yielded = rep.Deleted, rep.Batches, rep.Yielded
+		return from, nil
+	}
+	select {
+	case <-time.After(alone):
+		return from, nil
+	case <-ctx.Done():
+		return from, ctx.Err()
+	}
+}
+
+// summarize sets the medians, per-round ratios and pooled percentiles from
+// the runs; drainWindows are the drains' windows.
+func (res *WriterResult) summarize(drainWindows []float64) {
 	var dp50, dp99, ap50, ap99, r50, r99, batches, yielded, rates []float64
 	var pooledDrain, pooledAlone []time.Duration
 	for _, run := range res.Runs {
@@ -159,7 +192,6 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 	if res.PooledAloneP99MS > 0 {
 		res.PooledP99Ratio = round3(res.PooledDrainP99MS / res.PooledAloneP99MS)
 	}
-	return res, nil
 }
 
 // writerOnce runs the writer on a fresh copy, with the kernel draining the
@@ -198,27 +230,10 @@ func (r *runner) writerOnce(ctx context.Context, name string, round int, alone t
 		close(stop)
 		return <-done
 	}
-	select {
-	case <-time.After(writerWarmup):
-	case <-ctx.Done():
+	from, err := r.measureWindow(ctx, name, dconn, alone, &run)
+	if err != nil {
 		stopWriter()
-		return run, ctx.Err()
-	}
-	from := time.Now()
-	if name == cfgWithDrain {
-		_, rep, err := r.kernelDrain(ctx, dconn)
-		if err != nil {
-			stopWriter()
-			return run, err
-		}
-		run.Deleted, run.Batches, run.Yielded = rep.Deleted, rep.Batches, rep.Yielded
-	} else {
-		select {
-		case <-time.After(alone):
-		case <-ctx.Done():
-			stopWriter()
-			return run, ctx.Err()
-		}
+		return run, err
 	}
 	to := time.Now()
 	w := stopWriter()

@@ -68,6 +68,21 @@ func Demo(ctx context.Context) error {
 // (2,500 at the default batch of 1,000).
 const demoArchiveBudget = "10"
 
+// demoPass is the part of `rules archive run --json` the demo prints.
+type demoPass struct {
+	More   bool `json:"more"`
+	Tables []struct {
+		Table    string `json:"table"`
+		Archived int64  `json:"archived"`
+		Archives []struct {
+			ArchiveID   string `json:"archive_id"`
+			DataKey     string `json:"data_key"`
+			ManifestKey string `json:"manifest_key"`
+			RecordCount int    `json:"record_count"`
+		} `json:"archives"`
+	} `json:"tables"`
+}
+
 // demoArchive turns the rules archiver on for one manual pass over the demo
 // database (it is OFF by default everywhere, D11) and prints what it wrote.
 func demoArchive(ctx context.Context, server string) error {
@@ -99,19 +114,7 @@ func demoArchive(ctx context.Context, server string) error {
 	if err != nil {
 		return fmt.Errorf("%s archive run: %w\n%s", bin, err, out)
 	}
-	var pass struct {
-		More   bool `json:"more"`
-		Tables []struct {
-			Table    string `json:"table"`
-			Archived int64  `json:"archived"`
-			Archives []struct {
-				ArchiveID   string `json:"archive_id"`
-				DataKey     string `json:"data_key"`
-				ManifestKey string `json:"manifest_key"`
-				RecordCount int    `json:"record_count"`
-			} `json:"archives"`
-		} `json:"tables"`
-	}
+	var pass demoPass
 	if err := json.Unmarshal([]byte(out), &pass); err != nil {
 		return fmt.Errorf("%s archive run: unreadable report: %w\n%s", bin, err, out)
 	}
@@ -127,6 +130,11 @@ func demoArchive(ctx context.Context, server string) error {
 			fmt.Printf("| %s | %d | %s | %s |\n", a.ArchiveID, a.RecordCount, a.DataKey, a.ManifestKey)
 		}
 	}
+	return printLedger(ctx, conn)
+}
+
+// printLedger prints the demo's archive_ledger rows as a table.
+func printLedger(ctx context.Context, conn *pgx.Conn) error {
 	rows, err := conn.Query(ctx, `SELECT archive_id::text, record_count, first_record_id::text, last_record_id::text,
 		to_char(first_record_at, 'YYYY-MM-DD HH24:MI:SS'), to_char(last_record_at, 'YYYY-MM-DD HH24:MI:SS'),
 		store_endpoint, store_bucket, archived_by FROM archive_ledger ORDER BY archived_at, archive_id`)
@@ -189,15 +197,8 @@ func demoService(ctx context.Context, server, service string) ([]demoRow, string
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 
-	// Every service gets the transport seed, then its own seed if it has one.
-	for _, seed := range []string{filepath.Join("queries", "demo", "transport.sql"), filepath.Join("queries", "demo", service+".sql")} {
-		if _, err := os.Stat(seed); errors.Is(err, fs.ErrNotExist) && !strings.HasSuffix(seed, "transport.sql") {
-			continue
-		}
-		fmt.Printf("==> seed %s\n", seed)
-		if err := execFile(ctx, conn, seed); err != nil {
-			return nil, "", err
-		}
+	if err := seedDemo(ctx, conn, service); err != nil {
+		return nil, "", err
 	}
 	tables, err := userTables(ctx, conn, service)
 	if err != nil {
@@ -225,6 +226,26 @@ func demoService(ctx context.Context, server, service string) ([]demoRow, string
 	if err != nil {
 		return nil, "", err
 	}
+	return demoRows(service, tables, before, after, report), pretty, nil
+}
+
+// seedDemo runs the transport seed, then the service's own if it has one.
+func seedDemo(ctx context.Context, conn *pgx.Conn, service string) error {
+	for _, seed := range []string{filepath.Join("queries", "demo", "transport.sql"), filepath.Join("queries", "demo", service+".sql")} {
+		if _, err := os.Stat(seed); errors.Is(err, fs.ErrNotExist) && !strings.HasSuffix(seed, "transport.sql") {
+			continue
+		}
+		fmt.Printf("==> seed %s\n", seed)
+		if err := execFile(ctx, conn, seed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// demoRows is a row per table: its counts around the sweep and what the
+// sweep reported deleting.
+func demoRows(service string, tables []string, before, after map[string]int64, report sweepReport) []demoRow {
 	rows := make([]demoRow, 0, len(tables))
 	for _, t := range tables {
 		r := demoRow{service: service, table: t, before: before[t], after: after[t]}
@@ -236,7 +257,7 @@ func demoService(ctx context.Context, server, service string) ([]demoRow, string
 		}
 		rows = append(rows, r)
 	}
-	return rows, pretty, nil
+	return rows
 }
 
 // execFile runs a SQL file of several statements (simple protocol).

@@ -152,7 +152,7 @@ func withDB(ctx context.Context, dbURL string, fn func(*sql.DB) error) error {
 	if err != nil {
 		return fmt.Errorf("open %s: %w", settings.Redact(dbURL), err)
 	}
-	defer db.Close()
+	defer func() { _ = db.Close() }()
 	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {

@@ -371,7 +371,7 @@ func waitStoreReady(ctx context.Context, exited <-chan error) error {
 		last = err
 		select {
 		case err := <-exited:
-			return fmt.Errorf("versitygw exited: %v", err)
+			return fmt.Errorf("versitygw exited: %w", err)
 		case <-ctx.Done():
 			return fmt.Errorf("no answer at http://%s%s within %s: %w", storeAddr, storeHealthPath, storeStartTimeout, last)
 		case <-time.After(50 * time.Millisecond):

@@ -307,7 +307,7 @@ func TestNewWorkerConsentAndConfig(t *testing.T) {
 			}
 			require.ErrorIs(t, err, tt.wantErr)
 			require.Nil(t, w)
-			if tt.wantErr == archive.ErrDisabled {
+			if errors.Is(tt.wantErr, archive.ErrDisabled) {
 				require.ErrorContains(t, err, "archive.enabled=true")
 			}
 		})

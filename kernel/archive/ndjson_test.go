@@ -2,6 +2,7 @@ package archive_test
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -33,7 +34,7 @@ func TestNDJSONStreamsTheEncoding(t *testing.T) {
 		for {
 			k, err := n.Read(buf)
 			got.Write(buf[:k])
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 			require.NoError(t, err)

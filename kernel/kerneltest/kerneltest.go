@@ -237,28 +237,37 @@ func ensureTemplate(ctx context.Context, server string, sets []migrations.Set) (
 	case !errors.Is(err, pgx.ErrNoRows):
 		return "", fmt.Errorf("look up template: %w", err)
 	}
+	if err := buildTemplate(ctx, admin, server, tpl, sets); err != nil {
+		return "", err
+	}
+	return tpl, nil
+}
+
+// buildTemplate creates database tpl on server, migrates it with sets and
+// marks it a template.
+func buildTemplate(ctx context.Context, admin *pgx.Conn, server, tpl string, sets []migrations.Set) error {
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{tpl}.Sanitize()); err != nil {
-		return "", fmt.Errorf("create template: %w", err)
+		return fmt.Errorf("create template: %w", err)
 	}
 	u, err := replaceDatabase(server, tpl)
 	if err != nil {
-		return "", err
+		return err
 	}
 	pool, err := pgxpool.New(ctx, u)
 	if err != nil {
-		return "", err
+		return err
 	}
 	db := stdlib.OpenDBFromPool(pool)
 	_, merr := migrate.Up(ctx, db, sets, nil)
 	_ = db.Close()
 	pool.Close()
 	if merr != nil {
-		return "", fmt.Errorf("migrate template: %w", merr)
+		return fmt.Errorf("migrate template: %w", merr)
 	}
 	if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{tpl}.Sanitize()+" WITH IS_TEMPLATE true"); err != nil {
-		return "", fmt.Errorf("mark template: %w", err)
+		return fmt.Errorf("mark template: %w", err)
 	}
-	return tpl, nil
+	return nil
 }
 
 func createFromTemplate(ctx context.Context, admin *pgx.Conn, name, tpl string) error {

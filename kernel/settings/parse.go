@@ -140,55 +140,70 @@ func strictHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
 	if !ok {
 		return data, nil
 	}
-	kind := to.Kind()
 	if to == durationType {
 		return parseDuration(s)
 	}
-	switch kind {
+	switch to.Kind() {
 	case reflect.String:
 		return s, nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		if err := checkInt(s, false); err != nil {
-			return nil, err
-		}
-		v, err := strconv.ParseInt(strings.TrimPrefix(s, "+"), 10, to.Bits())
-		if err != nil {
-			return nil, fmt.Errorf("%s is out of range for this key", s)
-		}
-		return reflect.ValueOf(v).Convert(to).Interface(), nil
+		return parseInt(s, to)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if err := checkInt(s, true); err != nil {
-			return nil, err
-		}
-		v, err := strconv.ParseUint(strings.TrimPrefix(s, "+"), 10, to.Bits())
-		if err != nil {
-			return nil, fmt.Errorf("%s is out of range for this key", s)
-		}
-		return reflect.ValueOf(v).Convert(to).Interface(), nil
+		return parseUint(s, to)
 	case reflect.Bool:
-		switch strings.ToLower(strings.TrimSpace(s)) {
-		case "true":
-			return true, nil
-		case "false":
-			return false, nil
-		case "":
-			return nil, errors.New("empty value")
-		}
-		return nil, errors.New("must be true or false")
+		return parseBool(s)
 	case reflect.Float32, reflect.Float64:
-		if strings.TrimSpace(s) == "" {
-			return nil, errors.New("empty value")
-		}
-		if !decimalFloat.MatchString(s) {
-			return nil, errors.New("must be a plain decimal number")
-		}
-		v, err := strconv.ParseFloat(s, to.Bits())
-		if err != nil {
-			return nil, fmt.Errorf("%s is out of range for this key", s)
-		}
-		return reflect.ValueOf(v).Convert(to).Interface(), nil
+		return parseFloat(s, to)
 	}
 	return data, nil
+}
+
+func parseInt(s string, to reflect.Type) (any, error) {
+	if err := checkInt(s, false); err != nil {
+		return nil, err
+	}
+	v, err := strconv.ParseInt(strings.TrimPrefix(s, "+"), 10, to.Bits())
+	if err != nil {
+		return nil, fmt.Errorf("%s is out of range for this key", s)
+	}
+	return reflect.ValueOf(v).Convert(to).Interface(), nil
+}
+
+func parseUint(s string, to reflect.Type) (any, error) {
+	if err := checkInt(s, true); err != nil {
+		return nil, err
+	}
+	v, err := strconv.ParseUint(strings.TrimPrefix(s, "+"), 10, to.Bits())
+	if err != nil {
+		return nil, fmt.Errorf("%s is out of range for this key", s)
+	}
+	return reflect.ValueOf(v).Convert(to).Interface(), nil
+}
+
+func parseBool(s string) (any, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	case "":
+		return nil, errors.New("empty value")
+	}
+	return nil, errors.New("must be true or false")
+}
+
+func parseFloat(s string, to reflect.Type) (any, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("empty value")
+	}
+	if !decimalFloat.MatchString(s) {
+		return nil, errors.New("must be a plain decimal number")
+	}
+	v, err := strconv.ParseFloat(s, to.Bits())
+	if err != nil {
+		return nil, fmt.Errorf("%s is out of range for this key", s)
+	}
+	return reflect.ValueOf(v).Convert(to).Interface(), nil
 }
 
 func checkInt(s string, unsigned bool) error {

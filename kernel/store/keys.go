@@ -74,7 +74,7 @@ func ValidateSegment(kind, s string) error {
 		return fmt.Errorf("%w: %s %q is longer than %d bytes", ErrInvalidKey, kind, s, maxSegmentLength)
 	}
 	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' && c != '-' {
 			return fmt.Errorf("%w: %s %q may hold only lowercase [a-z0-9_-]", ErrInvalidKey, kind, s)
 		}
 	}

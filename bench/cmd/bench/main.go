@@ -37,6 +37,30 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
 	}
+	out, err := parseFlags(&cfg, os.Args[1:])
+	if err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := bench.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	path, err := bench.WriteJSON(res, out)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	fmt.Print(bench.Markdown(res))
+	fmt.Printf("\nresults: %s (%.0f s)\n", path, res.Seconds)
+	return 0
+}
+
+// parseFlags applies the command line to cfg (flags beat the environment)
+// and returns the results directory.
+func parseFlags(cfg *bench.Config, args []string) (out string, err error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	smoke := fs.Bool("smoke", cfg.Smoke, "tiny sizes (env "+bench.EnvSmoke+")")
 	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "PostgreSQL server (env "+bench.EnvDatabaseURL+")")
@@ -49,43 +73,33 @@ func run() int {
 	fs.IntVar(&cfg.WriterRate, "writer-rate", cfg.WriterRate, "writer events per second (env "+bench.EnvWriterRate+")")
 	fs.DurationVar(&cfg.TimeBox, "timebox", cfg.TimeBox, "time box of the oldest-first drain per round (env "+bench.EnvTimeBox+")")
 	scenarios := fs.String("scenarios", strings.Join(cfg.Scenarios, ","), "scenarios to run (env "+bench.EnvScenarios+")")
-	out := fs.String("out", "bench/results", "directory of the results JSON")
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		return 2
+	outDir := fs.String("out", "bench/results", "directory of the results JSON")
+	if err := fs.Parse(args); err != nil {
+		return "", err
 	}
 	if *smoke && !cfg.Smoke {
-		// -smoke sets the tiny sizes, except those given by flag too.
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		s := bench.Smoke()
-		for name, v := range map[string]struct{ dst, src *int }{
-			"drain-rows": {&cfg.DrainRows, &s.DrainRows}, "steady-rows": {&cfg.SteadyRows, &s.SteadyRows},
-			"archive-rows": {&cfg.ArchiveRows, &s.ArchiveRows}, "writer-rate": {&cfg.WriterRate, &s.WriterRate},
-		} {
-			if !set[name] {
-				*v.dst = *v.src
-			}
-		}
-		if !set["timebox"] {
-			cfg.TimeBox = s.TimeBox
-		}
-		cfg.Smoke = true
+		applySmoke(cfg, fs)
 	}
 	cfg.Scenarios = bench.ParseScenarios(*scenarios)
+	return *outDir, nil
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	res, err := bench.Run(ctx, cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
+// applySmoke sets the tiny sizes, except those given by flag too.
+func applySmoke(cfg *bench.Config, fs *flag.FlagSet) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	s := bench.Smoke()
+	for name, v := range map[string]struct{ dst, src *int }{
+		"drain-rows": {&cfg.DrainRows, &s.DrainRows}, "steady-rows": {&cfg.SteadyRows, &s.SteadyRows},
+		"archive-rows": {&cfg.ArchiveRows, &s.ArchiveRows}, "writer-rate": {&cfg.WriterRate, &s.WriterRate},
+	} {
+		if !set[name] {
+			*v.dst = *v.src
+		}
 	}
-	path, err := bench.WriteJSON(res, *out)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		return 1
+	if !set["timebox"] {
+		cfg.TimeBox = s.TimeBox
 	}
-	fmt.Print(bench.Markdown(res))
-	fmt.Printf("\nresults: %s (%.0f s)\n", path, res.Seconds)
-	return 0
+	cfg.ArchiveBigRows = s.ArchiveBigRows
+	cfg.Smoke = true
 }
