@@ -16,7 +16,7 @@ import (
 	"slices"
 )
 
-//go:embed transport exchange financial rules security
+//go:embed transport archive exchange financial rules security
 var files embed.FS
 
 // Set is one independently versioned migration set.
@@ -32,6 +32,14 @@ type Set struct {
 // TransportSetName is the name of the set applied to every service database.
 const TransportSetName = "transport"
 
+// ArchiveSetName is the name of the set every archiving service's database
+// gets after its own: the kernel's local archive_ledger.
+const ArchiveSetName = "archive"
+
+// archiving lists the services that archive (their databases get the
+// archive set).
+var archiving = []string{"rules"}
+
 // Services lists the services that own a database, in a stable order.
 var services = []string{"exchange", "financial", "rules", "security"}
 
@@ -41,12 +49,17 @@ func ServiceNames() []string { return slices.Clone(services) }
 // Transport returns the outbox/inbox set applied to every service database.
 func Transport() Set { return mustSet(TransportSetName) }
 
-// ForService returns every set a service database needs, transport first.
+// ForService returns every set a service database needs: transport first,
+// then the service's own, then (for an archiving service) the archive set.
 func ForService(service string) ([]Set, error) {
 	if !slices.Contains(services, service) {
 		return nil, fmt.Errorf("migrations: unknown service %q (known: %v)", service, services)
 	}
-	return []Set{Transport(), mustSet(service)}, nil
+	sets := []Set{Transport(), mustSet(service)}
+	if slices.Contains(archiving, service) {
+		sets = append(sets, mustSet(ArchiveSetName))
+	}
+	return sets, nil
 }
 
 func mustSet(name string) Set {

@@ -15,3 +15,17 @@ WHERE c.oid = ANY (
   AND t.tgenabled <> 'D'
   AND (t.tgtype::int & 2) <> 0
   AND (t.tgtype::int & 16) <> 0;
+
+-- InsertArchiveLedger books one archive in the service's local ledger,
+-- inside the transaction that deletes the archived rows (archive.Bookkeeper).
+-- name: InsertArchiveLedger :exec
+INSERT INTO archive_ledger (
+    archive_id, table_name, data_key, manifest_key, data_sha256, record_count,
+    store_endpoint, store_bucket, first_record_id, last_record_id,
+    first_record_at, last_record_at, hot_window_days, archived_at, archived_by
+) VALUES (
+    sqlc.arg(archive_id), sqlc.arg(table_name), sqlc.arg(data_key), sqlc.arg(manifest_key),
+    sqlc.arg(data_sha256), sqlc.arg(record_count), sqlc.arg(store_endpoint), sqlc.arg(store_bucket),
+    sqlc.arg(first_record_id), sqlc.arg(last_record_id), sqlc.arg(first_record_at),
+    sqlc.arg(last_record_at), sqlc.arg(hot_window_days), sqlc.arg(archived_at), sqlc.arg(archived_by)
+);

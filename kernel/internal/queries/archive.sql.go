@@ -7,7 +7,63 @@ package queries
 
 import (
 	"context"
+
+	"github.com/jackc/pgx/v5/pgtype"
 )
+
+const insertArchiveLedger = `-- name: InsertArchiveLedger :exec
+INSERT INTO archive_ledger (
+    archive_id, table_name, data_key, manifest_key, data_sha256, record_count,
+    store_endpoint, store_bucket, first_record_id, last_record_id,
+    first_record_at, last_record_at, hot_window_days, archived_at, archived_by
+) VALUES (
+    $1, $2, $3, $4,
+    $5, $6, $7, $8,
+    $9, $10, $11,
+    $12, $13, $14, $15
+)
+`
+
+type InsertArchiveLedgerParams struct {
+	ArchiveID     pgtype.UUID
+	TableName     string
+	DataKey       string
+	ManifestKey   string
+	DataSha256    string
+	RecordCount   int32
+	StoreEndpoint string
+	StoreBucket   string
+	FirstRecordID pgtype.UUID
+	LastRecordID  pgtype.UUID
+	FirstRecordAt pgtype.Timestamptz
+	LastRecordAt  pgtype.Timestamptz
+	HotWindowDays int32
+	ArchivedAt    pgtype.Timestamptz
+	ArchivedBy    string
+}
+
+// InsertArchiveLedger books one archive in the service's local ledger,
+// inside the transaction that deletes the archived rows (archive.Bookkeeper).
+func (q *Queries) InsertArchiveLedger(ctx context.Context, arg InsertArchiveLedgerParams) error {
+	_, err := q.db.Exec(ctx, insertArchiveLedger,
+		arg.ArchiveID,
+		arg.TableName,
+		arg.DataKey,
+		arg.ManifestKey,
+		arg.DataSha256,
+		arg.RecordCount,
+		arg.StoreEndpoint,
+		arg.StoreBucket,
+		arg.FirstRecordID,
+		arg.LastRecordID,
+		arg.FirstRecordAt,
+		arg.LastRecordAt,
+		arg.HotWindowDays,
+		arg.ArchivedAt,
+		arg.ArchivedBy,
+	)
+	return err
+}
 
 const insertOnlyTriggers = `-- name: InsertOnlyTriggers :many
 

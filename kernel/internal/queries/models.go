@@ -8,6 +8,24 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type ArchiveLedger struct {
+	ArchiveID     pgtype.UUID
+	TableName     string
+	DataKey       string
+	ManifestKey   string
+	DataSha256    string
+	RecordCount   int32
+	StoreEndpoint string
+	StoreBucket   string
+	FirstRecordID pgtype.UUID
+	LastRecordID  pgtype.UUID
+	FirstRecordAt pgtype.Timestamptz
+	LastRecordAt  pgtype.Timestamptz
+	HotWindowDays int32
+	ArchivedAt    pgtype.Timestamptz
+	ArchivedBy    string
+}
+
 type EventInbox struct {
 	EventID    pgtype.UUID
 	EventType  string
