@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -15,7 +14,6 @@ import (
 
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/kerneltest"
-	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/sweep"
 	"github.com/craig/retention/services/exchange"
@@ -163,88 +161,6 @@ func TestSweepDryRunDisabledTable(t *testing.T) {
 	}
 }
 
-// conformanceSeed returns rows around a policy's window for its table: on
-// both sides of the cutoff by an hour, far past it, and in every state the
-// predicate must exclude. window is the policy's window in days.
-func conformanceSeed(table string, window int) string {
-	past := fmt.Sprintf("now() - interval '%d days 1 hour'", window)   // just eligible
-	short := fmt.Sprintf("now() - interval '%d days -1 hour'", window) // just not
-	switch table {
-	case sweep.OutboxTable:
-		return fmt.Sprintf(`
-INSERT INTO event_outbox (event_type, payload, created_at, published_at) VALUES
-  ('e', '{}', %[1]s, %[1]s), ('e', '{}', %[2]s, %[2]s),
-  ('e', '{}', now() - interval '400 days', now() - interval '1 day'),
-  ('e', '{}', now() - interval '1 day', now() - interval '1 day');
-INSERT INTO event_outbox (event_type, payload, created_at, published_at)
-  SELECT 'e', '{}', now() - interval '40 days' - g * interval '1 minute', now() - interval '40 days' FROM generate_series(1, 6) AS g;
-INSERT INTO event_outbox (event_type, payload, created_at, last_error) VALUES
-  ('e', '{}', now() - interval '400 days', 'x'), ('e', '{}', %[1]s, NULL);`, past, short)
-	case sweep.InboxTable:
-		return fmt.Sprintf(`
-INSERT INTO event_inbox (event_id, event_type, received_at) VALUES
-  (gen_random_uuid(), 'e', %[1]s), (gen_random_uuid(), 'e', %[2]s), (gen_random_uuid(), 'e', now());
-INSERT INTO event_inbox (event_id, event_type, received_at)
-  SELECT gen_random_uuid(), 'e', now() - interval '40 days' - g * interval '1 minute' FROM generate_series(1, 6) AS g;`, past, short)
-	case exchange.SendJobsTable:
-		return fmt.Sprintf(`
-INSERT INTO exchange_send_jobs (status, completed_at)
-  SELECT s, c FROM unnest(ARRAY['pending', 'in_flight', 'sent', 'failed', 'dead_letter']) AS s,
-       unnest(ARRAY[%[1]s, %[2]s, now() - interval '40 days', now() - interval '400 days', NULL]) AS c;
-INSERT INTO exchange_send_jobs (status, completed_at)
-  SELECT 'sent', now() - interval '40 days' - g * interval '1 minute' FROM generate_series(1, 3) AS g;`, past, short)
-	case financial.ReconcileTable:
-		return fmt.Sprintf(`
-INSERT INTO subsidy_reconcile_queue (processed_at, dead_lettered_at)
-  SELECT p, d FROM unnest(ARRAY[%[1]s, %[2]s, now() - interval '40 days', now() - interval '400 days', NULL]) AS p,
-       unnest(ARRAY[NULL, now() - interval '40 days']::timestamptz[]) AS d;
-INSERT INTO subsidy_reconcile_queue (processed_at)
-  SELECT now() - interval '40 days' - g * interval '1 minute' FROM generate_series(1, 4) AS g;`, past, short)
-	}
-	panic("no conformance seed for " + table)
-}
-
-// TestDryRunConformsToTheDelete is the conformance property of every real
-// policy: the kernel's read-only queries, built from the policy's AgeColumn
-// and Eligible, select exactly what its hand-written batch delete deletes.
-// The dry run's eligible count, batches and cap verdict are what the real
-// run then does, and afterwards nothing is eligible.
-func TestDryRunConformsToTheDelete(t *testing.T) {
-	t.Parallel()
-	exchangeGroups := app.Groups(exchange.Spec(), exchange.DefaultSettings())
-	financialGroups := app.Groups(financial.Spec(), financial.DefaultSettings())
-	policies := []struct {
-		service string
-		policy  prune.Policy
-	}{
-		{exchange.Name, exchangeGroups[0].Policies[0]},
-		{exchange.Name, exchangeGroups[0].Policies[1]},
-		{exchange.Name, exchangeGroups[1].Policies[0]},
-		{financial.Name, financialGroups[1].Policies[0]},
-	}
-	require.Equal(t, []string{sweep.OutboxTable, sweep.InboxTable, exchange.SendJobsTable, financial.ReconcileTable},
-		[]string{policies[0].policy.Table, policies[1].policy.Table, policies[2].policy.Table, policies[3].policy.Table})
-
-	for _, pt := range policies {
-		for _, bounds := range []struct {
-			name     string
-			batch    int
-			cycleCap int64
-		}{{"Uncapped", 3, 0}, {"Capped", 2, 4}} {
-			t.Run(pt.policy.Table+"/"+bounds.name, func(t *testing.T) {
-				t.Parallel()
-				db := kerneltest.ServiceDB(t, pt.service)
-				p := pt.policy
-				p.BatchSize, p.CycleCap = bounds.batch, bounds.cycleCap
-				db.Exec(t, conformanceSeed(p.Table, p.WindowDays))
-				kerneltest.CheckPolicy(t, db, p)
-			})
-		}
-	}
-}
-
-// TestSweepDryRunTextHeader pins the text form of a dry run (the one the
-// README shows): its title line, header and one table's line.
 func TestSweepDryRunTextHeader(t *testing.T) {
 	t.Parallel()
 	tc := serviceCases()[0]
