@@ -11,6 +11,7 @@ import (
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/invariants"
 	"github.com/craig/retention/kernel/prune"
+	"github.com/craig/retention/kernel/sweep"
 	"github.com/craig/retention/services/exchange"
 	"github.com/craig/retention/services/financial"
 	"github.com/craig/retention/services/rules"
@@ -89,20 +90,20 @@ func TestEveryPolicyGetsItsInvariant(t *testing.T) {
 // disabled.
 func TestRealPolicyDescriptionsFollowTheirWindow(t *testing.T) {
 	t.Parallel()
-	transport := func(i int) func(window int) prune.Policy {
+	transport := func(table string) func(window int) prune.Policy {
 		return func(window int) prune.Policy {
 			s := exchange.DefaultSettings()
 			// The inbox must outlive the outbox; set both so each is valid.
 			s.EventOutboxRetentionDays, s.EventInboxRetentionDays = window, window
-			return app.Groups(exchange.Spec(), s)[0].Policies[i]
+			return policyOf(t, app.Groups(exchange.Spec(), s), table)
 		}
 	}
 	policies := []struct {
 		name   string
 		policy func(window int) prune.Policy
 	}{
-		{outboxSpec.name, transport(0)},
-		{inboxSpec.name, transport(1)},
+		{outboxSpec.name, transport(outboxSpec.table)},
+		{inboxSpec.name, transport(inboxSpec.table)},
 		{sendJobsSpec.name, func(window int) prune.Policy {
 			s := exchange.DefaultSettings()
 			s.SendJobsRetentionDays = window
@@ -138,4 +139,17 @@ func TestRealPolicyDescriptionsFollowTheirWindow(t *testing.T) {
 			require.Zero(t, s.ThresholdDays)
 		})
 	}
+}
+
+// policyOf finds a table's policy among a service's groups, by name rather
+// than by position.
+func policyOf(t *testing.T, groups []sweep.Group, table string) prune.Policy {
+	t.Helper()
+	for _, p := range sweep.Policies(groups) {
+		if p.Table == table {
+			return p
+		}
+	}
+	t.Fatalf("no policy for %s", table)
+	return prune.Policy{}
 }
