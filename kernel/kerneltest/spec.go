@@ -5,6 +5,8 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/sweep"
 )
@@ -17,6 +19,9 @@ type Tables struct {
 	Service  string
 	Groups   []sweep.Group
 	Archived []archive.TableSpec
+	// Bookkeep is the service's archive bookkeeping (required with
+	// Archived).
+	Bookkeep archive.BookkeepFunc
 }
 
 // CheckSpec is the per-service conformance suite, in the way go-cloud's
@@ -24,8 +29,10 @@ type Tables struct {
 // one has no seed in seeds (table name → SQL that inserts rows on both
 // sides of the table's window, must-keep rows included). For every swept
 // table it runs CheckPolicy on a scratch database of the service, with
-// uncapped and capped batch bounds. Archived tables need a seed too (their
-// archive properties run in the service's archive suite).
+// uncapped and capped batch bounds. For every archived table it runs one
+// archive pass against a scratch prefix of the real store and checks the
+// round trip (checkArchived); the full engine properties (crash-resume,
+// byte cap, quarantine, concurrency) are in the archive suites.
 //
 // TransportSeeds gives the transport tables' seeds; a service adds its own.
 func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
@@ -55,6 +62,17 @@ func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
 	}
 	if len(unknown) > 0 {
 		t.Errorf("%s: seeds for tables the service does not register: %v", tables.Service, unknown)
+	}
+	for _, a := range tables.Archived {
+		seed, ok := seeds[a.Table]
+		if !ok {
+			continue
+		}
+		t.Run(a.Table+"/ArchiveRoundTrip", func(t *testing.T) {
+			t.Parallel()
+			require.NotNil(t, tables.Bookkeep, "%s: Tables.Bookkeep is required with archived tables", tables.Service)
+			checkArchived(t, tables.Service, a, tables.Bookkeep, seed)
+		})
 	}
 	for _, p := range sweep.Policies(tables.Groups) {
 		seed, ok := seeds[p.Table]

@@ -23,5 +23,5 @@ func TestConformance(t *testing.T) {
 INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
   SELECT now() - make_interval(days => d), 'r', '{}', '{}' FROM unnest(ARRAY[91, 89, 400, 1]) AS d`,
 	})
-	kerneltest.CheckSpec(t, kerneltest.Tables{Service: rules.Name, Groups: app.Groups(rules.Spec(), s), Archived: rules.ArchiveTables()}, seeds)
+	kerneltest.CheckSpec(t, kerneltest.Tables{Service: rules.Name, Groups: app.Groups(rules.Spec(), s), Archived: rules.ArchiveTables(), Bookkeep: rules.Bookkeep}, seeds)
 }
