@@ -17,7 +17,6 @@ import (
 
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/kerneltest"
-	"github.com/craig/retention/kernel/outbox"
 )
 
 // switchProxy forwards TCP connections to upstream while up; while down it
@@ -97,11 +96,7 @@ func TestServeRidesOutABrokerOutage(t *testing.T) {
 	exchangeName := tempExchange(t, amqpURL, "outage")
 
 	ctx := context.Background()
-	tx, err := db.Pool.Begin(ctx)
-	require.NoError(t, err)
-	id, err := outbox.Stage(ctx, tx, outbox.Envelope{EventType: "case.updated", Payload: []byte(`{"case":1}`)})
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
+	id := stageEvent(t, db, `{"case":1}`)
 
 	addr := freeAddr(t)
 	runCtx, stop := context.WithCancel(ctx)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/outbox"
@@ -33,6 +35,19 @@ func waitFor(t *testing.T, what string, deadline time.Duration, cond func() bool
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// stageEvent stages one case.updated event with payload in its own
+// transaction and returns its id.
+func stageEvent(t *testing.T, db *kerneltest.DB, payload string) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	id, err := outbox.Stage(ctx, tx, outbox.Envelope{EventType: "case.updated", Payload: []byte(payload)})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	return id
 }
 
 // tempExchange names a topic exchange of the test's own, deleted when it
@@ -85,11 +100,7 @@ func TestServeDrainsServesAndStopsGracefully(t *testing.T) {
 	exchangeName := tempExchange(t, amqpURL, "serve")
 
 	ctx := context.Background()
-	tx, err := db.Pool.Begin(ctx)
-	require.NoError(t, err)
-	id, err := outbox.Stage(ctx, tx, outbox.Envelope{EventType: "case.updated", Payload: []byte(`{"case":1}`)})
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
+	id := stageEvent(t, db, `{"case":1}`)
 
 	addr := freeAddr(t)
 	runCtx, stop := context.WithCancel(ctx)
