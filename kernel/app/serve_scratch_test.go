@@ -15,12 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/outbox"
 	"github.com/craig/retention/migrations"
+	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 )
