@@ -21,8 +21,8 @@ import (
 	"syscall"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/settings"
-	"github.com/craig/retention/kernel/sweep"
 )
 
 // Exit codes of a service binary.
@@ -44,13 +44,40 @@ type Spec[T any] struct {
 	Defaults T
 	// Transport extracts the shared transport settings.
 	Transport func(T) settings.Transport
-	// LocalGroups returns the service's own sweep groups (each with its own
-	// lock key); nil for a service with none.
-	LocalGroups func(T) []sweep.Group
+	// Locals are the service's own swept tables, each one value (Local);
+	// the kernel derives its group, lock key and window validation.
+	Locals []Local[T]
 	// Archive is the service's archive-then-prune, or nil when it archives
 	// nothing.
 	Archive *ArchiveSpec[T]
 }
+
+// Local is one service-local swept table: a team adds a table with a
+// migration, one batch-delete query, a window field in its settings and
+// this value. The kernel derives the rest: the table's sweep group (named
+// after the table), its advisory lock key (lease.KeyFor(service, table)),
+// the validation of its window key <table>_retention_days (0..3650, 0
+// disables; a service whose settings lack the key is refused at start-up),
+// and, from the policy's AgeColumn and Eligible, its dry run, backlog gauge,
+// watchdogs and plan check.
+type Local[T any] struct {
+	// Policy is the sweep: Table, AgeColumn, Eligible, Invariant and
+	// DeleteBatch (its WindowDays comes from Window).
+	Policy prune.Policy
+	// Window reads the table's window from the settings (the field tagged
+	// <table>_retention_days).
+	Window func(T) int
+}
+
+// PolicyFor is the local's policy with its window from cfg.
+func (l Local[T]) PolicyFor(cfg T) prune.Policy {
+	p := l.Policy
+	p.WindowDays = l.Window(cfg)
+	return p
+}
+
+// WindowKey is the settings key of a local table's window.
+func WindowKey(table string) string { return table + "_retention_days" }
 
 // ArchiveSpec is what an archiving service contributes: its archive
 // settings, its archived tables and its bookkeeping (ledger row and event),

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/craig/retention/kernel/invariants"
+	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/prune"
 
 	"github.com/craig/retention/kernel/metrics"
@@ -37,6 +39,9 @@ type runtime[T any] struct {
 func newRuntime[T any](spec Spec[T], configPath string, environ []string, stdout, stderr io.Writer) (*runtime[T], error) {
 	cfg, err := settings.Load(spec.Name, spec.Defaults, settings.Source{ConfigPath: configPath, Environ: environ})
 	if err != nil {
+		return nil, err
+	}
+	if err := checkLocals(spec, cfg); err != nil {
 		return nil, err
 	}
 	sets, err := migrations.ForService(spec.Name)
@@ -92,8 +97,10 @@ func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
 		InboxWindowDays:  tr.EventInboxRetentionDays,
 		YieldToWriters:   tr.PruneYieldToWriters,
 	})}
-	if spec.LocalGroups != nil {
-		groups = append(groups, spec.LocalGroups(cfg)...)
+	for _, l := range spec.Locals {
+		groups = append(groups, sweep.Group{
+			Name: l.Policy.Table, LockKey: lease.KeyFor(spec.Name, l.Policy.Table), Policies: []prune.Policy{l.PolicyFor(cfg)},
+		})
 	}
 	return sweep.Bounds{
 		BatchSize:        tr.PruneBatchSize,
@@ -101,6 +108,22 @@ func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
 		StatementTimeout: tr.PruneStatementTimeout,
 		LockTimeout:      tr.PruneLockTimeout,
 	}.Apply(groups)
+}
+
+// checkLocals validates the windows of the service's local sweeps: each
+// table's key <table>_retention_days must be a settings key of T (else the
+// service is miswired) and its value 0..MaxRetentionDays.
+func checkLocals[T any](spec Spec[T], cfg T) error {
+	keys := settings.Keys[T]()
+	var problems []settings.Problem
+	for _, l := range spec.Locals {
+		key := WindowKey(l.Policy.Table)
+		if !slices.Contains(keys, key) {
+			return fmt.Errorf("%s: local sweep of %s needs a settings key %s (a field tagged koanf:%q)", spec.Name, l.Policy.Table, key, key)
+		}
+		problems = append(problems, settings.WindowProblems(key, l.Window(cfg))...)
+	}
+	return settings.Check(spec.Name, problems)
 }
 
 // ExportInvariants is serve's group hook: the replica that ran a group's

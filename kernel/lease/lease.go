@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -98,4 +99,15 @@ func Held(ctx context.Context, db Querier, key int64) (bool, error) {
 		return false, fmt.Errorf("lease: read pg_locks for %#x: %w", key, err)
 	}
 	return held, nil
+}
+
+// KeyFor is the advisory lock key of a service's table-level sweep group:
+// the FNV-64a hash of "craig-retention/<service>/<table>", stable across
+// releases and replicas (the way goose derives its lock id from a name).
+// sweep.New refuses two groups with one key, so a collision is caught at
+// start-up, never shared silently.
+func KeyFor(service, table string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("craig-retention/" + service + "/" + table)) // a hash.Hash never returns an error
+	return int64(h.Sum64()) // the hash's bits as a signed key (advisory locks take any bigint)
 }

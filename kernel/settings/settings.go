@@ -188,6 +188,20 @@ func checkKeys(service string, k *koanf.Koanf, known map[string]reflect.Type) []
 	return fields
 }
 
+// Check returns an *Error listing problems found after Load (validation a
+// caller adds, such as the kernel's for the windows of a service's local
+// sweeps), each with its environment variable; nil when there are none.
+func Check(service string, problems []Problem) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	fields := make([]FieldError, len(problems))
+	for i, p := range problems {
+		fields[i] = FieldError{Problem: p, EnvVar: EnvVar(service, p.Key)}
+	}
+	return &Error{Service: service, Fields: fields}
+}
+
 // Keys lists every settings key of T (dotted for nested keys), sorted; the
 // configuration reference and its test are built from it.
 func Keys[T any]() []string {
