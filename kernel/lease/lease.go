@@ -109,5 +109,5 @@ func Held(ctx context.Context, db Querier, key int64) (bool, error) {
 func KeyFor(service, table string) int64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte("craig-retention/" + service + "/" + table)) // a hash.Hash never returns an error
-	return int64(h.Sum64()) // the hash's bits as a signed key (advisory locks take any bigint)
+	return int64(h.Sum64())                                            // the hash's bits as a signed key (advisory locks take any bigint)
 }
