@@ -49,6 +49,10 @@ func ServiceNames() []string { return slices.Clone(services) }
 // Transport returns the outbox/inbox set applied to every service database.
 func Transport() Set { return mustSet(TransportSetName) }
 
+// Archive returns the archive_ledger set every archiving service gets after
+// its own set.
+func Archive() Set { return mustSet(ArchiveSetName) }
+
 // ForService returns every set a service database needs: transport first,
 // then the service's own, then (for an archiving service) the archive set.
 func ForService(service string) ([]Set, error) {
@@ -57,7 +61,7 @@ func ForService(service string) ([]Set, error) {
 	}
 	sets := []Set{Transport(), mustSet(service)}
 	if slices.Contains(archiving, service) {
-		sets = append(sets, mustSet(ArchiveSetName))
+		sets = append(sets, Archive())
 	}
 	return sets, nil
 }

@@ -24,16 +24,17 @@ import (
 const archiveSpecTimeout = 2 * time.Minute
 
 // checkArchived is CheckSpec's property for one archived table: on a
-// scratch database of the service seeded with seed (rows on both sides of
+// scratch database (db) seeded with seed (rows on both sides of
 // the default hot window) and a scratch prefix of the real store, one pass
-// archives exactly the aged rows: every one is in an object (its line, by
+// archives exactly the aged rows (and the table has its insert-only
+// trigger): every one is in an object (its line, by
 // id), the object's sha256 is its manifest's, every archive has its ledger
 // row, and no aged row is left while every hot one is.
-func checkArchived(t *testing.T, service string, spec archive.TableSpec, bookkeep archive.BookkeepFunc, seed string) {
+func checkArchived(t *testing.T, db *DB, spec archive.TableSpec, bookkeep archive.BookkeepFunc, seed string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), archiveSpecTimeout)
 	defer cancel()
-	db := ServiceDB(t, service)
+	require.NoError(t, archive.CheckInsertOnly(ctx, db.Pool, []archive.TableSpec{spec}), "%s: archived tables are insert-only", spec.Table)
 	db.Exec(t, seed)
 	age := pgx.Identifier{spec.AgeColumn}.Sanitize()
 	table := pgx.Identifier{spec.Table}.Sanitize()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/sweep"
+	"github.com/craig/retention/migrations"
 )
 
 // Tables are what a service registers, as CheckSpec walks them: its sweep
@@ -22,6 +23,19 @@ type Tables struct {
 	// Bookkeep is the service's archive bookkeeping (required with
 	// Archived).
 	Bookkeep archive.BookkeepFunc
+	// Sets are the migration sets of the scratch databases; nil means the
+	// service's own (migrations.ForService). A test fixture that is not a
+	// service passes its own.
+	Sets []migrations.Set
+}
+
+// db is a scratch database with the tables' migration sets.
+func (tables Tables) db(t *testing.T) *DB {
+	t.Helper()
+	if tables.Sets != nil {
+		return NewDB(t, tables.Sets...)
+	}
+	return ServiceDB(t, tables.Service)
 }
 
 // CheckSpec is the per-service conformance suite, in the way go-cloud's
@@ -71,7 +85,7 @@ func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
 		t.Run(a.Table+"/ArchiveRoundTrip", func(t *testing.T) {
 			t.Parallel()
 			require.NotNil(t, tables.Bookkeep, "%s: Tables.Bookkeep is required with archived tables", tables.Service)
-			checkArchived(t, tables.Service, a, tables.Bookkeep, seed)
+			checkArchived(t, tables.db(t), a, tables.Bookkeep, seed)
 		})
 	}
 	for _, p := range sweep.Policies(tables.Groups) {
@@ -86,7 +100,7 @@ func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
 		}{{"Uncapped", 3, 0}, {"Capped", 2, 4}} {
 			t.Run(p.Table+"/"+b.name, func(t *testing.T) {
 				t.Parallel()
-				db := ServiceDB(t, tables.Service)
+				db := tables.db(t)
 				q := p
 				q.BatchSize, q.CycleCap = b.batch, b.cycleCap
 				db.Exec(t, seed)
