@@ -18,6 +18,7 @@ require (
 	github.com/craig/retention/services/financial v0.0.0-00010101000000-000000000000
 	github.com/craig/retention/services/rules v0.0.0-00010101000000-000000000000
 	github.com/craig/retention/services/security v0.0.0-00010101000000-000000000000
+	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/magefile/mage v1.17.2
 	github.com/prometheus/client_golang v1.25.0
@@ -159,7 +160,6 @@ require (
 	github.com/golangci/unconvert v0.0.0-20250410112200-a129a6e6413e // indirect
 	github.com/google/cel-go v0.28.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/google/wire v0.7.0 // indirect
 	github.com/googleapis/gax-go/v2 v2.24.1 // indirect
 	github.com/gordonklaus/ineffassign v0.2.0 // indirect
