@@ -3,7 +3,6 @@
 package app_test
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -95,22 +94,11 @@ func TestServeRidesOutABrokerOutage(t *testing.T) {
 	proxied.Host = proxy.ln.Addr().String()
 	exchangeName := tempExchange(t, amqpURL, "outage")
 
-	ctx := context.Background()
 	id := stageEvent(t, db, `{"case":1}`)
 
-	addr := freeAddr(t)
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan int, 1)
 	logs := &syncBuffer{}
-	go func() {
-		done <- app.Run(runCtx, testSpec(), []string{"serve"}, io.Discard, logs, []string{
-			"CRAIG_EXCHANGE__DATABASE_URL=" + db.URL,
-			"CRAIG_EXCHANGE__AMQP_URL=" + proxied.String(),
-			"CRAIG_EXCHANGE__AMQP_EXCHANGE=" + exchangeName,
-			"CRAIG_EXCHANGE__HTTP_ADDR=" + addr,
-		})
-	}()
+	addr, done, stop := startServe(t, db, proxied.String(), exchangeName, logs)
+	defer stop()
 	get := getter(addr)
 	waitFor(t, "serve to boot with the broker down", 15*time.Second, func() bool { code, _ := get("/healthz"); return code == http.StatusOK })
 	code, body := get("/readyz")

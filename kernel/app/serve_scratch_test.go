@@ -36,6 +36,26 @@ func waitFor(t *testing.T, what string, deadline time.Duration, cond func() bool
 	}
 }
 
+// startServe runs `exchange serve` on db with the broker at amqpURL and
+// exchange, on a free loopback port, logging to stderr. It returns the
+// address, the channel its exit code arrives on, and the function that
+// stops it (cancels its context).
+func startServe(t *testing.T, db *kerneltest.DB, amqpURL, exchange string, stderr io.Writer) (addr string, done <-chan int, stop func()) {
+	t.Helper()
+	addr = freeAddr(t)
+	runCtx, cancel := context.WithCancel(context.Background())
+	codes := make(chan int, 1)
+	go func() {
+		codes <- app.Run(runCtx, testSpec(), []string{"serve"}, io.Discard, stderr, []string{
+			"CRAIG_EXCHANGE__DATABASE_URL=" + db.URL,
+			"CRAIG_EXCHANGE__AMQP_URL=" + amqpURL,
+			"CRAIG_EXCHANGE__AMQP_EXCHANGE=" + exchange,
+			"CRAIG_EXCHANGE__HTTP_ADDR=" + addr,
+		})
+	}()
+	return addr, codes, cancel
+}
+
 // stageEvent stages one case.updated event with payload in its own
 // transaction and returns its id.
 func stageEvent(t *testing.T, db *kerneltest.DB, payload string) uuid.UUID {
@@ -98,21 +118,10 @@ func TestServeDrainsServesAndStopsGracefully(t *testing.T) {
 	amqpURL := kerneltest.AMQPURL(t)
 	exchangeName := tempExchange(t, amqpURL, "serve")
 
-	ctx := context.Background()
 	id := stageEvent(t, db, `{"case":1}`)
 
-	addr := freeAddr(t)
-	runCtx, stop := context.WithCancel(ctx)
+	addr, done, stop := startServe(t, db, amqpURL, exchangeName, io.Discard)
 	defer stop()
-	done := make(chan int, 1)
-	go func() {
-		done <- app.Run(runCtx, testSpec(), []string{"serve"}, io.Discard, io.Discard, []string{
-			"CRAIG_EXCHANGE__DATABASE_URL=" + db.URL,
-			"CRAIG_EXCHANGE__AMQP_URL=" + amqpURL,
-			"CRAIG_EXCHANGE__AMQP_EXCHANGE=" + exchangeName,
-			"CRAIG_EXCHANGE__HTTP_ADDR=" + addr,
-		})
-	}()
 
 	get := getter(addr)
 	waitFor(t, "/healthz", 15*time.Second, func() bool { code, _ := get("/healthz"); return code == http.StatusOK })

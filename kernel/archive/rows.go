@@ -15,14 +15,15 @@ import (
 // mapped by its fields, as sqlc names the columns of the documented select
 // shape (queries/rules/archive.sql): ID (uuid), AtKey (the age column's
 // text), At (the clamped time), DocBytes, Withheld and Doc. A row type
-// missing one of them is an error on the first batch, naming the field.
+// missing one of them is an error on every batch, naming the field (the
+// type is checked once, when SelectRows is called).
 func SelectRows[R any](query func(ctx context.Context, db prune.DB, p SelectParams) ([]R, error)) SelectFunc {
+	m, merr := newRowMapper(reflect.TypeFor[R]()) // once, not per batch
 	return func(ctx context.Context, db prune.DB, p SelectParams) ([]Row, error) {
-		rows, err := query(ctx, db, p)
-		if err != nil {
-			return nil, err
+		if merr != nil {
+			return nil, merr
 		}
-		m, err := newRowMapper(reflect.TypeFor[R]())
+		rows, err := query(ctx, db, p)
 		if err != nil {
 			return nil, err
 		}
