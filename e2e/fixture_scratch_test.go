@@ -143,14 +143,14 @@ func TestFixtureServiceConformance(t *testing.T) {
 		"widgets": fmt.Sprintf(`INSERT INTO widgets (state, done_at)
   SELECT st, at FROM unnest(ARRAY['done', 'pending']) AS st,
        unnest(ARRAY[%[1]s, %[2]s, now() - interval '40 days', NULL]) AS at`, kerneltest.WindowEdges(s.WidgetsRetentionDays)...),
-		"gizmo_events": `INSERT INTO gizmo_events (happened_at, what)
-  SELECT now() - make_interval(days => d), 'w' || d FROM unnest(ARRAY[91, 120, 400, 89, 1]) AS d`,
+		"gizmo_events": `INSERT INTO gizmo_events (id, happened_at, what)
+  SELECT id, now() - make_interval(secs => age), repeat('w', pad) FROM unnest($1::uuid[], $2::float8[], $3::int[]) AS s(id, age, pad)`,
 	})
 	fixture := migrations.Set{Name: "fixture", VersionTable: "goose_fixture_version",
 		FS: fstest.MapFS{"00001_fixture.sql": {Data: []byte(fixtureMigration)}}}
 	kerneltest.CheckSpec(t, kerneltest.Tables{
 		Service: "fixture", Groups: app.Groups(fixtureSpec(), s), Archived: []archive.TableSpec{gizmoEvents()},
-		Bookkeep: archive.Bookkeeper{EventType: "fixture.gizmos_archived", SourceService: "craig-fixture"}.Bookkeep,
-		Sets:     []migrations.Set{migrations.Transport(), fixture, migrations.Archive()},
+		Bookkeeper: archive.Bookkeeper{EventType: "fixture.gizmos_archived", SourceService: "craig-fixture"},
+		Sets:       []migrations.Set{migrations.Transport(), fixture, migrations.Archive()},
 	}, seeds)
 }

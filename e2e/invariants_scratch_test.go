@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/app"
+	"github.com/craig/retention/kernel/invariants"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/services/exchange"
@@ -86,8 +88,13 @@ type wantInvariant struct {
 type serviceCase struct {
 	service string
 	run     runner
-	seed    []string
-	want    []wantInvariant
+	// names are the service's invariants as its spec derives them, in
+	// report order (an overrun per swept table, then a future-dated one).
+	names []string
+	seed  []string
+	// want are the invariants the seeds overrun; every other one of names
+	// must report none.
+	want []wantInvariant
 	// kept are the rows no sweep may delete, as table → count after a sweep.
 	kept map[string]int64
 }
@@ -107,21 +114,23 @@ func serviceCases() []serviceCase {
 	}
 	return []serviceCase{
 		{
-			service: exchange.Name, run: runnerOf(exchange.Spec()),
+			service: exchange.Name, run: runnerOf(exchange.Spec()), names: names(app.InvariantSpecs(exchange.Spec(), exchange.DefaultSettings())),
 			seed: []string{seedOverrunTransport, seedOverrunSendJobs},
 			want: append(transport[:2:2], wantInvariant{"send_jobs_retention_overrun", 3}),
 			// dead_letter, fresh sent, pending, in_flight
 			kept: with(keptTransport, exchange.SendJobsTable, 4),
 		},
 		{
-			service: financial.Name, run: runnerOf(financial.Spec()),
+			service: financial.Name, run: runnerOf(financial.Spec()), names: names(app.InvariantSpecs(financial.Spec(), financial.DefaultSettings())),
 			seed: []string{seedOverrunTransport, seedOverrunReconcile},
 			want: append(transport[:2:2], wantInvariant{"reconcile_settled_retention_overrun", 2}),
 			// dead-lettered, unprocessed
 			kept: with(keptTransport, financial.ReconcileTable, 2),
 		},
-		{service: rules.Name, run: runnerOf(rules.Spec()), seed: []string{seedOverrunTransport}, want: transport, kept: keptTransport},
-		{service: security.Name, run: runnerOf(security.Spec()), seed: []string{seedOverrunTransport}, want: transport, kept: keptTransport},
+		{service: rules.Name, run: runnerOf(rules.Spec()), names: names(app.InvariantSpecs(rules.Spec(), rules.DefaultSettings())),
+			seed: []string{seedOverrunTransport}, want: transport, kept: keptTransport},
+		{service: security.Name, run: runnerOf(security.Spec()), names: names(app.InvariantSpecs(security.Spec(), security.DefaultSettings())),
+			seed: []string{seedOverrunTransport}, want: transport, kept: keptTransport},
 	}
 }
 
@@ -193,16 +202,17 @@ func TestInvariantsRedHarness(t *testing.T) {
 			code, out, errOut := runCmd(t, tc.run, env, "invariants", "--gate", "--json")
 			require.Equal(t, app.ExitFail, code, errOut)
 			rep := decodeInvariants(t, out)
-			requireFutureDatedClean(t, rep.Invariants, len(tc.want))
-			rep.Invariants = overruns(rep.Invariants)
-			require.Len(t, rep.Invariants, len(tc.want))
-			for i, w := range tc.want {
-				got := rep.Invariants[i]
-				require.Equal(t, w.name, got.Name)
-				require.Equal(t, w.violations, got.Violations, w.name)
-				require.NotNil(t, got.OldestAgeSeconds, w.name)
-				require.InDelta(t, overrunAge.Seconds(), *got.OldestAgeSeconds, ageTolerance.Seconds(), w.name)
-				require.False(t, got.Disabled)
+			got := tc.byName(t, rep.Invariants)
+			for _, w := range tc.want {
+				inv := got[w.name]
+				require.Equal(t, w.violations, inv.Violations, w.name)
+				require.NotNil(t, inv.OldestAgeSeconds, w.name)
+				require.InDelta(t, overrunAge.Seconds(), *inv.OldestAgeSeconds, ageTolerance.Seconds(), w.name)
+				require.False(t, inv.Disabled)
+				delete(got, w.name)
+			}
+			for name, inv := range got {
+				require.Zero(t, inv.Violations, "%s: the seeds overrun nothing else", name)
 			}
 
 			// Without --gate the report is the same and the exit code 0:
@@ -218,13 +228,15 @@ func TestInvariantsRedHarness(t *testing.T) {
 			code, text, errOut := runCmd(t, tc.run, env, "invariants")
 			require.Equal(t, app.ExitOK, code, errOut)
 			lines := strings.Split(strings.TrimSpace(string(text)), "\n")
-			require.Len(t, lines, 1+2*len(tc.want), string(text)) // overrun, then future-dated, per table
+			require.Len(t, lines, 1+len(tc.names), string(text))
 			require.Equal(t, []string{"INVARIANT", "TABLE", "VIOLATIONS", "OLDEST", "OFFENDING", "THRESHOLD"}, strings.Fields(lines[0]))
-			for i, w := range tc.want {
-				f := strings.Fields(lines[i+1])
-				require.Equal(t, w.name, f[0])
-				require.Equal(t, fmt.Sprint(w.violations), f[2])
-				require.Equal(t, "40d00h", f[3])
+			for i, name := range tc.names {
+				require.Equal(t, name, strings.Fields(lines[i+1])[0])
+			}
+			for _, w := range tc.want {
+				f := strings.Fields(lines[1+slices.Index(tc.names, w.name)])
+				require.Equal(t, fmt.Sprint(w.violations), f[2], w.name)
+				require.Equal(t, "40d00h", f[3], w.name)
 			}
 
 			// Watchdogs never delete.
@@ -235,13 +247,9 @@ func TestInvariantsRedHarness(t *testing.T) {
 			require.Equal(t, app.ExitOK, code, errOut)
 			code, out, errOut = runCmd(t, tc.run, env, "invariants", "--gate", "--json")
 			require.Equal(t, app.ExitOK, code, errOut)
-			rep = decodeInvariants(t, out)
-			rep.Invariants = overruns(rep.Invariants)
-			require.Len(t, rep.Invariants, len(tc.want))
-			for i, w := range tc.want {
-				require.Equal(t, w.name, rep.Invariants[i].Name)
-				require.Zero(t, rep.Invariants[i].Violations, w.name)
-				require.Nil(t, rep.Invariants[i].OldestAgeSeconds, "%s: null when nothing overruns", w.name)
+			for name, inv := range tc.byName(t, decodeInvariants(t, out).Invariants) {
+				require.Zero(t, inv.Violations, name)
+				require.Nil(t, inv.OldestAgeSeconds, "%s: null when nothing overruns", name)
 			}
 			var raw map[string][]map[string]any
 			require.NoError(t, json.Unmarshal(out, &raw))
@@ -268,19 +276,19 @@ func TestInvariantsDisabledWindow(t *testing.T) {
 
 	t.Run("OneTable", func(t *testing.T) {
 		t.Parallel()
-		tc := cases[0] // exchange
+		tc := caseOf(t, cases, exchange.Name)
 		_, env := prepare(t, tc, settings.EnvVar(exchange.Name, "exchange_send_jobs_retention_days")+"=0")
 		code, out, errOut := runCmd(t, tc.run, env, "invariants", "--gate", "--json")
 		require.Equal(t, app.ExitFail, code, errOut)
-		rep := decodeInvariants(t, out)
-		rep.Invariants = overruns(rep.Invariants)
-		require.Len(t, rep.Invariants, 3)
-		jobs := rep.Invariants[2]
-		require.Equal(t, "send_jobs_retention_overrun", jobs.Name)
+		got := tc.byName(t, decodeInvariants(t, out).Invariants)
+		jobs := got["send_jobs_retention_overrun"]
 		require.True(t, jobs.Disabled)
 		require.Zero(t, jobs.Violations)
 		require.Nil(t, jobs.OldestAgeSeconds)
-		require.Equal(t, int64(3), rep.Invariants[0].Violations)
+		require.Equal(t, int64(3), got["outbox_retention_overrun"].Violations)
+		for name, inv := range got {
+			require.Equal(t, inv.Table == jobs.Table, inv.Disabled, "%s: only the watchdogs of the table whose sweep is off are disabled", name)
+		}
 
 		code, text, errOut := runCmd(t, tc.run, env, "invariants")
 		require.Equal(t, app.ExitOK, code, errOut)
@@ -289,7 +297,7 @@ func TestInvariantsDisabledWindow(t *testing.T) {
 
 	t.Run("EveryTable", func(t *testing.T) {
 		t.Parallel()
-		tc := cases[2] // rules
+		tc := caseOf(t, cases, rules.Name)
 		_, env := prepare(t, tc,
 			settings.EnvVar(rules.Name, "event_outbox_retention_days")+"=0",
 			settings.EnvVar(rules.Name, "event_inbox_retention_days")+"=0")
@@ -327,25 +335,33 @@ func TestInvariantsErrorExitsTwo(t *testing.T) {
 	}
 }
 
-// overruns keeps the overrun invariants of a report, in order (every table
-// also has a future-dated one, listed after all of them).
-func overruns(rs []invariantJSON) []invariantJSON {
-	var out []invariantJSON
-	for _, r := range rs {
-		if strings.HasSuffix(r.Name, "_retention_overrun") {
-			out = append(out, r)
-		}
+// names are the names of a service's invariant specs, in order.
+func names(specs []invariants.Spec) []string {
+	out := make([]string, len(specs))
+	for i, s := range specs {
+		out[i] = s.Name
 	}
 	return out
 }
 
-// requireFutureDatedClean: after the n overrun invariants come n
-// future-dated ones, and the seeds date nothing in the future.
-func requireFutureDatedClean(t *testing.T, rs []invariantJSON, n int) {
+// byName requires a report to list exactly the service's invariants, in
+// its spec's order, and indexes them by name.
+func (tc serviceCase) byName(t *testing.T, rs []invariantJSON) map[string]invariantJSON {
 	t.Helper()
-	require.Len(t, rs, 2*n)
-	for _, r := range rs[n:] {
-		require.True(t, strings.HasSuffix(r.Name, "_future_dated"), r.Name)
-		require.Zero(t, r.Violations, r.Name)
+	got := make([]string, len(rs))
+	out := make(map[string]invariantJSON, len(rs))
+	for i, r := range rs {
+		got[i] = r.Name
+		out[r.Name] = r
 	}
+	require.Equal(t, tc.names, got, "the report lists every invariant the service's spec derives, in order")
+	return out
+}
+
+// caseOf picks a service's case by name.
+func caseOf(t *testing.T, cases []serviceCase, service string) serviceCase {
+	t.Helper()
+	i := slices.IndexFunc(cases, func(c serviceCase) bool { return c.service == service })
+	require.GreaterOrEqual(t, i, 0, service)
+	return cases[i]
 }

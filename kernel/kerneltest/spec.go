@@ -1,6 +1,7 @@
 package kerneltest
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"testing"
@@ -8,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archivetest"
+	"github.com/craig/retention/kernel/store"
 	"github.com/craig/retention/kernel/sweep"
 	"github.com/craig/retention/migrations"
 )
@@ -20,17 +23,17 @@ type Tables struct {
 	Service  string
 	Groups   []sweep.Group
 	Archived []archive.TableSpec
-	// Bookkeep is the service's archive bookkeeping (required with
+	// Bookkeeper is the service's archive bookkeeping (required with
 	// Archived).
-	Bookkeep archive.BookkeepFunc
+	Bookkeeper archive.Bookkeeper
 	// Sets are the migration sets of the scratch databases; nil means the
 	// service's own (migrations.ForService). A test fixture that is not a
 	// service passes its own.
 	Sets []migrations.Set
 }
 
-// db is a scratch database with the tables' migration sets.
-func (tables Tables) db(t *testing.T) *DB {
+// DB is a scratch database with the tables' migration sets.
+func (tables Tables) DB(t testing.TB) *DB {
 	t.Helper()
 	if tables.Sets != nil {
 		return NewDB(t, tables.Sets...)
@@ -38,15 +41,33 @@ func (tables Tables) db(t *testing.T) *DB {
 	return ServiceDB(t, tables.Service)
 }
 
+// Harness returns the archivetest harness maker of the tables: a scratch
+// database of the tables' migration sets and a scratch prefix of the real
+// store, both per test.
+func (tables Tables) Harness() archivetest.HarnessMaker {
+	return func(t *testing.T) archivetest.Harness {
+		t.Helper()
+		db := tables.DB(t)
+		s3 := NewS3Scratch(t)
+		ctx, cancel := context.WithTimeout(context.Background(), archivetest.Timeout)
+		defer cancel()
+		st, err := store.Open(ctx, s3.URL)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		return archivetest.Harness{Pool: db.Pool, Store: st, Service: s3.Service, Keys: s3.Keys, Logs: &LogRecorder{}}
+	}
+}
+
 // CheckSpec is the per-service conformance suite, in the way go-cloud's
 // drivertest is: it walks every table a service registers and fails when
-// one has no seed in seeds (table name → SQL that inserts rows on both
-// sides of the table's window, must-keep rows included). For every swept
-// table it runs CheckPolicy on a scratch database of the service, with
-// uncapped and capped batch bounds. For every archived table it runs one
-// archive pass against a scratch prefix of the real store and checks the
-// round trip (checkArchived); the full engine properties (crash-resume,
-// byte cap, quarantine, concurrency) are in the archive suites.
+// one has no seed in seeds. For every swept table the seed is SQL that
+// inserts rows on both sides of the table's window, must-keep rows
+// included, and CheckSpec runs CheckPolicy on a scratch database of the
+// service, with uncapped and capped batch bounds. For every archived table
+// the seed is the archivetest.Table.Seed statement (ids, ages and padding
+// as arrays), and CheckSpec runs the whole archivetest suite (round trip,
+// crash-resume, byte cap, quarantine, concurrency, …) against scratch
+// databases and scratch prefixes of the real store.
 //
 // TransportSeeds gives the transport tables' seeds; a service adds its own.
 func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
@@ -82,10 +103,9 @@ func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
 		if !ok {
 			continue
 		}
-		t.Run(a.Table+"/ArchiveRoundTrip", func(t *testing.T) {
+		t.Run(a.Table+"/Archive", func(t *testing.T) {
 			t.Parallel()
-			require.NotNil(t, tables.Bookkeep, "%s: Tables.Bookkeep is required with archived tables", tables.Service)
-			checkArchived(t, tables.db(t), a, tables.Bookkeep, seed)
+			archivetest.Run(t, tables.Harness(), archivetest.Table{Spec: a, Bookkeeper: tables.Bookkeeper, Seed: seed})
 		})
 	}
 	for _, p := range sweep.Policies(tables.Groups) {
@@ -100,7 +120,7 @@ func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
 		}{{"Uncapped", 3, 0}, {"Capped", 2, 4}} {
 			t.Run(p.Table+"/"+b.name, func(t *testing.T) {
 				t.Parallel()
-				db := tables.db(t)
+				db := tables.DB(t)
 				q := p
 				q.BatchSize, q.CycleCap = b.batch, b.cycleCap
 				db.Exec(t, seed)

@@ -38,9 +38,15 @@ func ArchiveTables() []archive.TableSpec {
 	}}
 }
 
-// Bookkeep writes the rules service's ledger row and stages
-// rules.evaluations_archived (source craig-rules) inside each archive's
-// delete transaction: the kernel's one bookkeeping (archive.Bookkeeper).
+// Bookkeeper is the rules service's archive bookkeeping: the kernel's one
+// (archive.Bookkeeper), staging rules.evaluations_archived with source
+// craig-rules.
+func Bookkeeper() archive.Bookkeeper {
+	return archive.Bookkeeper{EventType: EvaluationsArchivedEvent, SourceService: SourceService}
+}
+
+// Bookkeep writes the rules service's ledger row and stages its event
+// inside each archive's delete transaction (Bookkeeper's Bookkeep).
 func Bookkeep(ctx context.Context, tx pgx.Tx, m archive.Manifest, archivedBy string) error {
-	return archive.Bookkeeper{EventType: EvaluationsArchivedEvent, SourceService: SourceService}.Bookkeep(ctx, tx, m, archivedBy)
+	return Bookkeeper().Bookkeep(ctx, tx, m, archivedBy)
 }

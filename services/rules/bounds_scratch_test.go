@@ -86,7 +86,7 @@ func TestArchiveExtremeTimestamps(t *testing.T) {
 		lines := archivedLines(ctx, t, e.st, rep.Tables[0])
 		got := map[uuid.UUID]string{}
 		for _, l := range lines {
-			got[l.id] = l.text
+			got[l.ID] = l.Text
 		}
 		require.Contains(t, got[ids[0]], `"evaluated_at": "-infinity"`, "the document keeps the exact value")
 		require.Contains(t, got[ids[2]], "BC")

@@ -197,7 +197,7 @@ func TestArchiveRunCLIRealStore(t *testing.T) {
 	require.Equal(t, "rules", m.Service)
 	got := map[uuid.UUID]string{}
 	for _, l := range lines {
-		got[l.id] = l.text
+		got[l.ID] = l.Text
 	}
 	require.Equal(t, want, got)
 

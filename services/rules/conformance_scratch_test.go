@@ -13,15 +13,13 @@ import (
 
 // TestConformance runs the kernel's per-service suite over every table the
 // rules service registers (the transport tables swept, rule_evaluations
-// archived: its archive properties are this package's archive suite).
+// archived: the whole archivetest suite).
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	s := rules.DefaultSettings()
 	seeds := kerneltest.TransportSeeds(s.EventOutboxRetentionDays, s.EventInboxRetentionDays)
 	maps.Copy(seeds, map[string]string{
-		rules.EvaluationsTable: `
-INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
-  SELECT now() - make_interval(days => d), 'r', '{}', '{}' FROM unnest(ARRAY[91, 89, 400, 1]) AS d`,
+		rules.EvaluationsTable: rulesSeed,
 	})
-	kerneltest.CheckSpec(t, kerneltest.Tables{Service: rules.Name, Groups: app.Groups(rules.Spec(), s), Archived: rules.ArchiveTables(), Bookkeep: rules.Bookkeep}, seeds)
+	kerneltest.CheckSpec(t, kerneltest.Tables{Service: rules.Name, Groups: app.Groups(rules.Spec(), s), Archived: rules.ArchiveTables(), Bookkeeper: rules.Bookkeeper()}, seeds)
 }
