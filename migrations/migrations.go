@@ -38,7 +38,7 @@ const ArchiveSetName = "archive"
 
 // archiving lists the services that archive (their databases get the
 // archive set).
-var archiving = []string{"rules"}
+var archiving = []string{"rules", "security"}
 
 // Services lists the services that own a database, in a stable order.
 var services = []string{"exchange", "financial", "rules", "security"}

@@ -16,6 +16,7 @@ func TestArchivingServicesGetTheArchiveSet(t *testing.T) {
 		"rules":     {"transport", "rules", "archive"},
 		"exchange":  {"transport", "exchange"},
 		"financial": {"transport", "financial"},
+		"security":  {"transport", "security", "archive"},
 	} {
 		sets, err := migrations.ForService(service)
 		if err != nil {

@@ -183,6 +183,10 @@ func (r *runtime[T]) startArchiver(ctx context.Context, pool *pgxpool.Pool, reg 
 		}
 		return nil, func() {}, nil
 	}
+	if w := as.DetectionWindowWarning(); w != "" {
+		r.logger.Warn(w, slog.String("hot_window_key", settings.EnvVar(r.spec.Name, "archive.hot_window_days")),
+			slog.String("lookback_key", settings.EnvVar(r.spec.Name, "archive.detection_lookback_days")))
+	}
 	e, st, err := r.archiveEngine(ctx, pool, reg)
 	if err != nil {
 		return nil, nil, err

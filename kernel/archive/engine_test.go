@@ -209,6 +209,9 @@ func TestSettingsProblems(t *testing.T) {
 		{name: "everything wrong", mutate: func(s *archive.Settings) {
 			*s = archive.Settings{Enabled: true, IntervalSeconds: -5}
 		}, want: []string{"archive.hot_window_days", "archive.interval_seconds", "archive.batch_size", "archive.max_batch_bytes", "archive.store.request_timeout", "archive.store.url"}},
+		{name: "detection look-back negative", mutate: func(s *archive.Settings) { s.DetectionLookbackDays = -1 }, want: []string{"archive.detection_lookback_days"}},
+		{name: "detection look-back 3651", mutate: func(s *archive.Settings) { s.DetectionLookbackDays = 3651 }, want: []string{"archive.detection_lookback_days"}},
+		{name: "detection look-back bounds", mutate: func(s *archive.Settings) { s.DetectionLookbackDays = 0 }},
 		{name: "max bytes above the store cap", mutate: func(s *archive.Settings) { s.MaxBatchBytes = archive.MaxMaxBatchBytes + 1 }, want: []string{"archive.max_batch_bytes"}},
 		{name: "max bytes at the store cap", mutate: func(s *archive.Settings) { s.MaxBatchBytes = archive.MaxMaxBatchBytes }},
 		{name: "request timeout below a second", mutate: func(s *archive.Settings) { s.Store.RequestTimeout = 999 * time.Millisecond }, want: []string{"archive.store.request_timeout"}},
@@ -397,4 +400,20 @@ func TestProbeRefusesLocalBackend(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries)
+}
+
+// TestDetectionWindowWarning (seed H13): a hot window shorter than the
+// detection look-back is warned about, naming both keys; equal or longer is
+// not.
+func TestDetectionWindowWarning(t *testing.T) {
+	t.Parallel()
+	s := archive.DefaultSettings()
+	require.Equal(t, 30, s.DetectionLookbackDays)
+	require.Empty(t, s.DetectionWindowWarning(), "90 >= 30")
+	s.HotWindowDays = 30
+	require.Empty(t, s.DetectionWindowWarning())
+	s.HotWindowDays = 29
+	w := s.DetectionWindowWarning()
+	require.Contains(t, w, "archive.hot_window_days (29)")
+	require.Contains(t, w, "archive.detection_lookback_days (30)")
 }

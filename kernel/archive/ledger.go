@@ -24,6 +24,11 @@ type Bookkeeper struct {
 	// SourceService is the event's source_service, e.g. craig-rules; the
 	// fleet ledger validates it before any write (D16).
 	SourceService string
+	// Also books the archive somewhere else in the same transaction, after
+	// the ledger row and before the event is staged (security writes its
+	// own archives' fleet ledger row here); nil for nothing. An error rolls
+	// the archive back like any bookkeeping error.
+	Also func(ctx context.Context, tx pgx.Tx, ev ArchivedEvent) error
 }
 
 // ArchivedEvent is the payload of the archive event: the ledger's facts, so
@@ -70,14 +75,20 @@ func (b Bookkeeper) Bookkeep(ctx context.Context, tx pgx.Tx, m Manifest, archive
 	if err != nil {
 		return fmt.Errorf("ledger row: %w", err)
 	}
-	payload, err := json.Marshal(ArchivedEvent{
+	ev := ArchivedEvent{
 		SourceService: b.SourceService, ArchiveID: m.ArchiveID.String(), Table: m.Table,
 		DataKey: m.DataKey, ManifestKey: m.ManifestKey, DataSHA256: m.DataSHA256, RecordCount: m.RecordCount,
 		StoreEndpoint: m.Endpoint, StoreBucket: m.Bucket,
 		FirstRecordID: m.FirstRecordID.String(), LastRecordID: m.LastRecordID.String(),
 		FirstRecordAt: m.FirstRecordAt.UTC().Format(eventTime), LastRecordAt: m.LastRecordAt.UTC().Format(eventTime),
 		HotWindowDays: m.HotWindowDays, ArchivedAt: m.ArchivedAt.UTC().Format(eventTime), ArchivedBy: archivedBy,
-	})
+	}
+	if b.Also != nil {
+		if err := b.Also(ctx, tx, ev); err != nil {
+			return fmt.Errorf("book %s: %w", m.ArchiveID, err)
+		}
+	}
+	payload, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("event payload: %w", err)
 	}

@@ -35,6 +35,10 @@ const (
 	// MaxMaxBatchBytes is the store's object cap (5 GiB, S3's single-put
 	// limit); the boot probe checks the store's own cap as well.
 	MaxMaxBatchBytes int64 = 5 << 30
+	// DefaultDetectionLookbackDays is how far back the detection queries
+	// that read the hot tables look (seed H13: 30 days); a hot window
+	// shorter than it archives rows those queries still expect to find.
+	DefaultDetectionLookbackDays = 30
 	// DefaultStoreRequestTimeout bounds each store request (store.Open).
 	DefaultStoreRequestTimeout = store.DefaultRequestTimeout
 	// MinStoreRequestTimeout and MaxStoreRequestTimeout bound it: a put of
@@ -62,6 +66,9 @@ type Settings struct {
 	MaxBatchBytes int64 `koanf:"max_batch_bytes"`
 	// Store is where archives go.
 	Store StoreSettings `koanf:"store"`
+	// DetectionLookbackDays is the look-back of the detection queries over
+	// the hot tables; boot WARNs when the hot window is shorter (H13).
+	DetectionLookbackDays int `koanf:"detection_lookback_days"`
 }
 
 // StoreSettings name the object store.
@@ -81,7 +88,20 @@ func DefaultSettings() Settings {
 		BatchSize:       DefaultBatchSize,
 		MaxBatchBytes:   DefaultMaxBatchBytes,
 		Store:           StoreSettings{RequestTimeout: DefaultStoreRequestTimeout},
+
+		DetectionLookbackDays: DefaultDetectionLookbackDays,
 	}
+}
+
+// DetectionWindowWarning says, when the hot window is shorter than the
+// detection look-back (H13), what an operator must know (naming both keys);
+// "" when it is not.
+func (s Settings) DetectionWindowWarning() string {
+	if s.HotWindowDays >= s.DetectionLookbackDays {
+		return ""
+	}
+	return fmt.Sprintf("archive.hot_window_days (%d) is shorter than archive.detection_lookback_days (%d): "+
+		"detection queries over the hot tables will miss rows already archived", s.HotWindowDays, s.DetectionLookbackDays)
 }
 
 // Interval is IntervalSeconds as a duration.
@@ -104,6 +124,9 @@ func (s Settings) Problems() []settings.Problem {
 	}
 	if s.Store.RequestTimeout < MinStoreRequestTimeout || s.Store.RequestTimeout > MaxStoreRequestTimeout {
 		ps = append(ps, settings.Problem{Key: "archive.store.request_timeout", Value: s.Store.RequestTimeout, Reason: fmt.Sprintf("must be a duration between %v and %v, such as 60s", MinStoreRequestTimeout, MaxStoreRequestTimeout)})
+	}
+	if s.DetectionLookbackDays < 0 || s.DetectionLookbackDays > MaxHotWindowDays {
+		ps = append(ps, settings.Problem{Key: "archive.detection_lookback_days", Value: s.DetectionLookbackDays, Reason: fmt.Sprintf("must be between 0 (no detection queries) and %d days", MaxHotWindowDays)})
 	}
 	if s.Store.URL != "" {
 		if err := store.CheckURL(s.Store.URL); err != nil {

@@ -3,17 +3,20 @@
 package rules_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archivetest"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/services/rules"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -137,3 +140,16 @@ func outboxEvents(t testing.TB, db *kerneltest.DB) []archivetest.Event {
 	t.Helper()
 	return archivetest.Events(context.Background(), t, db.Pool)
 }
+
+// runRules runs one command of the rules binary in-process.
+func runRules(ctx context.Context, args []string, env []string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = app.Run(ctx, rules.Spec(), args, &out, &errOut, env)
+	return code, out.String(), errOut.String()
+}
+
+// The archiver's consent knob and store URL, as environment variables.
+const (
+	envEnabled  = "CRAIG_RULES__ARCHIVE__ENABLED"
+	envStoreURL = "CRAIG_RULES__ARCHIVE__STORE__URL"
+)

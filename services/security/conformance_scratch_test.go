@@ -3,6 +3,7 @@
 package security_test
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/craig/retention/kernel/app"
@@ -10,11 +11,29 @@ import (
 	"github.com/craig/retention/services/security"
 )
 
+// Seeds of security's archived tables (the archivetest contract: $1 ids,
+// $2 ages in seconds, $3 padding bytes).
+const (
+	auditLogSeed = `INSERT INTO audit_log (id, occurred_at, actor, action, subject_id, detail)
+SELECT s.id, now() - make_interval(secs => s.age), 'user:' || (s.ord % 5), 'case.viewed', 'case-' || s.ord,
+       jsonb_build_object('ip', '10.0.0.' || (s.ord % 250), 'amount', 1.10, 'note', 'caf' || chr(233), 'pad', repeat('p', s.pad))
+FROM unnest($1::uuid[], $2::float8[], $3::int[]) WITH ORDINALITY AS s(id, age, pad, ord)`
+	deadLetterSeed = `INSERT INTO dead_letter_audit (id, dlq_received_at, event_type, payload, reason)
+SELECT s.id, now() - make_interval(secs => s.age), 'exchange.sent',
+       jsonb_build_object('case', s.ord, 'pad', repeat('p', s.pad)), 'handler failed 5 times: connection refused'
+FROM unnest($1::uuid[], $2::float8[], $3::int[]) WITH ORDINALITY AS s(id, age, pad, ord)`
+)
+
 // TestConformance runs the kernel's per-service suite over every table the
-// security service registers (today the transport tables).
+// security service registers: the transport tables swept, audit_log and
+// dead_letter_audit archived (the whole archivetest suite each).
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	s := security.DefaultSettings()
-	kerneltest.CheckSpec(t, kerneltest.Tables{Service: security.Name, Groups: app.Groups(security.Spec(), s)},
-		kerneltest.TransportSeeds(s.EventOutboxRetentionDays, s.EventInboxRetentionDays))
+	seeds := kerneltest.TransportSeeds(s.EventOutboxRetentionDays, s.EventInboxRetentionDays)
+	maps.Copy(seeds, map[string]string{security.AuditLogTable: auditLogSeed, security.DeadLetterTable: deadLetterSeed})
+	kerneltest.CheckSpec(t, kerneltest.Tables{
+		Service: security.Name, Groups: app.Groups(security.Spec(), s),
+		Archived: security.ArchiveTables(), Bookkeeper: security.Bookkeeper(),
+	}, seeds)
 }

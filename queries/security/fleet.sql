@@ -1,0 +1,39 @@
+-- security's fleet ledger (archive_records) and audit trail writes.
+
+-- InsertArchiveRecord books one archive of any service in the fleet ledger.
+-- A replay of an archive already booked inserts nothing (0 rows): the
+-- caller compares it with the booked row (divergence, D16); the row is
+-- never overwritten.
+-- name: InsertArchiveRecord :execrows
+INSERT INTO archive_records (
+    archive_id, source_service, table_name, data_key, manifest_key, data_sha256, record_count,
+    store_endpoint, store_bucket, first_record_id, last_record_id,
+    first_record_at, last_record_at, hot_window_days, archived_at, archived_by
+) VALUES (
+    sqlc.arg(archive_id), sqlc.arg(source_service), sqlc.arg(table_name), sqlc.arg(data_key),
+    sqlc.arg(manifest_key), sqlc.arg(data_sha256), sqlc.arg(record_count), sqlc.arg(store_endpoint),
+    sqlc.arg(store_bucket), sqlc.arg(first_record_id), sqlc.arg(last_record_id),
+    sqlc.arg(first_record_at), sqlc.arg(last_record_at), sqlc.arg(hot_window_days),
+    sqlc.arg(archived_at), sqlc.arg(archived_by)
+)
+ON CONFLICT (archive_id) DO NOTHING;
+
+-- GetArchiveRecord returns the booked facts of one archive (for the
+-- divergence comparison of a replay).
+-- name: GetArchiveRecord :one
+SELECT archive_id, source_service, table_name, data_key, manifest_key, data_sha256, record_count,
+       store_endpoint, store_bucket, first_record_id, last_record_id,
+       first_record_at, last_record_at, hot_window_days, archived_at, archived_by
+FROM archive_records
+WHERE archive_id = sqlc.arg(archive_id);
+
+-- InsertAuditLog records one entry of the audit trail.
+-- name: InsertAuditLog :exec
+INSERT INTO audit_log (actor, action, subject_id, detail)
+VALUES (sqlc.arg(actor), sqlc.arg(action), sqlc.arg(subject_id), sqlc.arg(detail));
+
+-- InsertDeadLetterAudit records one dead-lettered event with the last error
+-- that kept it from being handled.
+-- name: InsertDeadLetterAudit :exec
+INSERT INTO dead_letter_audit (event_type, payload, reason)
+VALUES (sqlc.arg(event_type), sqlc.arg(payload), sqlc.arg(reason));

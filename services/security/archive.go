@@ -1,0 +1,101 @@
+package security
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/prune"
+	"github.com/craig/retention/services/security/fleet"
+	"github.com/craig/retention/services/security/internal/queries"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// The archived tables of the security service: the audit trail.
+const (
+	AuditLogTable   = "audit_log"
+	DeadLetterTable = "dead_letter_audit"
+)
+
+// ArchiveCompletedEvent is staged with every security archive (the same
+// payload fields as rules.evaluations_archived); security receives it too
+// and books it like any other service's (an identical replay of the row its
+// own bookkeeping wrote).
+const ArchiveCompletedEvent = fleet.SecurityArchived
+
+// SourceService identifies security as an archive event's source.
+const SourceService = "craig-security"
+
+// ArchiveTables returns security's archived tables: each is its two queries
+// (queries/security/archive.sql) and this value.
+func ArchiveTables() []archive.TableSpec {
+	return []archive.TableSpec{
+		{
+			Table: AuditLogTable, AgeColumn: "occurred_at",
+			Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectAuditLogBatchRow, error) {
+				return queries.New(db).SelectAuditLogBatch(ctx, queries.SelectAuditLogBatchParams{
+					HotWindowDays: p.HotWindowDays, AfterKey: p.After.Key, AfterID: p.After.ID, BatchLimit: p.Limit, MaxBytes: p.MaxBytes,
+				})
+			}),
+			Delete: func(ctx context.Context, tx pgx.Tx, hot int32, ids []uuid.UUID) (int64, error) {
+				return queries.New(tx).DeleteAuditLogByIDs(ctx, queries.DeleteAuditLogByIDsParams{Ids: ids, HotWindowDays: hot})
+			},
+		},
+		{
+			Table: DeadLetterTable, AgeColumn: "dlq_received_at",
+			Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectDeadLetterAuditBatchRow, error) {
+				return queries.New(db).SelectDeadLetterAuditBatch(ctx, queries.SelectDeadLetterAuditBatchParams{
+					HotWindowDays: p.HotWindowDays, AfterKey: p.After.Key, AfterID: p.After.ID, BatchLimit: p.Limit, MaxBytes: p.MaxBytes,
+				})
+			}),
+			Delete: func(ctx context.Context, tx pgx.Tx, hot int32, ids []uuid.UUID) (int64, error) {
+				return queries.New(tx).DeleteDeadLetterAuditByIDs(ctx, queries.DeleteDeadLetterAuditByIDsParams{Ids: ids, HotWindowDays: hot})
+			},
+		},
+	}
+}
+
+// Bookkeeper is security's archive bookkeeping: the kernel's local ledger
+// row, then the archive's fleet ledger row (source craig-security, in the
+// same transaction), then security.archive_completed.
+func Bookkeeper() archive.Bookkeeper {
+	return archive.Bookkeeper{EventType: ArchiveCompletedEvent, SourceService: SourceService, Also: bookOwnArchive}
+}
+
+// Bookkeep is Bookkeeper's Bookkeep (the archive.BookkeepFunc of the spec).
+func Bookkeep(ctx context.Context, tx pgx.Tx, m archive.Manifest, archivedBy string) error {
+	return Bookkeeper().Bookkeep(ctx, tx, m, archivedBy)
+}
+
+// bookOwnArchive writes security's own archive into the fleet ledger, from
+// the event it is about to stage (so the row and the event carry the same
+// facts; the replay security later receives is identical).
+func bookOwnArchive(ctx context.Context, tx pgx.Tx, ev archive.ArchivedEvent) error {
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	rec, err := fleet.Parse(body)
+	if err != nil {
+		return fmt.Errorf("fleet ledger: %w", err)
+	}
+	if _, err := insertRecord(ctx, tx, rec); err != nil {
+		return fmt.Errorf("fleet ledger: %w", err)
+	}
+	return nil
+}
+
+// insertRecord books rec (ON CONFLICT DO NOTHING): true when it inserted.
+func insertRecord(ctx context.Context, tx pgx.Tx, rec fleet.Record) (bool, error) {
+	n, err := queries.New(tx).InsertArchiveRecord(ctx, queries.InsertArchiveRecordParams{
+		ArchiveID: rec.ArchiveID, SourceService: rec.SourceService, TableName: rec.Table,
+		DataKey: rec.DataKey, ManifestKey: rec.ManifestKey, DataSha256: rec.DataSHA256,
+		RecordCount: int32(rec.RecordCount), StoreEndpoint: rec.StoreEndpoint, StoreBucket: rec.StoreBucket,
+		FirstRecordID: rec.FirstRecordID, LastRecordID: rec.LastRecordID,
+		FirstRecordAt: rec.FirstRecordAt, LastRecordAt: rec.LastRecordAt,
+		HotWindowDays: int32(rec.HotWindowDays), ArchivedAt: rec.ArchivedAt, ArchivedBy: rec.ArchivedBy,
+	})
+	return n == 1, err
+}

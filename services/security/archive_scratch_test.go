@@ -1,0 +1,134 @@
+//go:build scratch
+
+package security_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archivetest"
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/services/security"
+)
+
+// fleetRow is the archive_records row's facts.
+type fleetRow struct {
+	archivetest.LedgerRow
+	SourceService  string
+	ArchivedByName *string
+	RetentionUntil *time.Time
+	LegalHold      bool
+	PurgedAt       *time.Time
+	PurgedBy       *string
+}
+
+func fleetRows(t *testing.T, db *kerneltest.DB) []fleetRow {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), `
+		SELECT archive_id, table_name, data_key, manifest_key, data_sha256, record_count,
+		       store_endpoint, store_bucket, first_record_id, last_record_id,
+		       first_record_at, last_record_at, hot_window_days, archived_at, archived_by,
+		       source_service, archived_by_name, retention_until::timestamptz, legal_hold, purged_at, purged_by
+		FROM archive_records ORDER BY archive_id`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (fleetRow, error) {
+		var f fleetRow
+		l := &f.LedgerRow
+		err := r.Scan(&l.ArchiveID, &l.TableName, &l.DataKey, &l.ManifestKey, &l.DataSHA256, &l.RecordCount,
+			&l.StoreEndpoint, &l.StoreBucket, &l.FirstRecordID, &l.LastRecordID, &l.FirstRecordAt, &l.LastRecordAt,
+			&l.HotWindowDays, &l.ArchivedAt, &l.ArchivedBy,
+			&f.SourceService, &f.ArchivedByName, &f.RetentionUntil, &f.LegalHold, &f.PurgedAt, &f.PurgedBy)
+		return f, err
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// TestOwnArchivesBookTheFleetLedger: each of security's own archives gets
+// its fleet ledger row (source craig-security) in the same transaction as
+// its local ledger row, with the same facts; the lifecycle columns start
+// empty (no display name, no retention date, no hold, not purged); and the
+// staged event is security.archive_completed.
+func TestOwnArchivesBookTheFleetLedger(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := kerneltest.ServiceDB(t, security.Name)
+	db.Exec(t, `INSERT INTO audit_log (occurred_at, actor, action) SELECT now() - interval '100 days' - make_interval(mins => g), 'user:ann', 'case.viewed' FROM generate_series(1, 25) g`)
+	db.Exec(t, `INSERT INTO dead_letter_audit (dlq_received_at, event_type, payload, reason) SELECT now() - interval '95 days', 'x.y', '{}', 'boom' FROM generate_series(1, 4)`)
+	db.Exec(t, `INSERT INTO audit_log (actor, action) VALUES ('user:bob', 'login')`) // the defaults: hot
+	s3 := kerneltest.NewS3Scratch(t)
+	st, err := store.Open(ctx, s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	m, err := metrics.NewArchive(prometheus.NewRegistry())
+	require.NoError(t, err)
+	eng, err := archive.New(db.Pool, st, security.ArchiveTables(), security.Bookkeep, archive.Config{
+		Service: s3.Service, HotWindowDays: 90, BatchSize: 10, MaxBatchBytes: archive.DefaultMaxBatchBytes,
+	}, slog.New(&kerneltest.LogRecorder{}), m)
+	require.NoError(t, err)
+	rep, err := eng.RunPass(ctx, 20)
+	require.NoError(t, err)
+	require.NoError(t, rep.Err())
+	require.Equal(t, int64(25), rep.Tables[0].Archived)
+	require.Equal(t, int64(4), rep.Tables[1].Archived)
+
+	ledger := archivetest.Ledger(ctx, t, db.Pool)
+	require.Len(t, ledger, 4) // 10 + 10 + 5 audit_log, 4 dead_letter_audit
+	fleet := fleetRows(t, db)
+	require.Len(t, fleet, len(ledger))
+	for i, f := range fleet {
+		require.Equal(t, ledger[i], f.LedgerRow, "the fleet row carries the local ledger's facts")
+		require.Equal(t, security.SourceService, f.SourceService)
+		require.Nil(t, f.ArchivedByName)
+		require.Nil(t, f.RetentionUntil)
+		require.False(t, f.LegalHold)
+		require.Nil(t, f.PurgedAt)
+		require.Nil(t, f.PurgedBy)
+	}
+	events := archivetest.Events(ctx, t, db.Pool)
+	require.Len(t, events, 4)
+	for _, ev := range events {
+		require.Equal(t, "security.archive_completed", ev.EventType)
+		require.Equal(t, "craig-security", ev.Payload["source_service"])
+	}
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM audit_log`))
+}
+
+// TestFleetRowRollsBackWithTheArchive: a fleet ledger insert that fails
+// (here: the table is gone) rolls back the local ledger row, the event and
+// the delete: nothing is half-booked.
+func TestFleetRowRollsBackWithTheArchive(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := kerneltest.ServiceDB(t, security.Name)
+	db.Exec(t, `INSERT INTO audit_log (occurred_at, actor, action) SELECT now() - interval '100 days', 'user:ann', 'x' FROM generate_series(1, 5)`)
+	db.Exec(t, `ALTER TABLE archive_records RENAME TO archive_records_gone`)
+	s3 := kerneltest.NewS3Scratch(t)
+	st, err := store.Open(ctx, s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	m, err := metrics.NewArchive(prometheus.NewRegistry())
+	require.NoError(t, err)
+	eng, err := archive.New(db.Pool, st, security.ArchiveTables(), security.Bookkeep, archive.Config{
+		Service: s3.Service, HotWindowDays: 90, BatchSize: 10, MaxBatchBytes: archive.DefaultMaxBatchBytes,
+	}, slog.New(&kerneltest.LogRecorder{}), m)
+	require.NoError(t, err)
+	rep, err := eng.RunPass(ctx, 5)
+	require.NoError(t, err)
+	require.ErrorIs(t, rep.Tables[0].Err, archive.ErrBookkeep)
+	require.ErrorContains(t, rep.Tables[0].Err, "fleet ledger")
+	require.Equal(t, int64(5), db.Count(t, `SELECT count(*) FROM audit_log`))
+	require.Zero(t, db.Count(t, `SELECT count(*) FROM archive_ledger`))
+	require.Zero(t, db.Count(t, `SELECT count(*) FROM event_outbox`))
+}
