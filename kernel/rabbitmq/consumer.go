@@ -38,6 +38,37 @@ var errSessionLost = errors.New("rabbitmq: consumer session lost")
 // acknowledged); an error means "try again" (it is requeued).
 type HandleFunc func(ctx context.Context, m outbox.Message) error
 
+// Delivery is one received message with what the transport knows of it.
+type Delivery struct {
+	// Message is the decoded body.
+	Message outbox.Message
+	// Body is the body as received (what a signature covers).
+	Body []byte
+	// RoutingKey is the key it was published with (kept across retries).
+	RoutingKey string
+	// Headers are the AMQP headers (eventsig's among them).
+	Headers map[string]any
+	// Attempt counts deliveries to a handler: 1 the first time.
+	Attempt int
+	// LastError is the previous attempt's error ("" on the first).
+	LastError string
+}
+
+// DeliveryFunc handles one delivery; its result settles it like
+// HandleFunc's.
+type DeliveryFunc func(ctx context.Context, d Delivery) error
+
+// Retry headers: a message a handler failed is republished to its queue
+// carrying its attempt count, the last error and its original routing key
+// (the republish goes through the default exchange, by queue name).
+const (
+	HeaderAttempt    = "x-craig-attempt"
+	HeaderLastError  = "x-craig-last-error"
+	HeaderRoutingKey = "x-craig-routing-key"
+	// maxErrorHeader bounds the error text a retried message carries.
+	maxErrorHeader = 1024
+)
+
 // Consumer receives outbox messages from a durable queue with manual
 // acknowledgements. The zero value is ready to use.
 type Consumer struct {
@@ -47,6 +78,24 @@ type Consumer struct {
 	// Prefetch is the most unacknowledged deliveries in flight; 0 means
 	// DefaultPrefetch.
 	Prefetch int
+	// MaxAttempts bounds the deliveries of a message whose handler fails:
+	// after each failure it is republished to the queue with its attempt
+	// count (at-least-once: the broker confirms the copy before the
+	// original is acknowledged), and after the MaxAttempts-th it is
+	// published to DeadLetterExchange instead. 0 requeues forever.
+	MaxAttempts int
+	// DeadLetterExchange receives messages that failed MaxAttempts times,
+	// with their original routing key and the last error as a header; it
+	// is declared as a durable topic exchange. Required with MaxAttempts.
+	DeadLetterExchange string
+	// DeadLetterQueue is declared (durable) and bound to DeadLetterExchange
+	// for every routing key, so a dead-lettered message always has a queue
+	// to land in. Required with MaxAttempts.
+	DeadLetterQueue string
+	// RetryDelay is waited after a failed handle before the message is
+	// retried or requeued (so a database outage does not spin); 0 retries
+	// at once.
+	RetryDelay time.Duration
 }
 
 // Consume declares exchange (a durable topic exchange) and queue (durable),
@@ -66,8 +115,22 @@ type Consumer struct {
 // restart, queue deleted) is re-established with backoff; unacknowledged
 // deliveries of the lost session are redelivered by the broker.
 func (c *Consumer) Consume(ctx context.Context, url, exchange, queue string, bindingKeys []string, handle HandleFunc) error {
+	if handle == nil {
+		return fmt.Errorf("%w: exchange, queue, at least one binding key and a handler are required", ErrInvalidConsumer)
+	}
+	return c.ConsumeDeliveries(ctx, url, exchange, queue, bindingKeys, func(ctx context.Context, d Delivery) error {
+		return handle(ctx, d.Message)
+	})
+}
+
+// ConsumeDeliveries is Consume with a handler that sees the whole delivery
+// (body, headers, attempt).
+func (c *Consumer) ConsumeDeliveries(ctx context.Context, url, exchange, queue string, bindingKeys []string, handle DeliveryFunc) error {
 	if exchange == "" || queue == "" || len(bindingKeys) == 0 || handle == nil {
 		return fmt.Errorf("%w: exchange, queue, at least one binding key and a handler are required", ErrInvalidConsumer)
+	}
+	if c.MaxAttempts < 0 || (c.MaxAttempts > 0 && (c.DeadLetterExchange == "" || c.DeadLetterQueue == "")) || c.RetryDelay < 0 {
+		return fmt.Errorf("%w: max attempts %d needs a dead-letter exchange and queue (and a retry delay >= 0)", ErrInvalidConsumer, c.MaxAttempts)
 	}
 	prefetch := c.Prefetch
 	if prefetch == 0 {
@@ -78,14 +141,14 @@ func (c *Consumer) Consume(ctx context.Context, url, exchange, queue string, bin
 	}
 	log := c.logger().With(slog.String("exchange", exchange), slog.String("queue", queue))
 	open := func() (*session, error) {
-		return openSession(ctx, url, exchange, queue, bindingKeys, prefetch)
+		return openSession(ctx, url, exchange, queue, bindingKeys, prefetch, c.deadLetter())
 	}
 	sess, err := open()
 	if err != nil {
 		return err
 	}
 	for {
-		err := sess.serve(ctx, log, handle)
+		err := sess.serve(ctx, log, dispatcher{handle: handle, queue: queue, maxAttempts: c.MaxAttempts, deadLetter: c.DeadLetterExchange, retryDelay: c.RetryDelay})
 		sess.close()
 		if ctx.Err() != nil {
 			return nil
@@ -122,6 +185,18 @@ func reconnect(ctx context.Context, log *slog.Logger, open func() (*session, err
 	}
 }
 
+// deadLetter is the dead-letter exchange and queue, when attempts are
+// bounded.
+func (c *Consumer) deadLetter() deadLetter {
+	if c.MaxAttempts == 0 {
+		return deadLetter{}
+	}
+	return deadLetter{exchange: c.DeadLetterExchange, queue: c.DeadLetterQueue}
+}
+
+// deadLetter names where messages go after their last attempt.
+type deadLetter struct{ exchange, queue string }
+
 func (c *Consumer) logger() *slog.Logger {
 	if c.Logger == nil {
 		return slog.Default()
@@ -133,21 +208,49 @@ func (c *Consumer) logger() *slog.Logger {
 type session struct {
 	conn       *amqp.Connection
 	deliveries <-chan amqp.Delivery
-	closed     chan *amqp.Error // the channel's close reason, if the broker closed it
-	cancelled  chan string      // the consumer tag, if the broker cancelled it
+	// retry is a confirm-mode channel for republishing failed messages
+	// (nil unless the consumer bounds attempts).
+	retry     *amqp.Channel
+	closed    chan *amqp.Error // the channel's close reason, if the broker closed it
+	cancelled chan string      // the consumer tag, if the broker cancelled it
 }
 
-func openSession(ctx context.Context, url, exchange, queue string, bindingKeys []string, prefetch int) (*session, error) {
+func openSession(ctx context.Context, url, exchange, queue string, bindingKeys []string, prefetch int, dl deadLetter) (*session, error) {
 	conn, err := dial(ctx, url)
 	if err != nil {
 		return nil, err
 	}
 	s, err := setUp(ctx, conn, exchange, queue, bindingKeys, prefetch)
+	if err == nil && dl.exchange != "" {
+		s.retry, err = retryChannel(conn, dl)
+	}
 	if err != nil {
 		_ = closeConn(conn)
 		return nil, err
 	}
 	return s, nil
+}
+
+// retryChannel opens the confirm-mode channel failed messages are
+// republished on and declares the dead-letter exchange and its queue.
+func retryChannel(conn *amqp.Connection, dl deadLetter) (*amqp.Channel, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmq: open retry channel: %w", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		return nil, fmt.Errorf("rabbitmq: retry channel confirm mode: %w", err)
+	}
+	if err := declareExchange(ch, dl.exchange); err != nil {
+		return nil, err
+	}
+	if _, err := ch.QueueDeclare(dl.queue, true, false, false, false, nil); err != nil {
+		return nil, fmt.Errorf("rabbitmq: declare dead-letter queue %q: %w", dl.queue, err)
+	}
+	if err := ch.QueueBind(dl.queue, "#", dl.exchange, false, nil); err != nil {
+		return nil, fmt.Errorf("rabbitmq: bind dead-letter queue %q: %w", dl.queue, err)
+	}
+	return ch, nil
 }
 
 func setUp(ctx context.Context, conn *amqp.Connection, exchange, queue string, bindingKeys []string, prefetch int) (*session, error) {
@@ -184,7 +287,7 @@ func setUp(ctx context.Context, conn *amqp.Connection, exchange, queue string, b
 
 // serve handles deliveries until ctx is cancelled (nil) or the session ends
 // (an error wrapping errSessionLost).
-func (s *session) serve(ctx context.Context, log *slog.Logger, handle HandleFunc) error {
+func (s *session) serve(ctx context.Context, log *slog.Logger, disp dispatcher) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -193,7 +296,7 @@ func (s *session) serve(ctx context.Context, log *slog.Logger, handle HandleFunc
 			if !ok {
 				return s.lost()
 			}
-			deliver(ctx, log, d, handle)
+			disp.deliver(ctx, log, s, d)
 		}
 	}
 }
@@ -214,9 +317,19 @@ func (s *session) lost() error {
 
 func (s *session) close() { _ = closeConn(s.conn) }
 
+// dispatcher hands deliveries to the handler and settles them.
+type dispatcher struct {
+	handle      DeliveryFunc
+	queue       string
+	maxAttempts int
+	deadLetter  string
+	retryDelay  time.Duration
+}
+
 // deliver decodes, handles and settles one delivery.
-func deliver(ctx context.Context, log *slog.Logger, d amqp.Delivery, handle HandleFunc) {
-	attrs := []any{slog.String("message_id", d.MessageId), slog.String("routing_key", d.RoutingKey)}
+func (p dispatcher) deliver(ctx context.Context, log *slog.Logger, s *session, d amqp.Delivery) {
+	dv := delivery(d)
+	attrs := []any{slog.String("message_id", d.MessageId), slog.String("routing_key", dv.RoutingKey), slog.Int("attempt", dv.Attempt)}
 	m, err := outbox.DecodeMessage(d.Body)
 	if err != nil {
 		log.ErrorContext(ctx, "rabbitmq message does not decode; rejected without requeue",
@@ -226,12 +339,38 @@ func deliver(ctx context.Context, log *slog.Logger, d amqp.Delivery, handle Hand
 		}
 		return
 	}
-	if herr := handle(ctx, m); herr != nil {
-		if ctx.Err() != nil && errors.Is(herr, context.Canceled) {
-			log.DebugContext(ctx, "rabbitmq handler cancelled; message requeued", attrs...)
-		} else {
-			log.WarnContext(ctx, "rabbitmq handler failed; message requeued", append(attrs, slog.Any("error", herr))...)
+	dv.Message = m
+	herr := p.handle(ctx, dv)
+	if herr == nil {
+		if err := d.Ack(false); err != nil {
+			// The message will be delivered again; the inbox makes that harmless.
+			log.WarnContext(ctx, "rabbitmq ack failed; the message will be redelivered", append(attrs, slog.Any("error", err))...)
 		}
+		return
+	}
+	if ctx.Err() != nil && errors.Is(herr, context.Canceled) {
+		log.DebugContext(ctx, "rabbitmq handler cancelled; message requeued", attrs...)
+		_ = d.Nack(false, true) // the broker requeues a closed channel's deliveries anyway
+		return
+	}
+	p.retry(ctx, log, s, d, dv, herr, attrs)
+}
+
+// retry settles a delivery whose handler failed: after the retry delay it
+// is requeued (unbounded attempts), republished with attempt+1, or, at the
+// last attempt, dead-lettered; the original is acknowledged only after the
+// broker confirmed the copy.
+func (p dispatcher) retry(ctx context.Context, log *slog.Logger, s *session, d amqp.Delivery, dv Delivery, herr error, attrs []any) {
+	if p.retryDelay > 0 {
+		t := time.NewTimer(p.retryDelay)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	if p.maxAttempts == 0 || s.retry == nil || ctx.Err() != nil {
+		log.WarnContext(ctx, "rabbitmq handler failed; message requeued", append(attrs, slog.Any("error", herr))...)
 		if err := d.Nack(false, true); err != nil {
 			// The channel is gone; the broker requeues unacknowledged
 			// deliveries of a closed channel anyway.
@@ -239,8 +378,70 @@ func deliver(ctx context.Context, log *slog.Logger, d amqp.Delivery, handle Hand
 		}
 		return
 	}
+	exchange, key, what := "", p.queue, "retried"
+	if dv.Attempt >= p.maxAttempts {
+		exchange, key, what = p.deadLetter, dv.RoutingKey, "dead-lettered"
+	}
+	err := republish(ctx, s.retry, exchange, key, d, dv, herr)
+	if err != nil {
+		log.WarnContext(ctx, "rabbitmq handler failed and the retry could not be published; message requeued",
+			append(attrs, slog.Any("error", herr), slog.Any("publish_error", err))...)
+		_ = d.Nack(false, true)
+		return
+	}
+	log.WarnContext(ctx, "rabbitmq handler failed; message "+what, append(attrs, slog.Int("max_attempts", p.maxAttempts), slog.Any("error", herr))...)
 	if err := d.Ack(false); err != nil {
-		// The message will be delivered again; the inbox makes that harmless.
 		log.WarnContext(ctx, "rabbitmq ack failed; the message will be redelivered", append(attrs, slog.Any("error", err))...)
 	}
+}
+
+// delivery reads the transport's facts of d (attempt and routing key from
+// the retry headers when it is a retried copy).
+func delivery(d amqp.Delivery) Delivery {
+	dv := Delivery{Body: d.Body, RoutingKey: d.RoutingKey, Headers: map[string]any(d.Headers), Attempt: 1}
+	if dv.Headers == nil {
+		dv.Headers = map[string]any{}
+	}
+	switch n := dv.Headers[HeaderAttempt].(type) {
+	case int32:
+		dv.Attempt = max(int(n), 1)
+	case int64:
+		dv.Attempt = max(int(n), 1)
+	}
+	if k, ok := dv.Headers[HeaderRoutingKey].(string); ok && k != "" {
+		dv.RoutingKey = k
+	}
+	dv.LastError, _ = dv.Headers[HeaderLastError].(string)
+	return dv
+}
+
+// republish publishes a copy of d with the retry headers and waits for the
+// broker's confirm.
+func republish(ctx context.Context, ch *amqp.Channel, exchange, key string, d amqp.Delivery, dv Delivery, herr error) error {
+	headers := amqp.Table{}
+	for k, v := range d.Headers {
+		headers[k] = v
+	}
+	msg := herr.Error()
+	if len(msg) > maxErrorHeader {
+		msg = msg[:maxErrorHeader]
+	}
+	headers[HeaderAttempt] = int32(dv.Attempt + 1)
+	headers[HeaderLastError] = msg
+	headers[HeaderRoutingKey] = dv.RoutingKey
+	dc, err := ch.PublishWithDeferredConfirmWithContext(ctx, exchange, key, true, false, amqp.Publishing{
+		Headers: headers, ContentType: d.ContentType, DeliveryMode: amqp.Persistent,
+		MessageId: d.MessageId, Type: d.Type, Timestamp: d.Timestamp, Body: d.Body,
+	})
+	if err != nil {
+		return err
+	}
+	ok, err := dc.WaitContext(ctx)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return ErrNacked
+	}
+	return nil
 }

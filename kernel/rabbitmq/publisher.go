@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/craig/retention/kernel/eventsig"
 	"github.com/craig/retention/kernel/outbox"
 	amqp "github.com/rabbitmq/amqp091-go"
 )
@@ -58,6 +59,17 @@ type Publisher struct {
 	backoff  time.Duration
 	// now is the clock (time.Now; tests script it).
 	now func() time.Time
+	// signer signs every body (nil: unsigned); set before the first publish.
+	signer *eventsig.Signer
+}
+
+// SignWith makes every later Publish sign its body with s (the
+// eventsig headers); nil publishes unsigned. Call it before publishing.
+func (p *Publisher) SignWith(s *eventsig.Signer) *Publisher {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.signer = s
+	return p
 }
 
 // Reconnect backoff of a publisher whose broker is unreachable: the first
@@ -204,7 +216,12 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 	if reason := p.blocked.Load(); reason != nil {
 		return fmt.Errorf("rabbitmq publish %s: %w: %s", m.ID, ErrBlocked, *reason)
 	}
+	var headers amqp.Table
+	if p.signer != nil {
+		headers = p.signer.Headers(body)
+	}
 	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, p.exchange, m.EventType, false, false, amqp.Publishing{
+		Headers:      headers,
 		ContentType:  contentType,
 		DeliveryMode: amqp.Persistent,
 		MessageId:    m.ID.String(),

@@ -489,6 +489,9 @@ func TestKeys(t *testing.T) {
 		"database_url",
 		"event_inbox_retention_days",
 		"event_outbox_retention_days",
+		"events.signing_key_file",
+		"events.signing_key_id",
+		"events.trusted_keys_file",
 		"http_addr",
 		"log_level",
 		"plan_check_seqscan_rows",
@@ -531,4 +534,30 @@ func TestKeys(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEventsProblems: the signing key file and its id come together, and
+// the id has eventsig's syntax; the trust file alone is fine.
+func TestEventsProblems(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		events settings.Events
+		bad    bool
+	}{
+		{settings.Events{}, false},
+		{settings.Events{TrustedKeysFile: "/etc/craig/trust"}, false},
+		{settings.Events{SigningKeyFile: "/k.pem", SigningKeyID: "rules-2026"}, false},
+		{settings.Events{SigningKeyFile: "/k.pem"}, true},
+		{settings.Events{SigningKeyID: "rules-2026"}, true},
+		{settings.Events{SigningKeyFile: "/k.pem", SigningKeyID: "rules 2026"}, true},
+		{settings.Events{SigningKeyFile: "/k.pem", SigningKeyID: strings.Repeat("k", 65)}, true},
+	} {
+		ps := tt.events.Problems()
+		if !tt.bad {
+			require.Empty(t, ps, "%+v", tt.events)
+			continue
+		}
+		require.Len(t, ps, 1, "%+v", tt.events)
+		require.Equal(t, "events.signing_key_id", ps[0].Key)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -143,7 +144,40 @@ type Transport struct {
 	AdminToken string `koanf:"admin_token"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `koanf:"log_level"`
+	// Events are the keys of signed events (events.*).
+	Events Events `koanf:"events"`
 }
+
+// Events configures the signing of published events and the trust of
+// received ones (kernel/eventsig). Key files are read at boot; their
+// content never appears in an error or a log line.
+type Events struct {
+	// SigningKeyFile is the PEM PKCS #8 Ed25519 private key every published
+	// event is signed with; empty publishes unsigned events.
+	SigningKeyFile string `koanf:"signing_key_file"`
+	// SigningKeyID is the id the signature announces (the consumer's trust
+	// file maps it to this service); required with SigningKeyFile.
+	SigningKeyID string `koanf:"signing_key_id"`
+	// TrustedKeysFile lists the producer keys a consuming service accepts
+	// (`<key id> <source service> <base64 public key>` per line); with it,
+	// an unsigned or wrongly signed archive event is refused.
+	TrustedKeysFile string `koanf:"trusted_keys_file"`
+}
+
+// Problems checks the events keys.
+func (e Events) Problems() []Problem {
+	var ps []Problem
+	if (e.SigningKeyFile == "") != (e.SigningKeyID == "") {
+		ps = append(ps, Problem{Key: "events.signing_key_id", Value: e.SigningKeyID,
+			Reason: "events.signing_key_file and events.signing_key_id are set together or not at all", Related: []string{"events.signing_key_file"}})
+	} else if e.SigningKeyID != "" && !eventKeyID.MatchString(e.SigningKeyID) {
+		ps = append(ps, Problem{Key: "events.signing_key_id", Value: e.SigningKeyID, Reason: "must be 1..64 letters, digits and . _ : - (starting with a letter or digit)"})
+	}
+	return ps
+}
+
+// eventKeyID is eventsig's key id syntax.
+var eventKeyID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
 
 // DefaultTransport returns the transport defaults for a service whose
 // database is databaseURL.
@@ -175,6 +209,7 @@ func (t Transport) Problems() []Problem {
 	ps = append(ps, t.replayProblems()...)
 	ps = append(ps, t.endpointProblems()...)
 	ps = append(ps, t.pruneProblems()...)
+	ps = append(ps, t.Events.Problems()...)
 	switch t.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
