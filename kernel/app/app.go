@@ -50,6 +50,9 @@ type Spec[T any] struct {
 	// Archive is the service's archive-then-prune, or nil when it archives
 	// nothing.
 	Archive *ArchiveSpec[T]
+	// Inbound is the service's consumption of events, or nil when it
+	// consumes none.
+	Inbound *InboundSpec[T]
 }
 
 // Local is one service-local swept table: a team adds a table with a

@@ -59,11 +59,20 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	// A broker outage must not stop the service: sweeps, the archiver and
 	// metrics go on, the publisher reconnects with backoff, and the outage
 	// shows in /readyz, the outbox gauges and OutboxNotDraining.
+	signer, err := loadSigner(r.spec.Name, r.tr.Events)
+	if err != nil {
+		return err
+	}
 	pub, err := rabbitmq.NewLazyPublisher(ctx, r.tr.AMQPURL, r.tr.AMQPExchange, r.logger)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
 	defer func() { _ = pub.Close() }()
+	pub.SignWith(signer)
+	inbound, err := r.startInbound(pool, reg)
+	if err != nil {
+		return err
+	}
 	worker, err := r.outboxWorker(pool, pub, reg)
 	if err != nil {
 		return err
@@ -77,7 +86,7 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 		AdminToken: r.tr.AdminToken, Logger: r.logger,
 	}), ln, DefaultServerLimits())
 	r.logger.Info("serving", slog.String("service", r.spec.Name), slog.String("addr", ln.Addr().String()))
-	if err := runServe(ctx, srv, ln, worker, archiver); err != nil {
+	if err := runServe(ctx, srv, ln, worker, archiver, inbound); err != nil {
 		return err
 	}
 	r.logger.Info("stopped", slog.String("service", r.spec.Name))
@@ -124,10 +133,11 @@ func (r *runtime[T]) outboxWorker(pool *pgxpool.Pool, pub *rabbitmq.Publisher, r
 	}, nil
 }
 
-// runServe runs the HTTP server, the worker and the archiver (nil: none)
-// until ctx ends or one of them fails, then shuts the server down within
-// shutdownTimeout and waits for all three. Cancellation is not an error.
-func runServe(ctx context.Context, srv *http.Server, ln net.Listener, worker *outbox.Worker, archiver *archive.Worker) error {
+// runServe runs the HTTP server, the worker, the archiver and the inbound
+// consumers (nil: none) until ctx ends or one of them fails, then shuts the
+// server down within shutdownTimeout and waits for all of them.
+// Cancellation is not an error.
+func runServe(ctx context.Context, srv *http.Server, ln net.Listener, worker *outbox.Worker, archiver *archive.Worker, inbound func(context.Context) error) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -149,6 +159,9 @@ func runServe(ctx context.Context, srv *http.Server, ln net.Listener, worker *ou
 			_ = archiver.Run(gctx) // nil on cancellation; it logs its own failures
 			return nil
 		})
+	}
+	if inbound != nil {
+		g.Go(func() error { return inbound(gctx) })
 	}
 	g.Go(func() error {
 		<-gctx.Done() // the caller stopped us, or a goroutine failed

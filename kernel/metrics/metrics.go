@@ -200,6 +200,48 @@ func NewArchive(reg prometheus.Registerer) (*Archive, error) {
 	return m, nil
 }
 
+// Fleet instruments security's fleet ledger and the inbound event path.
+type Fleet struct {
+	// Booked counts archives newly booked in the fleet ledger, per source
+	// (archive_records_booked_total{source_service}).
+	Booked *prometheus.CounterVec
+	// Refused counts archive events refused before any write, per rule
+	// broken (archive_event_refused_total{reason}; a fixed set of reasons).
+	Refused *prometheus.CounterVec
+	// Divergence counts replays of a booked archive that differ from the
+	// booked row (archive_ledger_divergence_total{source_service}).
+	Divergence *prometheus.CounterVec
+	// DeadLettered counts events recorded in dead_letter_audit after their
+	// last failed delivery (events_dead_lettered_total).
+	DeadLettered prometheus.Counter
+}
+
+// NewFleet creates the fleet ledger instruments and registers them on reg.
+func NewFleet(reg prometheus.Registerer) (*Fleet, error) {
+	m := &Fleet{
+		Booked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "archive_records_booked_total",
+			Help: "Archives newly booked in the fleet ledger (archive_records), per source service.",
+		}, []string{"source_service"}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "archive_event_refused_total",
+			Help: "Archive events refused before any write, per rule broken (signature, source_service, table, key_prefix, ...).",
+		}, []string{"reason"}),
+		Divergence: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "archive_ledger_divergence_total",
+			Help: "Replays of a booked archive whose facts differ from the booked row (the row is never changed), per source service.",
+		}, []string{"source_service"}),
+		DeadLettered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "events_dead_lettered_total",
+			Help: "Events recorded in dead_letter_audit after their last failed delivery.",
+		}),
+	}
+	if err := register(reg, m.Booked, m.Refused, m.Divergence, m.DeadLettered); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	var errs []error
 	for _, c := range cs {

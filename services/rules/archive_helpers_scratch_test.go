@@ -131,11 +131,6 @@ func archivedLines(ctx context.Context, t testing.TB, st *store.Store, tr archiv
 	return out
 }
 
-func ledger(t testing.TB, db *kerneltest.DB) []archivetest.LedgerRow {
-	t.Helper()
-	return archivetest.Ledger(context.Background(), t, db.Pool)
-}
-
 func outboxEvents(t testing.TB, db *kerneltest.DB) []archivetest.Event {
 	t.Helper()
 	return archivetest.Events(context.Background(), t, db.Pool)

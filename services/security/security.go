@@ -47,5 +47,6 @@ func Spec() app.Spec[Settings] {
 			Tables:   ArchiveTables,
 			Bookkeep: Bookkeep,
 		},
+		Inbound: Inbound(),
 	}
 }

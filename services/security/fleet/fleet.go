@@ -243,6 +243,8 @@ func (p payload) record() (Record, error) {
 		if *f.dst, err = time.Parse(time.RFC3339Nano, f.raw); err != nil {
 			return Record{}, refuse(ReasonTimestamps, "%s %q is not an RFC 3339 time", f.name, f.raw)
 		}
+		// The ledger keeps microseconds (timestamptz): compare what is kept.
+		*f.dst = f.dst.Truncate(time.Microsecond)
 	}
 	if *p.RecordCount < 1 || *p.RecordCount > MaxRecordCount {
 		return Record{}, refuse(ReasonRecordCount, "record_count %d outside 1..%d", *p.RecordCount, MaxRecordCount)

@@ -109,7 +109,9 @@ func TestValidateRefusesForgeries(t *testing.T) {
 		{name: "negative records", edit: with("record_count", -5), reason: fleet.ReasonRecordCount},
 		{name: "too many records", edit: with("record_count", fleet.MaxRecordCount+1), reason: fleet.ReasonRecordCount},
 		{name: "fractional count", edit: with("record_count", 1.5), reason: fleet.ReasonMalformed},
-		{name: "inverted id range", edit: func(m map[string]any) { m["first_record_id"], m["last_record_id"] = m["last_record_id"], m["first_record_id"] }, reason: fleet.ReasonRecordRange},
+		{name: "inverted id range", edit: func(m map[string]any) {
+			m["first_record_id"], m["last_record_id"] = m["last_record_id"], m["first_record_id"]
+		}, reason: fleet.ReasonRecordRange},
 		{name: "nil record id", edit: with("first_record_id", uuid.Nil.String()), reason: fleet.ReasonRecordRange},
 		{name: "non-canonical archive id", edit: with("archive_id", strings.ToUpper(archiveID)), reason: fleet.ReasonArchiveID},
 		{name: "first after last", edit: with("first_record_at", "2026-08-03T00:00:00Z"), reason: fleet.ReasonTimestamps},

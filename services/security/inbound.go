@@ -1,0 +1,203 @@
+package security
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/craig/retention/kernel/app"
+	"github.com/craig/retention/kernel/eventsig"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/rabbitmq"
+	"github.com/craig/retention/services/security/fleet"
+	"github.com/craig/retention/services/security/internal/queries"
+	"github.com/jackc/pgx/v5"
+)
+
+// Inbound event path (seed D16): security consumes every event.
+const (
+	// EventReceivedAction is the audit_log action of a received event.
+	EventReceivedAction = "event.received"
+	// InboundActor is the audit_log actor of what the inbound path
+	// records: the event's claimed source is data, not an identity.
+	InboundActor = "system:events"
+	// deadLetterReason is recorded when a dead-lettered event carries no
+	// error (it cannot, unless a producer published to the queue itself).
+	deadLetterReason = "delivery failed the maximum number of times"
+)
+
+// inbound handles received events.
+type inbound struct {
+	trust *eventsig.Trust // nil: signatures are not checked
+	m     *metrics.Fleet
+	log   *slog.Logger
+	now   func() time.Time
+}
+
+// Inbound is security's inbound spec: every event through the inbox into a
+// generic audit_log row, archive events validated into the fleet ledger.
+func Inbound() *app.InboundSpec[Settings] {
+	return &app.InboundSpec[Settings]{
+		BindingKeys: []string{"#"},
+		New: func(deps app.InboundDeps[Settings]) (app.Inbound, error) {
+			m, err := metrics.NewFleet(deps.Registerer)
+			if err != nil {
+				return app.Inbound{}, err
+			}
+			h := &inbound{trust: deps.Trust, m: m, log: deps.Logger, now: time.Now}
+			return app.Inbound{Handle: h.Handle, DeadLetter: h.DeadLetter}, nil
+		},
+	}
+}
+
+// NewInboundHandler returns the handlers for tests and benchmarks that
+// drive the inbound path without a broker.
+func NewInboundHandler(trust *eventsig.Trust, m *metrics.Fleet, log *slog.Logger) app.Inbound {
+	h := &inbound{trust: trust, m: m, log: log, now: time.Now}
+	return app.Inbound{Handle: h.Handle, DeadLetter: h.DeadLetter}
+}
+
+// outcome is what the fleet branch did with an archive event (recorded in
+// the generic audit row's detail.fleet).
+type outcome struct {
+	Booked    bool     `json:"booked"`
+	Refused   string   `json:"refused,omitempty"`
+	Rule      string   `json:"rule,omitempty"`
+	Divergent []string `json:"divergent,omitempty"`
+	KeyID     string   `json:"key_id,omitempty"`
+}
+
+// Handle records d in audit_log and, for an archive event, books it in the
+// fleet ledger after validating it, in tx (the inbox's transaction). A
+// refused or divergent event is not an error (it is acknowledged: a forged
+// event must never poison-loop the queue); a database error is.
+func (h *inbound) Handle(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery) error {
+	detail := map[string]any{
+		"event_type": d.Message.EventType, "routing_key": d.RoutingKey,
+		"created_at": d.Message.CreatedAt, "payload": d.Message.Payload,
+	}
+	if isArchiveEvent(d.Message.EventType) {
+		o, err := h.book(ctx, tx, d)
+		if err != nil {
+			return err
+		}
+		detail["fleet"] = o
+	}
+	doc, err := json.Marshal(detail)
+	if err != nil {
+		return fmt.Errorf("audit detail: %w", err)
+	}
+	subject := d.Message.ID.String()
+	return queries.New(tx).InsertAuditLog(ctx, queries.InsertAuditLogParams{
+		Actor: InboundActor, Action: EventReceivedAction, SubjectID: &subject, Detail: doc,
+	})
+}
+
+// isArchiveEvent: the event types whose signature is checked (with trust
+// configured): every `<service>.…archive…` (archives, purges, holds,
+// reads), the fleet ledger's typed events among them.
+func isArchiveEvent(eventType string) bool {
+	_, rest, ok := strings.Cut(eventType, ".")
+	return ok && strings.Contains(rest, "archive")
+}
+
+// claimedSource is the source an archive event speaks for: its type's
+// service prefix (rules.* → craig-rules).
+func claimedSource(eventType string) string {
+	if src, ok := fleet.SourceOf(eventType); ok {
+		return src.SourceService
+	}
+	service, _, _ := strings.Cut(eventType, ".")
+	return "craig-" + service
+}
+
+// book verifies an archive event's signature and, for the fleet ledger's
+// typed events, validates and books it.
+func (h *inbound) book(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery) (outcome, error) {
+	var o outcome
+	ev := d.Message
+	if h.trust != nil {
+		keyID, err := h.trust.Verify(d.Body, d.Headers, claimedSource(ev.EventType))
+		o.KeyID = keyID
+		if err != nil {
+			return h.refuse(ctx, o, ev.ID.String(), ev.EventType, &fleet.Refusal{Reason: fleet.ReasonSignature, Rule: err.Error()}), nil
+		}
+	}
+	if !fleet.Typed(ev.EventType) {
+		return o, nil // signed (or trust is off): recorded like any event
+	}
+	rec, err := fleet.Validate(ev.EventType, ev.Payload, h.now())
+	if err != nil {
+		var r *fleet.Refusal
+		if !errors.As(err, &r) {
+			return o, err
+		}
+		return h.refuse(ctx, o, ev.ID.String(), ev.EventType, r), nil
+	}
+	inserted, err := insertRecord(ctx, tx, rec)
+	if err != nil {
+		return o, fmt.Errorf("fleet ledger: %w", err)
+	}
+	if inserted {
+		o.Booked = true
+		h.m.Booked.WithLabelValues(rec.SourceService).Inc()
+		return o, nil
+	}
+	booked, err := queries.New(tx).GetArchiveRecord(ctx, rec.ArchiveID)
+	if err != nil {
+		return o, fmt.Errorf("fleet ledger: read booked %s: %w", rec.ArchiveID, err)
+	}
+	if o.Divergent = fleet.Divergence(recordOf(booked), rec); len(o.Divergent) > 0 {
+		h.m.Divergence.WithLabelValues(booked.SourceService).Inc()
+		h.log.WarnContext(ctx, "archive event diverges from the booked fleet ledger row; the row is unchanged",
+			slog.String("archive_id", rec.ArchiveID.String()), slog.String("source_service", booked.SourceService),
+			slog.String("event_id", ev.ID.String()), slog.Any("fields", o.Divergent))
+	}
+	return o, nil
+}
+
+// refuse counts and WARNs a refused archive event.
+func (h *inbound) refuse(ctx context.Context, o outcome, eventID, eventType string, r *fleet.Refusal) outcome {
+	h.m.Refused.WithLabelValues(r.Reason).Inc()
+	h.log.WarnContext(ctx, "archive event refused; nothing booked", slog.String("reason", r.Reason), slog.String("rule", r.Rule),
+		slog.String("event_id", eventID), slog.String("event_type", eventType))
+	o.Refused, o.Rule = r.Reason, r.Rule
+	return o
+}
+
+// recordOf is the booked row as a fleet.Record.
+func recordOf(b queries.GetArchiveRecordRow) fleet.Record {
+	return fleet.Record{
+		ArchiveID: b.ArchiveID, SourceService: b.SourceService, Table: b.TableName, DataKey: b.DataKey,
+		ManifestKey: b.ManifestKey, DataSHA256: b.DataSha256, RecordCount: int(b.RecordCount),
+		StoreEndpoint: b.StoreEndpoint, StoreBucket: b.StoreBucket, FirstRecordID: b.FirstRecordID,
+		LastRecordID: b.LastRecordID, FirstRecordAt: b.FirstRecordAt, LastRecordAt: b.LastRecordAt,
+		HotWindowDays: int(b.HotWindowDays), ArchivedAt: b.ArchivedAt, ArchivedBy: b.ArchivedBy,
+	}
+}
+
+// DeadLetter records an event that failed its last delivery in
+// dead_letter_audit, with that delivery's error as the reason.
+func (h *inbound) DeadLetter(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery) error {
+	reason := d.LastError
+	if reason == "" {
+		reason = deadLetterReason
+	}
+	payload := []byte(d.Message.Payload)
+	if len(payload) == 0 {
+		payload = []byte("null")
+	}
+	if err := queries.New(tx).InsertDeadLetterAudit(ctx, queries.InsertDeadLetterAuditParams{
+		EventType: d.Message.EventType, Payload: payload, Reason: reason,
+	}); err != nil {
+		return fmt.Errorf("dead_letter_audit: %w", err)
+	}
+	h.m.DeadLettered.Inc()
+	h.log.WarnContext(ctx, "event dead-lettered and recorded in dead_letter_audit", slog.String("event_id", d.Message.ID.String()),
+		slog.String("event_type", d.Message.EventType), slog.Int("attempts", d.Attempt), slog.String("reason", reason))
+	return nil
+}
