@@ -33,7 +33,32 @@ const (
 	localS3SecretKey = "craigsecret"
 )
 
-// passReport is the part of `rules archive run --json` the benchmark reads.
+// archiveTarget is one archiving service's table the archive scenarios
+// measure: its binary (run as a child), its seed, and the COPY ceiling of
+// the same aged rows.
+type archiveTarget struct {
+	name      string // the scenario's label (template and database names)
+	service   string // the binary's service name (its CRAIG_<SVC>__ prefix)
+	binary    string
+	table     string
+	seed      string // inserts $1 rows, the first $2 of them aged
+	countAged string // counts the rows older than $1 days
+	copyAged  string // COPY of the aged rows as to_jsonb
+}
+
+// rulesTarget is rule_evaluations (the archive scenario).
+func (r *runner) rulesTarget() archiveTarget {
+	return archiveTarget{name: "archive", service: "rules", binary: r.cfg.RulesBinary, table: "rule_evaluations",
+		seed: seedRuleEvaluations, countAged: countAgedEvaluations, copyAged: copyAgedEvaluations}
+}
+
+// securityTarget is audit_log (the security_archive scenario).
+func (r *runner) securityTarget() archiveTarget {
+	return archiveTarget{name: "secarchive", service: "security", binary: r.cfg.SecurityBinary, table: "audit_log",
+		seed: seedAuditLog, countAged: countAgedAuditLog, copyAged: copyAgedAuditLog}
+}
+
+// passReport is the part of `<svc> archive run --json` the benchmark reads.
 type passReport struct {
 	More   bool `json:"more"`
 	Tables []struct {
@@ -47,21 +72,22 @@ type passReport struct {
 	} `json:"tables"`
 }
 
-// runArchive measures an archive pass of the aged rule evaluations (the
-// rules binary as a child process, against the real S3 server) against
-// COPY of the same rows, in Rounds interleaved rounds.
-func (r *runner) runArchive(ctx context.Context) (*ArchiveResult, error) {
+// runArchive measures an archive pass of the target's aged rows (its
+// binary as a child process, against the real S3 server) against COPY of
+// the same rows, in Rounds interleaved rounds; for rules also the big-row
+// run.
+func (r *runner) runArchive(ctx context.Context, tg archiveTarget) (*ArchiveResult, error) {
 	as := archive.DefaultSettings()
 	if as.HotWindowDays != archiveCeilingWindowDays {
 		return nil, fmt.Errorf("the COPY ceiling's literal window (%d days) differs from the archiver's default hot window (%d): update copyAgedEvaluations",
 			archiveCeilingWindowDays, as.HotWindowDays)
 	}
-	sets, err := migrations.ForService("rules")
+	sets, err := migrations.ForService(tg.service)
 	if err != nil {
 		return nil, err
 	}
 	hot := max(r.cfg.ArchiveRows/10, 1)
-	tpl, err := r.archiveTemplate(ctx, sets, hot, as)
+	tpl, err := r.archiveTemplate(ctx, tg, sets, hot, as)
 	if err != nil {
 		return nil, err
 	}
@@ -71,27 +97,29 @@ func (r *runner) runArchive(ctx context.Context) (*ArchiveResult, error) {
 	}
 	defer func() { _ = st.Close() }()
 	res := &ArchiveResult{
-		Rows: r.cfg.ArchiveRows, HotRows: hot, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes,
+		Table: tg.table, Rows: r.cfg.ArchiveRows, HotRows: hot, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes,
 		RSSGoalMiB: 64 + float64(as.MaxBatchBytes)/(1<<20),
 	}
-	if err := r.archiveRounds(ctx, st, tpl, as, res); err != nil {
+	if err := r.archiveRounds(ctx, tg, st, tpl, as, res); err != nil {
 		return nil, err
 	}
 	res.summarize()
-	if res.BigRows, err = r.archiveBigRows(ctx, st, sets, as); err != nil {
-		return nil, err
+	if tg.service == "rules" {
+		if res.BigRows, err = r.archiveBigRows(ctx, tg, st, sets, as); err != nil {
+			return nil, err
+		}
 	}
 	return res, nil
 }
 
 // archiveTemplate seeds the scenario's template: ArchiveRows aged and hot
-// rule evaluations, and checks the aged count.
-func (r *runner) archiveTemplate(ctx context.Context, sets []migrations.Set, hot int, as archive.Settings) (string, error) {
-	r.cfg.logf("archive: seeding %d aged + %d hot rule_evaluations", r.cfg.ArchiveRows, hot)
-	tpl := r.srv.name("archive")
+// rows of the target's table, and checks the aged count.
+func (r *runner) archiveTemplate(ctx context.Context, tg archiveTarget, sets []migrations.Set, hot int, as archive.Settings) (string, error) {
+	r.cfg.logf("%s: seeding %d aged + %d hot %s", tg.name, r.cfg.ArchiveRows, hot, tg.table)
+	tpl := r.srv.name(tg.name)
 	err := r.buildTemplate(ctx, tpl, sets, func(conn *pgx.Conn) error {
-		if _, err := conn.Exec(ctx, seedRuleEvaluations, r.cfg.ArchiveRows+hot, r.cfg.ArchiveRows); err != nil {
-			return fmt.Errorf("seed rule_evaluations: %w", err)
+		if _, err := conn.Exec(ctx, tg.seed, r.cfg.ArchiveRows+hot, r.cfg.ArchiveRows); err != nil {
+			return fmt.Errorf("seed %s: %w", tg.table, err)
 		}
 		return nil
 	})
@@ -100,7 +128,7 @@ func (r *runner) archiveTemplate(ctx context.Context, sets []migrations.Set, hot
 	}
 	var aged int64
 	if err := withConn(ctx, r.mustURL(tpl), func(conn *pgx.Conn) error {
-		return conn.QueryRow(ctx, countAgedEvaluations, as.HotWindowDays).Scan(&aged)
+		return conn.QueryRow(ctx, tg.countAged, as.HotWindowDays).Scan(&aged)
 	}); err != nil {
 		return "", err
 	}
@@ -111,7 +139,7 @@ func (r *runner) archiveTemplate(ctx context.Context, sets []migrations.Set, hot
 }
 
 // archiveRounds runs the archive pass and COPY, interleaved, Rounds times.
-func (r *runner) archiveRounds(ctx context.Context, st *store.Store, tpl string, as archive.Settings, res *ArchiveResult) error {
+func (r *runner) archiveRounds(ctx context.Context, tg archiveTarget, st *store.Store, tpl string, as archive.Settings, res *ArchiveResult) error {
 	configs := []string{cfgArchive, cfgCopy}
 	for round := range r.cfg.Rounds {
 		for i := range configs {
@@ -119,16 +147,16 @@ func (r *runner) archiveRounds(ctx context.Context, st *store.Store, tpl string,
 			var run ArchiveRun
 			var err error
 			if name == cfgArchive {
-				run, err = r.archiveOnce(ctx, st, tpl, round, as)
+				run, err = r.archiveOnce(ctx, tg, st, tpl, round, as)
 			} else {
-				run, err = r.copyOnce(ctx, tpl, round)
+				run, err = r.copyOnce(ctx, tg, tpl, round)
 			}
 			if err != nil {
-				return fmt.Errorf("archive %s round %d: %w", name, round+1, err)
+				return fmt.Errorf("%s %s round %d: %w", tg.name, name, round+1, err)
 			}
 			run.Order = i + 1
-			r.cfg.logf("archive round %d/%d %-15s %7d rows %8.0f rows/s in %6.2f s, peak RSS %.1f MiB",
-				round+1, r.cfg.Rounds, name, run.Rows, run.RowsPerSec, run.Seconds, run.PeakRSSMiB)
+			r.cfg.logf("%s round %d/%d %-15s %7d rows %8.0f rows/s in %6.2f s, peak RSS %.1f MiB",
+				tg.name, round+1, r.cfg.Rounds, name, run.Rows, run.RowsPerSec, run.Seconds, run.PeakRSSMiB)
 			res.Runs = append(res.Runs, run)
 		}
 	}
@@ -163,7 +191,7 @@ const (
 // archiveBigRows runs one `rules archive run` over ArchiveBigRows rows of
 // 200 KiB at batch size 10,000 and the default max_batch_bytes, and reads
 // its peak RSS.
-func (r *runner) archiveBigRows(ctx context.Context, st *store.Store, sets []migrations.Set, as archive.Settings) (*ArchiveBigRows, error) {
+func (r *runner) archiveBigRows(ctx context.Context, tg archiveTarget, st *store.Store, sets []migrations.Set, as archive.Settings) (*ArchiveBigRows, error) {
 	n := r.cfg.ArchiveBigRows
 	r.cfg.logf("archive: seeding %d aged rule_evaluations of %d KiB", n, bigRowBytes>>10)
 	tpl := r.srv.name("archive_big")
@@ -182,7 +210,7 @@ func (r *runner) archiveBigRows(ctx context.Context, st *store.Store, sets []mig
 	defer r.discard(db.name)
 	res := &ArchiveBigRows{Rows: n, RowBytes: bigRowBytes, BatchSize: bigBatchSize, MaxBatchBytes: as.MaxBatchBytes,
 		RSSGoalMiB: 64 + 2*float64(as.MaxBatchBytes)/(1<<20)}
-	rep, elapsed, rss, err := r.archivePass(ctx, st, db.url, archive.MaxManualBudget, "CRAIG_RULES__ARCHIVE__BATCH_SIZE="+strconv.Itoa(bigBatchSize))
+	rep, elapsed, rss, err := r.archivePass(ctx, tg, st, db.url, archive.MaxManualBudget, "CRAIG_RULES__ARCHIVE__BATCH_SIZE="+strconv.Itoa(bigBatchSize))
 	if err != nil {
 		return nil, fmt.Errorf("big rows: %w", err)
 	}
@@ -203,9 +231,9 @@ func (r *runner) archiveBigRows(ctx context.Context, st *store.Store, sets []mig
 // archiveOnce runs `rules archive run` on a fresh copy, timing the whole
 // child process (start-up and the store's boot probe included) and reading
 // its peak RSS; then it deletes the objects the pass wrote.
-func (r *runner) archiveOnce(ctx context.Context, st *store.Store, tpl string, round int, as archive.Settings) (ArchiveRun, error) {
+func (r *runner) archiveOnce(ctx context.Context, tg archiveTarget, st *store.Store, tpl string, round int, as archive.Settings) (ArchiveRun, error) {
 	run := ArchiveRun{Config: cfgArchive, Round: round + 1}
-	db, err := r.srv.copyOf(ctx, tpl, "archive", round)
+	db, err := r.srv.copyOf(ctx, tpl, tg.name, round)
 	if err != nil {
 		return run, err
 	}
@@ -219,7 +247,7 @@ func (r *runner) archiveOnce(ctx context.Context, st *store.Store, tpl string, r
 		if pass > need {
 			return run, fmt.Errorf("archive run: still more after %d passes", pass)
 		}
-		rep, elapsed, rss, err := r.archivePass(ctx, st, db.url, min(need, archive.MaxManualBudget))
+		rep, elapsed, rss, err := r.archivePass(ctx, tg, st, db.url, min(need, archive.MaxManualBudget))
 		if err != nil {
 			return run, err
 		}
@@ -243,9 +271,9 @@ func (r *runner) archiveOnce(ctx context.Context, st *store.Store, tpl string, r
 // archivePass runs one `rules archive run` child with budget batches and
 // extra environment, deletes the objects it wrote, and returns its report,
 // wall time and peak RSS in MiB.
-func (r *runner) archivePass(ctx context.Context, st *store.Store, dbURL string, budget int, extraEnv ...string) (passReport, time.Duration, float64, error) {
-	cmd := exec.CommandContext(ctx, r.cfg.RulesBinary, "archive", "run", "--json", "--budget", strconv.Itoa(budget), "--actor", archiveActor)
-	cmd.Env = append(archiveEnv(os.Environ(), dbURL, r.cfg.S3URL), extraEnv...)
+func (r *runner) archivePass(ctx context.Context, tg archiveTarget, st *store.Store, dbURL string, budget int, extraEnv ...string) (passReport, time.Duration, float64, error) {
+	cmd := exec.CommandContext(ctx, tg.binary, "archive", "run", "--json", "--budget", strconv.Itoa(budget), "--actor", archiveActor)
+	cmd.Env = append(archiveEnv(os.Environ(), tg.service, dbURL, r.cfg.S3URL), extraEnv...)
 	var stdout bytes.Buffer
 	stderr := &tailBuffer{max: 16 << 10}
 	cmd.Stdout, cmd.Stderr = &stdout, stderr
@@ -264,9 +292,9 @@ func (r *runner) archivePass(ctx context.Context, st *store.Store, dbURL string,
 	cleanupErr := deleteObjects(ctx, st, keys)
 	switch {
 	case runErr != nil:
-		return rep, 0, 0, fmt.Errorf("%s archive run: %w\n%s", r.cfg.RulesBinary, runErr, stderr.String())
+		return rep, 0, 0, fmt.Errorf("%s archive run: %w\n%s", tg.binary, runErr, stderr.String())
 	case parseErr != nil:
-		return rep, 0, 0, fmt.Errorf("%s archive run: unreadable report: %w\n%s", r.cfg.RulesBinary, parseErr, stdout.String())
+		return rep, 0, 0, fmt.Errorf("%s archive run: unreadable report: %w\n%s", tg.binary, parseErr, stdout.String())
 	case cleanupErr != nil:
 		return rep, 0, 0, cleanupErr
 	}
@@ -283,7 +311,7 @@ func (r *runner) archivePass(ctx context.Context, st *store.Store, dbURL string,
 }
 
 // copyOnce streams the same aged rows out with COPY on a fresh copy.
-func (r *runner) copyOnce(ctx context.Context, tpl string, round int) (ArchiveRun, error) {
+func (r *runner) copyOnce(ctx context.Context, tg archiveTarget, tpl string, round int) (ArchiveRun, error) {
 	run := ArchiveRun{Config: cfgCopy, Round: round + 1}
 	db, err := r.srv.copyOf(ctx, tpl, "copy", round)
 	if err != nil {
@@ -293,7 +321,7 @@ func (r *runner) copyOnce(ctx context.Context, tpl string, round int) (ArchiveRu
 	err = withConn(ctx, db.url, func(conn *pgx.Conn) error {
 		var w countingWriter
 		start := time.Now()
-		tag, err := conn.PgConn().CopyTo(ctx, &w, copyAgedEvaluations)
+		tag, err := conn.PgConn().CopyTo(ctx, &w, tg.copyAged)
 		elapsed := time.Since(start)
 		if err != nil {
 			return fmt.Errorf("copy: %w", err)
@@ -308,15 +336,16 @@ func (r *runner) copyOnce(ctx context.Context, tpl string, round int) (ArchiveRu
 	return run, err
 }
 
-// archiveEnv is the child's environment: the parent's without any rules
-// setting (so nothing but the defaults and these apply), the scratch
+// archiveEnv is the child's environment: the parent's without any setting
+// of the service (so nothing but the defaults and these apply), the scratch
 // database, the archiver enabled with the bucket, and the local store's
 // credentials when the environment names none.
-func archiveEnv(parent []string, dbURL, s3URL string) []string {
+func archiveEnv(parent []string, service, dbURL, s3URL string) []string {
 	var env []string
 	hasKey, hasSecret := false, false
+	prefix := "CRAIG_" + strings.ToUpper(service) + "__"
 	for _, kv := range parent {
-		if strings.HasPrefix(kv, "CRAIG_RULES__") {
+		if strings.HasPrefix(kv, prefix) {
 			continue
 		}
 		hasKey = hasKey || strings.HasPrefix(kv, "AWS_ACCESS_KEY_ID=")
@@ -327,9 +356,9 @@ func archiveEnv(parent []string, dbURL, s3URL string) []string {
 		env = append(env, "AWS_ACCESS_KEY_ID="+localS3AccessKey, "AWS_SECRET_ACCESS_KEY="+localS3SecretKey)
 	}
 	return append(env,
-		"CRAIG_RULES__DATABASE_URL="+dbURL,
-		"CRAIG_RULES__ARCHIVE__ENABLED=true",
-		"CRAIG_RULES__ARCHIVE__STORE__URL="+s3URL,
+		prefix+"DATABASE_URL="+dbURL,
+		prefix+"ARCHIVE__ENABLED=true",
+		prefix+"ARCHIVE__STORE__URL="+s3URL,
 	)
 }
 

@@ -85,7 +85,7 @@ func newRunner(cfg Config) (*runner, error) {
 		return nil, errors.New("the rules service's first sweep policy is not the outbox's")
 	}
 	r.outbox = r.groups[0].Policies[0]
-	if cfg.runs(ScenarioArchive) && os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_SECRET_ACCESS_KEY") == "" {
+	if (cfg.runs(ScenarioArchive) || cfg.runs(ScenarioSecurityArchive)) && os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_SECRET_ACCESS_KEY") == "" {
 		_ = os.Setenv("AWS_ACCESS_KEY_ID", localS3AccessKey)
 		_ = os.Setenv("AWS_SECRET_ACCESS_KEY", localS3SecretKey)
 	}
@@ -134,7 +134,17 @@ func (r *runner) runScenarios(ctx context.Context, res *Results) error {
 		r.discard(r.drainTemplate) // free its disk before the archive scenario
 	}
 	if r.cfg.runs(ScenarioArchive) {
-		if res.Archive, err = r.runArchive(ctx); err != nil {
+		if res.Archive, err = r.runArchive(ctx, r.rulesTarget()); err != nil {
+			return err
+		}
+	}
+	if r.cfg.runs(ScenarioSecurityArchive) {
+		if res.SecurityArchive, err = r.runArchive(ctx, r.securityTarget()); err != nil {
+			return err
+		}
+	}
+	if r.cfg.runs(ScenarioFleet) {
+		if res.Fleet, err = r.runFleet(ctx); err != nil {
 			return err
 		}
 	}

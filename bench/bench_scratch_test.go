@@ -42,7 +42,9 @@ func TestBenchSmoke(t *testing.T) {
 	cfg := bench.Smoke()
 	cfg.DatabaseURL = server
 	cfg.S3URL = kerneltest.S3URL(t) // sets the local store's credentials when none are set
-	cfg.RulesBinary = buildRules(t)
+	cfg.RulesBinary = buildService(t, "rules")
+	cfg.SecurityBinary = buildService(t, "security")
+	cfg.AMQPURL = kerneltest.AMQPURL(t)
 	cfg.Log = t.Logf
 
 	res, err := bench.Run(ctx, cfg)
@@ -78,7 +80,19 @@ func TestBenchSmoke(t *testing.T) {
 	require.Equal(t, cfg.ArchiveBigRows, res.Archive.BigRows.Rows)
 	require.Positive(t, res.Archive.BigRows.PeakRSSMiB)
 
-	require.Len(t, res.Goals, 7)
+	require.NotNil(t, res.SecurityArchive)
+	require.Equal(t, "audit_log", res.SecurityArchive.Table)
+	for _, run := range res.SecurityArchive.Runs {
+		require.Equal(t, int64(cfg.ArchiveRows), run.Rows, "security %s round %d moves every aged row", run.Config, run.Round)
+	}
+	require.NotNil(t, res.Fleet)
+	require.Len(t, res.Fleet.Runs, cfg.Rounds)
+	for _, run := range res.Fleet.Runs {
+		require.Equal(t, cfg.FleetEvents, run.Events)
+		require.Positive(t, run.EventsPerSec)
+	}
+
+	require.Len(t, res.Goals, 9)
 	for _, g := range res.Goals {
 		require.NotNil(t, g.Measured, g.What)
 		require.NotNil(t, g.Met, g.What)
@@ -102,14 +116,14 @@ func TestBenchSmoke(t *testing.T) {
 	require.Contains(t, bench.Markdown(res), "Backlog drain")
 }
 
-// buildRules builds the rules service binary the archive scenario runs.
-func buildRules(t *testing.T) string {
+// buildService builds a service binary an archive scenario runs.
+func buildService(t *testing.T, service string) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	require.NoError(t, err, "the go command (go test puts its own on PATH)")
-	out := filepath.Join(t.TempDir(), "rules")
-	cmd := exec.Command(goBin, "build", "-o", out, "github.com/craig/retention/services/rules/cmd/rules")
+	out := filepath.Join(t.TempDir(), service)
+	cmd := exec.Command(goBin, "build", "-o", out, "github.com/craig/retention/services/"+service+"/cmd/"+service)
 	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "build the rules binary: %s", b)
+	require.NoError(t, err, "build the %s binary: %s", service, b)
 	return out
 }

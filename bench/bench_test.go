@@ -28,8 +28,8 @@ func TestSummaryKeysAreNullWhenNotMeasured(t *testing.T) {
 	slices.Sort(keys)
 	require.Equal(t, SummaryKeys(), keys)
 	require.Equal(t, []string{
-		"archive_peak_rss_mib", "archive_vs_copy_ratio", "backlog_drain_ratio",
-		"steady_idle_cycle_ms", "worst_batch_ms", "writer_p99_ratio",
+		"archive_peak_rss_mib", "archive_vs_copy_ratio", "backlog_drain_ratio", "fleet_events_per_s",
+		"security_archive_vs_copy_ratio", "steady_idle_cycle_ms", "worst_batch_ms", "writer_p99_ratio",
 	}, keys)
 }
 
@@ -38,6 +38,7 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	res := &Results{
 		Drain:  &DrainResult{Configs: []DrainConfig{{Name: cfgKernel, Ratio: 0.93, WorstBatchMS: 30}}},
 		Writer: &WriterResult{P99Ratio: 1.4},
+		Fleet:  &FleetResult{EventsPerSec: 850},
 	}
 	s, goals := summarize(res)
 	require.Equal(t, 0.93, *s.BacklogDrainRatio)
@@ -46,7 +47,9 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	require.Nil(t, s.SteadyIdleCycleMS)
 	require.Nil(t, s.ArchiveVsCopyRatio)
 	require.Nil(t, s.ArchivePeakRSSMiB)
-	require.Len(t, goals, 6)
+	require.Equal(t, 850.0, *s.FleetEventsPerS)
+	require.Nil(t, s.SecurityArchiveVsCopyRatio)
+	require.Len(t, goals, 8)
 	met := map[string]*bool{}
 	for _, g := range goals {
 		met[g.What] = g.Met
@@ -55,6 +58,7 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	require.True(t, *met["worst batch"])
 	require.False(t, *met["writer p99 during a drain (ratio to no sweep)"])
 	require.Nil(t, met["archive pass (ratio to COPY)"], "not measured: no verdict")
+	require.False(t, *met["inbound signed archive events into archive_records"], "850/s is under the goal")
 }
 
 func TestMedianAndPercentile(t *testing.T) {

@@ -44,10 +44,15 @@ const (
 	ScenarioSteady  = "steady"
 	ScenarioWriter  = "writer"
 	ScenarioArchive = "archive"
+	// ScenarioSecurityArchive is security's archive pass of audit_log vs COPY.
+	ScenarioSecurityArchive = "security_archive"
+	// ScenarioFleet is security's inbound path: signed events per second
+	// through RabbitMQ into archive_records.
+	ScenarioFleet = "fleet"
 )
 
 // AllScenarios lists every scenario in run order.
-var AllScenarios = []string{ScenarioDrain, ScenarioSteady, ScenarioWriter, ScenarioArchive}
+var AllScenarios = []string{ScenarioDrain, ScenarioSteady, ScenarioWriter, ScenarioArchive, ScenarioSecurityArchive, ScenarioFleet}
 
 // Environment variables of the benchmark (the cmd's flags override them).
 const (
@@ -63,12 +68,15 @@ const (
 	EnvTimeBox        = "CRAIG_BENCH_TIMEBOX"
 	EnvScenarios      = "CRAIG_BENCH_SCENARIOS"
 	EnvSmoke          = "CRAIG_BENCH_SMOKE"
+	EnvFleetEvents    = "CRAIG_BENCH_FLEET_EVENTS"
+	EnvAMQPURL        = "CRAIG_BENCH_AMQP_URL" // broker; default CRAIG_TEST_AMQP_URL, then the local one
 )
 
 // Default servers: the local PostgreSQL and versitygw of `go tool mage store:up`.
 const (
 	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 	DefaultS3URL       = "s3://craig-archive?endpoint=http://127.0.0.1:7070&region=us-east-1&use_path_style=true&disable_https=true"
+	DefaultAMQPURL     = "amqp://guest:guest@127.0.0.1:5672/"
 )
 
 // Config sizes one run.
@@ -81,6 +89,14 @@ type Config struct {
 	// RulesBinary is the built rules service binary the archive scenario
 	// runs as a child process (`rules archive run`).
 	RulesBinary string
+	// SecurityBinary is the built security binary the security_archive
+	// scenario runs (`security archive run`).
+	SecurityBinary string
+	// AMQPURL is the broker of the fleet scenario.
+	AMQPURL string
+	// FleetEvents is how many signed archive events one fleet round
+	// publishes.
+	FleetEvents int
 	// Rounds is how many interleaved rounds every configuration runs (≥ 3).
 	Rounds int
 	// DrainRows is the event_outbox size of the drain and writer scenarios
@@ -121,6 +137,8 @@ func Default() Config {
 		SteadyRows:     5_000_000,
 		ArchiveRows:    200_000,
 		ArchiveBigRows: 1_000,
+		FleetEvents:    20_000,
+		AMQPURL:        DefaultAMQPURL,
 		WriterRate:     200,
 		TimeBox:        15 * time.Second,
 		Scenarios:      slices.Clone(AllScenarios),
@@ -132,7 +150,7 @@ func Default() Config {
 func Smoke() Config {
 	c := Default()
 	c.Rounds = 3
-	c.DrainRows, c.SteadyRows, c.ArchiveRows, c.ArchiveBigRows = 20_000, 30_000, 2_000, 100
+	c.DrainRows, c.SteadyRows, c.ArchiveRows, c.ArchiveBigRows, c.FleetEvents = 20_000, 30_000, 2_000, 100, 300
 	c.WriterRate = 100
 	c.TimeBox = 300 * time.Millisecond
 	c.Smoke = true
@@ -150,11 +168,12 @@ func FromEnv(base Config, getenv func(string) string) (Config, error) {
 		}
 		if on {
 			c = Smoke()
-			c.DatabaseURL, c.S3URL, c.RulesBinary, c.Log = base.DatabaseURL, base.S3URL, base.RulesBinary, base.Log
+			c.DatabaseURL, c.S3URL, c.RulesBinary, c.SecurityBinary, c.AMQPURL, c.Log = base.DatabaseURL, base.S3URL, base.RulesBinary, base.SecurityBinary, base.AMQPURL, base.Log
 		}
 	}
 	c.DatabaseURL = firstSet(getenv(EnvDatabaseURL), getenv("CRAIG_TEST_DATABASE_URL"), c.DatabaseURL)
 	c.S3URL = firstSet(getenv(EnvS3URL), getenv("CRAIG_TEST_S3_URL"), c.S3URL)
+	c.AMQPURL = firstSet(getenv(EnvAMQPURL), getenv("CRAIG_TEST_AMQP_URL"), c.AMQPURL)
 	var errs []error
 	for _, iv := range []struct {
 		env string
@@ -162,6 +181,7 @@ func FromEnv(base Config, getenv func(string) string) (Config, error) {
 	}{
 		{EnvRounds, &c.Rounds}, {EnvDrainRows, &c.DrainRows}, {EnvSteadyRows, &c.SteadyRows},
 		{EnvArchiveRows, &c.ArchiveRows}, {EnvArchiveBigRows, &c.ArchiveBigRows}, {EnvWriterRate, &c.WriterRate},
+		{EnvFleetEvents, &c.FleetEvents},
 	} {
 		if v := getenv(iv.env); v != "" {
 			n, err := strconv.Atoi(strings.ReplaceAll(v, "_", ""))
@@ -210,7 +230,7 @@ func (c Config) Validate() error {
 		name string
 		v    int
 		min  int
-	}{{"drain rows", c.DrainRows, 1000}, {"steady rows", c.SteadyRows, 1000}, {"archive rows", c.ArchiveRows, 100}, {"archive big rows", c.ArchiveBigRows, 10}, {"writer rate", c.WriterRate, 1}} {
+	}{{"drain rows", c.DrainRows, 1000}, {"steady rows", c.SteadyRows, 1000}, {"archive rows", c.ArchiveRows, 100}, {"archive big rows", c.ArchiveBigRows, 10}, {"writer rate", c.WriterRate, 1}, {"fleet events", c.FleetEvents, 10}} {
 		if b.v < b.min {
 			errs = append(errs, fmt.Errorf("%s %d: at least %d", b.name, b.v, b.min))
 		}
@@ -231,6 +251,13 @@ func (c Config) Validate() error {
 		}
 		if c.S3URL == "" {
 			errs = append(errs, errors.New("the archive scenario needs an S3 bucket url"))
+		}
+	}
+	if c.runs(ScenarioSecurityArchive) {
+		if c.SecurityBinary == "" {
+			errs = append(errs, errors.New("the security_archive scenario needs the security binary (build it with `go tool mage build`)"))
+		} else if _, err := os.Stat(c.SecurityBinary); err != nil {
+			errs = append(errs, fmt.Errorf("security binary: %w", err))
 		}
 	}
 	return errors.Join(errs...)

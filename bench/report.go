@@ -50,6 +50,15 @@ func summarize(res *Results) (Summary, []Goal) {
 			return res.Archive != nil && v <= res.Archive.RSSGoalMiB
 		}),
 	}
+	if res.SecurityArchive != nil {
+		s.SecurityArchiveVsCopyRatio = ptr(res.SecurityArchive.Ratio)
+	}
+	if res.Fleet != nil {
+		s.FleetEventsPerS = ptr(res.Fleet.EventsPerSec)
+	}
+	goals = append(goals,
+		goal("security archive pass of audit_log (ratio to COPY)", "≥ 0.5×", s.SecurityArchiveVsCopyRatio, "×", func(v float64) bool { return v >= 0.5 }),
+		goal("inbound signed archive events into archive_records", "≥ 1,000/s", s.FleetEventsPerS, "events/s", func(v float64) bool { return v >= 1000 }))
 	if res.Archive != nil && res.Archive.BigRows != nil && res.Archive.BigRows.PeakRSSMiB > 0 {
 		big := res.Archive.BigRows
 		goals = append(goals, goal(fmt.Sprintf("archive peak RSS, %d KiB rows at batch size %s", big.RowBytes>>10, thousands(int64(big.BatchSize))),
@@ -108,6 +117,13 @@ func Markdown(res *Results) string {
 	}
 	if a := res.Archive; a != nil {
 		writeArchive(&b, a)
+	}
+	if a := res.SecurityArchive; a != nil {
+		writeArchive(&b, a)
+	}
+	if f := res.Fleet; f != nil {
+		fmt.Fprintf(&b, "\nFleet ledger: %s signed rules.evaluations_archived events per round through RabbitMQ into security's archive_records: median %s events/s.\n",
+			thousands(int64(f.Events)), trim(f.EventsPerSec, 0))
 	}
 	writeGoals(&b, res)
 	return b.String()
@@ -182,8 +198,12 @@ func writeWriter(b *strings.Builder, res *Results, w *WriterResult) {
 
 // writeArchive writes the archive table.
 func writeArchive(b *strings.Builder, a *ArchiveResult) {
-	fmt.Fprintf(b, "\n**Archive**: %s aged `rule_evaluations` (+ %s hot kept), batch %d, max_batch_bytes %s MiB, to the S3 server; `rules archive run` as a child process (start-up and boot probe included).\n\n",
-		thousands(int64(a.Rows)), thousands(int64(a.HotRows)), a.BatchSize, trim(float64(a.MaxBatchBytes)/(1<<20), 0))
+	service := "rules"
+	if a.Table == "audit_log" {
+		service = "security"
+	}
+	fmt.Fprintf(b, "\n**Archive (%s)**: %s aged `%s` (+ %s hot kept), batch %d, max_batch_bytes %s MiB, to the S3 server; `%s archive run` as a child process (start-up and boot probe included).\n\n",
+		service, thousands(int64(a.Rows)), a.Table, thousands(int64(a.HotRows)), a.BatchSize, trim(float64(a.MaxBatchBytes)/(1<<20), 0), service)
 	b.WriteString("| | rows/s | ratio to COPY | peak RSS (MiB) |\n|---|---:|---:|---:|\n")
 	fmt.Fprintf(b, "| archive pass (select, NDJSON, 2 PUTs, delete + ledger + event per batch) | %s | **%s** | %s (max %s) |\n",
 		thousands(int64(a.ArchiveRowsPS)), trim(a.Ratio, 3), trim(a.PeakRSSMiB, 1), trim(a.PeakRSSMaxMiB, 1))

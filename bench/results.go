@@ -24,6 +24,12 @@ type Summary struct {
 	ArchiveVsCopyRatio *float64 `json:"archive_vs_copy_ratio"`
 	// ArchivePeakRSSMiB is the archiving process's peak resident set.
 	ArchivePeakRSSMiB *float64 `json:"archive_peak_rss_mib"`
+	// SecurityArchiveVsCopyRatio is security's audit_log archive rows/s ÷
+	// COPY rows/s.
+	SecurityArchiveVsCopyRatio *float64 `json:"security_archive_vs_copy_ratio"`
+	// FleetEventsPerS is signed archive events per second through
+	// RabbitMQ into security's archive_records.
+	FleetEventsPerS *float64 `json:"fleet_events_per_s"`
 }
 
 // SummaryKeys returns the summary's JSON keys, sorted.
@@ -53,7 +59,10 @@ type Results struct {
 	Steady    *SteadyResult  `json:"steady"`
 	Writer    *WriterResult  `json:"writer"`
 	Archive   *ArchiveResult `json:"archive"`
-	Notes     []string       `json:"notes"`
+	// SecurityArchive is the security_archive scenario (audit_log).
+	SecurityArchive *ArchiveResult `json:"security_archive"`
+	Fleet           *FleetResult   `json:"fleet"`
+	Notes           []string       `json:"notes"`
 }
 
 // ConfigReport is the configuration a run used.
@@ -235,6 +244,7 @@ type WriterRun struct {
 
 // ArchiveResult is the archive scenario.
 type ArchiveResult struct {
+	Table         string  `json:"table"`
 	Rows          int     `json:"rows"`
 	HotRows       int     `json:"hot_rows"`
 	BatchSize     int     `json:"batch_size"`
@@ -323,3 +333,19 @@ func ptr[T any](v T) *T { return &v }
 
 // round3 keeps three significant decimals for the report.
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+// FleetResult is the fleet scenario: security's inbound path.
+type FleetResult struct {
+	Events       int        `json:"events"`
+	Signed       bool       `json:"signed"`
+	EventsPerSec float64    `json:"events_per_s"`
+	Runs         []FleetRun `json:"runs"`
+}
+
+// FleetRun is one fleet round.
+type FleetRun struct {
+	Round        int     `json:"round"`
+	Events       int     `json:"events"`
+	Seconds      float64 `json:"seconds"`
+	EventsPerSec float64 `json:"events_per_s"`
+}

@@ -150,3 +150,29 @@ SELECT now() - interval '400 days' + g * interval '1 minute', 'big.v1',
        jsonb_build_object('blob', (SELECT string_agg(md5(g::text || '/' || k::text), '') FROM generate_series(1, $2::int / 32) AS k)),
        '{}'::jsonb
 FROM generate_series(1, $1::int) AS g`
+
+// seedAuditLog inserts $1 audit_log entries of a realistic shape (a case
+// access with its request context, about 0.5 KB of jsonb): rows 1..$2 are
+// aged, over [now - 400 d, now - 91 d); the rest are hot, over
+// [now - 89 d, now), and must be kept.
+const seedAuditLog = `
+INSERT INTO audit_log (occurred_at, actor, action, subject_id, detail)
+SELECT c.at, 'worker-' || (g % 97), (ARRAY['case.viewed', 'case.updated', 'placement.approved', 'report.exported'])[1 + g % 4],
+       'case-' || lpad((g % 100000)::text, 6, '0'),
+       jsonb_build_object('ip', '10.' || (g % 250) || '.' || (g % 199) || '.' || (g % 97), 'session', md5(g::text),
+                          'county', 'county-' || (g % 58), 'user_agent', 'craig-web/2026.11 (' || (g % 13) || ')',
+                          'fields', jsonb_build_array('placement', 'contacts', 'medical', 'education'),
+                          'reason', repeat(md5((g * 7)::text), 3))
+FROM generate_series(1, $1::int) AS g,
+LATERAL (SELECT CASE WHEN g <= $2::int
+                     THEN now() - interval '400 days' + (g - 1) * (interval '309 days' / $2::int)
+                     ELSE now() - interval '89 days' + (g - $2::int - 1) * (interval '89 days' / greatest($1::int - $2::int, 1))
+                END AS at) AS c`
+
+// countAgedAuditLog counts the audit_log entries older than $1 days.
+const countAgedAuditLog = `
+SELECT count(*) FROM audit_log WHERE occurred_at < now() - make_interval(days => $1::int)`
+
+// copyAgedAuditLog is the security archive's ceiling (the window literal
+// as in copyAgedEvaluations).
+const copyAgedAuditLog = `COPY (SELECT to_jsonb(t) FROM audit_log AS t WHERE t.occurred_at < now() - interval '90 days') TO STDOUT`

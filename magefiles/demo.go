@@ -61,11 +61,19 @@ func Demo(ctx context.Context) error {
 	for _, service := range demoServices {
 		fmt.Printf("\n%s sweep --once --json:\n%s\n", service, reports[service])
 	}
-	return demoArchive(ctx, server)
+	for _, a := range []struct {
+		service string
+		tables  []string
+	}{{"rules", []string{"rule_evaluations"}}, {"security", []string{"audit_log", "dead_letter_audit"}}} {
+		if err := demoArchive(ctx, server, a.service, a.tables); err != nil {
+			return err
+		}
+	}
+	return demoFleet(ctx, server)
 }
 
 // demoArchiveBudget lets the demo's one pass archive every aged row it seeds
-// (2,500 at the default batch of 1,000).
+// (2,500 evaluations at rules' batch of 1,000; security's in one batch each).
 const demoArchiveBudget = "10"
 
 // demoPass is the part of `rules archive run --json` the demo prints.
@@ -83,32 +91,42 @@ type demoPass struct {
 	} `json:"tables"`
 }
 
-// demoArchive turns the rules archiver on for one manual pass over the demo
-// database (it is OFF by default everywhere, D11) and prints what it wrote.
-func demoArchive(ctx context.Context, server string) error {
-	dbURL, err := withDatabase(server, "craig_demo_rules")
+// demoStoreURL is the local versitygw bucket of the demo's archives.
+func demoStoreURL() string {
+	return "s3://" + storeBucket + "?endpoint=http://" + storeAddr + "&region=" + storeRegion + "&use_path_style=true&disable_https=true"
+}
+
+// demoArchiveEnv is a service's environment with its archiver turned on.
+func demoArchiveEnv(service, dbURL string) map[string]string {
+	return map[string]string{
+		serviceDatabaseEnv(service):                   dbURL,
+		settings.EnvVar(service, "archive.enabled"):   "true",
+		settings.EnvVar(service, "archive.store.url"): demoStoreURL(),
+		"AWS_ACCESS_KEY_ID":                           envOr("AWS_ACCESS_KEY_ID", storeAccessKey),
+		"AWS_SECRET_ACCESS_KEY":                       envOr("AWS_SECRET_ACCESS_KEY", storeSecretKey),
+	}
+}
+
+// demoArchive turns a service's archiver on for one manual pass over its
+// demo database (it is OFF by default everywhere, D11) and prints what it
+// wrote.
+func demoArchive(ctx context.Context, server, service string, tables []string) error {
+	dbURL, err := withDatabase(server, "craig_demo_"+service)
 	if err != nil {
 		return err
 	}
-	storeURL := "s3://" + storeBucket + "?endpoint=http://" + storeAddr + "&region=" + storeRegion + "&use_path_style=true&disable_https=true"
-	fmt.Printf("\n==> ARCHIVER ENABLED FOR THE DEMO ONLY: CRAIG_RULES__ARCHIVE__ENABLED=true, store %s\n", storeURL)
-	env := map[string]string{
-		serviceDatabaseEnv("rules"):        dbURL,
-		"CRAIG_RULES__ARCHIVE__ENABLED":    "true",
-		"CRAIG_RULES__ARCHIVE__STORE__URL": storeURL,
-		"AWS_ACCESS_KEY_ID":                envOr("AWS_ACCESS_KEY_ID", storeAccessKey),
-		"AWS_SECRET_ACCESS_KEY":            envOr("AWS_SECRET_ACCESS_KEY", storeSecretKey),
-	}
+	fmt.Printf("\n==> ARCHIVER ENABLED FOR THE DEMO ONLY: %s=true, store %s\n", settings.EnvVar(service, "archive.enabled"), demoStoreURL())
+	env := demoArchiveEnv(service, dbURL)
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", settings.Redact(dbURL), err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
-	before, err := countRows(ctx, conn, []string{"rule_evaluations"})
+	before, err := countRows(ctx, conn, tables)
 	if err != nil {
 		return err
 	}
-	bin := serviceBinary("rules")
+	bin := serviceBinary(service)
 	fmt.Printf("==> %s archive run --json --budget %s --actor demo:mage\n", bin, demoArchiveBudget)
 	out, err := sh.OutputWith(env, bin, "archive", "run", "--json", "--budget", demoArchiveBudget, "--actor", "demo:mage")
 	if err != nil {
@@ -118,11 +136,15 @@ func demoArchive(ctx context.Context, server string) error {
 	if err := json.Unmarshal([]byte(out), &pass); err != nil {
 		return fmt.Errorf("%s archive run: unreadable report: %w\n%s", bin, err, out)
 	}
-	after, err := countRows(ctx, conn, []string{"rule_evaluations"})
+	after, err := countRows(ctx, conn, tables)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nrule_evaluations: %d before, %d after (more: %v)\n\n", before["rule_evaluations"], after["rule_evaluations"], pass.More)
+	fmt.Println()
+	for _, t := range tables {
+		fmt.Printf("%s: %d before, %d after\n", t, before[t], after[t])
+	}
+	fmt.Printf("(more: %v)\n\n", pass.More)
 	fmt.Println("| archive_id | records | data_key | manifest_key |")
 	fmt.Println("|---|---:|---|---|")
 	for _, t := range pass.Tables {

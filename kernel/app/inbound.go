@@ -16,6 +16,11 @@ import (
 )
 
 const (
+	// InboundConcurrency is how many received events a service handles at
+	// once: each is one short transaction, so a few in flight let the
+	// database commit them together (measured: 1 handler ~750 events/s,
+	// 4 handlers well over 1,000 on 2 cores).
+	InboundConcurrency = 4
 	// InboundMaxAttempts is how many times a received event is handed to
 	// the service before it is dead-lettered: enough to ride out a
 	// deadlock or a restart of the database, few enough that a poison
@@ -112,7 +117,7 @@ func (r *runtime[T]) startInbound(pool *pgxpool.Pool, reg prometheus.Registerer)
 	}
 	queue := InboundQueue(r.tr.AMQPExchange, r.spec.Name)
 	dlx, dlq := DeadLetterNames(r.tr.AMQPExchange, r.spec.Name)
-	events := &rabbitmq.Consumer{Logger: r.logger, MaxAttempts: InboundMaxAttempts, DeadLetterExchange: dlx, DeadLetterQueue: dlq, RetryDelay: inboundRetryDelay}
+	events := &rabbitmq.Consumer{Logger: r.logger, Concurrency: InboundConcurrency, MaxAttempts: InboundMaxAttempts, DeadLetterExchange: dlx, DeadLetterQueue: dlq, RetryDelay: inboundRetryDelay}
 	dead := &rabbitmq.Consumer{Logger: r.logger, RetryDelay: deadLetterRetryDelay}
 	return func(ctx context.Context) error {
 		done := make(chan struct{}, 2)

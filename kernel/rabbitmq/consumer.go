@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/craig/retention/kernel/outbox"
@@ -92,6 +93,11 @@ type Consumer struct {
 	// for every routing key, so a dead-lettered message always has a queue
 	// to land in. Required with MaxAttempts.
 	DeadLetterQueue string
+	// Concurrency is how many deliveries are handled at once (each handler
+	// call on its own goroutine; the order between them is not kept, which
+	// an inbox-deduplicated handler does not need); 0 or 1 handles one at a
+	// time. Prefetch is raised to at least 2 × Concurrency.
+	Concurrency int
 	// RetryDelay is waited after a failed handle before the message is
 	// retried or requeued (so a database outage does not spin); 0 retries
 	// at once.
@@ -134,7 +140,7 @@ func (c *Consumer) ConsumeDeliveries(ctx context.Context, url, exchange, queue s
 	}
 	prefetch := c.Prefetch
 	if prefetch == 0 {
-		prefetch = DefaultPrefetch
+		prefetch = max(DefaultPrefetch, 2*c.Concurrency)
 	}
 	if prefetch < 0 || prefetch > math.MaxUint16 {
 		return fmt.Errorf("%w: prefetch %d outside 0..%d", ErrInvalidConsumer, prefetch, math.MaxUint16)
@@ -148,7 +154,7 @@ func (c *Consumer) ConsumeDeliveries(ctx context.Context, url, exchange, queue s
 		return err
 	}
 	for {
-		err := sess.serve(ctx, log, dispatcher{handle: handle, queue: queue, maxAttempts: c.MaxAttempts, deadLetter: c.DeadLetterExchange, retryDelay: c.RetryDelay})
+		err := sess.serve(ctx, log, dispatcher{handle: handle, queue: queue, maxAttempts: c.MaxAttempts, deadLetter: c.DeadLetterExchange, retryDelay: c.RetryDelay}, max(c.Concurrency, 1))
 		sess.close()
 		if ctx.Err() != nil {
 			return nil
@@ -285,9 +291,23 @@ func setUp(ctx context.Context, conn *amqp.Connection, exchange, queue string, b
 	return s, nil
 }
 
-// serve handles deliveries until ctx is cancelled (nil) or the session ends
-// (an error wrapping errSessionLost).
-func (s *session) serve(ctx context.Context, log *slog.Logger, disp dispatcher) error {
+// serve handles deliveries on workers goroutines until ctx is cancelled
+// (nil) or the session ends (an error wrapping errSessionLost); it returns
+// once every handler it started has returned.
+func (s *session) serve(ctx context.Context, log *slog.Logger, disp dispatcher, workers int) error {
+	work := make(chan amqp.Delivery)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for d := range work {
+				disp.deliver(ctx, log, s, d)
+			}
+		})
+	}
+	defer func() {
+		close(work)
+		wg.Wait()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -296,7 +316,12 @@ func (s *session) serve(ctx context.Context, log *slog.Logger, disp dispatcher) 
 			if !ok {
 				return s.lost()
 			}
-			disp.deliver(ctx, log, s, d)
+			select {
+			case work <- d:
+			case <-ctx.Done():
+				_ = d.Nack(false, true)
+				return nil
+			}
 		}
 	}
 }

@@ -136,3 +136,56 @@ func TestSignedPublishVerifies(t *testing.T) {
 	cancel()
 	require.NoError(t, <-errc)
 }
+
+// TestConsumerConcurrency: with Concurrency 3, three deliveries are in the
+// handler at once (each waits for the other two), and all are acknowledged.
+func TestConsumerConcurrency(t *testing.T) {
+	t.Parallel()
+	b := newBroker(t)
+	exchange, queue := b.names(t)
+	p := newPublisher(t, b, exchange)
+	var mu sync.Mutex
+	inside, peak := 0, 0
+	all := make(chan struct{})
+	var once sync.Once
+	handle := func(ctx context.Context, _ rabbitmq.Delivery) error {
+		mu.Lock()
+		inside++
+		peak = max(peak, inside)
+		if inside == 3 {
+			once.Do(func() { close(all) })
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		mu.Lock()
+		inside--
+		mu.Unlock()
+		return nil
+	}
+	_, logger := newLogRecorder()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- (&rabbitmq.Consumer{Logger: logger, Concurrency: 3}).ConsumeDeliveries(ctx, b.url, exchange, queue, []string{"#"}, handle)
+	}()
+	b.waitConsumers(t, queue, 1)
+	for range 3 {
+		require.NoError(t, p.Publish(ctx, newMessage("rules.evaluated")))
+	}
+	select {
+	case <-all:
+	case <-time.After(waitLimit):
+		t.Fatal("the three deliveries were never in the handler together")
+	}
+	require.Eventually(t, func() bool { return b.ready(t, queue) == 0 }, waitLimit, pollEvery)
+	cancel()
+	require.NoError(t, <-errc)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 3, peak)
+}

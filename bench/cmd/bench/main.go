@@ -3,7 +3,7 @@
 // repo root as `go tool mage bench`, which builds the rules binary and starts
 // the S3 store first, or directly:
 //
-//	go run ./bench/cmd/bench -rules-bin bin/rules [-drain-rows N] [-steady-rows N] [-archive-rows N]
+//	go run ./bench/cmd/bench -rules-bin bin/rules -security-bin bin/security [-drain-rows N] [-steady-rows N] [-archive-rows N]
 //	    [-rounds N] [-writer-rate N] [-timebox D] [-scenarios drain,steady,writer,archive] [-smoke] [-out DIR]
 //
 // Every flag defaults to its CRAIG_BENCH_* environment variable, then to the
@@ -66,6 +66,9 @@ func parseFlags(cfg *bench.Config, args []string) (out string, err error) {
 	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "PostgreSQL server (env "+bench.EnvDatabaseURL+")")
 	fs.StringVar(&cfg.S3URL, "s3-url", cfg.S3URL, "bucket URL of the archive scenario (env "+bench.EnvS3URL+")")
 	fs.StringVar(&cfg.RulesBinary, "rules-bin", "bin/rules", "built rules binary the archive scenario runs")
+	fs.StringVar(&cfg.SecurityBinary, "security-bin", "bin/security", "built security binary the security_archive scenario runs")
+	fs.StringVar(&cfg.AMQPURL, "amqp-url", cfg.AMQPURL, "broker of the fleet scenario (env "+bench.EnvAMQPURL+")")
+	fs.IntVar(&cfg.FleetEvents, "fleet-events", cfg.FleetEvents, "signed archive events per fleet round (env "+bench.EnvFleetEvents+")")
 	fs.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "interleaved rounds per configuration, ≥ 3 (env "+bench.EnvRounds+")")
 	fs.IntVar(&cfg.DrainRows, "drain-rows", cfg.DrainRows, "event_outbox rows of the drain and writer scenarios (env "+bench.EnvDrainRows+")")
 	fs.IntVar(&cfg.SteadyRows, "steady-rows", cfg.SteadyRows, "event_outbox rows of the steady scenario (env "+bench.EnvSteadyRows+")")

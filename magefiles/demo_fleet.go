@@ -1,0 +1,197 @@
+//go:build mage
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/craig/retention/kernel/eventsig"
+	"github.com/craig/retention/kernel/settings"
+	"github.com/jackc/pgx/v5"
+)
+
+// Demo fleet ledger: the exchange the two serves share, how long the demo
+// waits for rules' event to be booked, and the serves' ports.
+const (
+	demoExchange    = "craig.demo.events"
+	demoFleetWait   = time.Minute
+	demoRulesAddr   = "127.0.0.1:18083"
+	demoSecurityAdd = "127.0.0.1:18084"
+)
+
+// demoFleet generates the producers' event keys, runs security's and
+// rules' serve (signed, trust configured) until rules' archive event is
+// booked in security's fleet ledger, and prints archive_records.
+func demoFleet(ctx context.Context, server string) error {
+	dir, err := os.MkdirTemp("", "craig-demo-keys-")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	trust, err := demoKeys(dir)
+	if err != nil {
+		return err
+	}
+	secURL, err := withDatabase(server, "craig_demo_security")
+	if err != nil {
+		return err
+	}
+	rulesURL, err := withDatabase(server, "craig_demo_rules")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\n==> event keys generated in %s; security trusts %s\n", dir, strings.Join(trust, ", "))
+	sec, err := demoServe(ctx, "security", secURL, demoSecurityAdd, dir)
+	if err != nil {
+		return err
+	}
+	defer sec.stop()
+	rules, err := demoServe(ctx, "rules", rulesURL, demoRulesAddr, dir)
+	if err != nil {
+		return err
+	}
+	defer rules.stop()
+	conn, err := pgx.Connect(ctx, secURL)
+	if err != nil {
+		return fmt.Errorf("connect %s: %w", settings.Redact(secURL), err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	want, err := rulesArchives(ctx, rulesURL)
+	if err != nil {
+		return err
+	}
+	if err := waitFleet(ctx, conn, want); err != nil {
+		return err
+	}
+	rules.stop()
+	sec.stop()
+	return printFleet(ctx, conn)
+}
+
+// demoKeys writes each producer's private key and security's trust file;
+// it returns the trusted key ids.
+func demoKeys(dir string) ([]string, error) {
+	var lines, ids []string
+	for _, service := range []string{"rules", "security"} {
+		id := service + "-demo"
+		priv, line, err := eventsig.GeneratePEM(id, "craig-"+service)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, id+".pem"), priv, 0o600); err != nil {
+			return nil, err
+		}
+		lines, ids = append(lines, line), append(ids, id)
+	}
+	return ids, os.WriteFile(filepath.Join(dir, "trusted"), []byte(strings.Join(lines, "\n")+"\n"), 0o600)
+}
+
+// demoProcess is a serve child process.
+type demoProcess struct {
+	name string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// demoServe starts `<service> serve` signing its events and trusting the
+// demo keys.
+func demoServe(ctx context.Context, service, dbURL, addr, keyDir string) (*demoProcess, error) {
+	bin := serviceBinary(service)
+	e := func(k, v string) string { return settings.EnvVar(service, k) + "=" + v }
+	cmd := exec.CommandContext(ctx, bin, "serve")
+	cmd.Env = append(os.Environ(), e("database_url", dbURL), e("http_addr", addr), e("amqp_exchange", demoExchange),
+		e("events.signing_key_file", filepath.Join(keyDir, service+"-demo.pem")), e("events.signing_key_id", service+"-demo"),
+		e("events.trusted_keys_file", filepath.Join(keyDir, "trusted")))
+	cmd.Stderr = os.Stderr
+	fmt.Printf("==> %s serve (http %s, exchange %s, signed)\n", bin, addr, demoExchange)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s serve: %w", bin, err)
+	}
+	p := &demoProcess{name: bin, cmd: cmd, done: make(chan error, 1)}
+	go func() { p.done <- cmd.Wait() }()
+	return p, nil
+}
+
+// stop asks the process to shut down (SIGTERM) and waits for it; a second
+// call does nothing.
+func (p *demoProcess) stop() {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	var err error
+	select {
+	case err = <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		err = <-p.done
+	}
+	if err != nil {
+		fmt.Printf("%s serve: %v\n", p.name, err)
+	}
+	p.cmd = nil
+}
+
+// rulesArchives counts rules' local ledger rows: the events security must
+// book.
+func rulesArchives(ctx context.Context, dbURL string) (int64, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return 0, fmt.Errorf("connect %s: %w", settings.Redact(dbURL), err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	var n int64
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM archive_ledger`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read rules' archive_ledger: %w", err)
+	}
+	return n, nil
+}
+
+// waitFleet waits until security's fleet ledger holds want craig-rules rows.
+func waitFleet(ctx context.Context, conn *pgx.Conn, want int64) error {
+	deadline := time.Now().Add(demoFleetWait)
+	for time.Now().Before(deadline) {
+		var n int64
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM archive_records WHERE source_service = 'craig-rules'`).Scan(&n); err != nil {
+			return fmt.Errorf("read archive_records: %w", err)
+		}
+		if n >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("rules' %d archive events did not all reach security's fleet ledger within a minute (is RabbitMQ up?)", want)
+}
+
+// printFleet prints security's archive_records.
+func printFleet(ctx context.Context, conn *pgx.Conn) error {
+	rows, err := conn.Query(ctx, `SELECT source_service, table_name, archive_id::text, record_count, archived_by, legal_hold,
+		coalesce(retention_until::text, '-') FROM archive_records ORDER BY source_service, archived_at, archive_id`)
+	if err != nil {
+		return fmt.Errorf("read archive_records: %w", err)
+	}
+	defer rows.Close()
+	fmt.Println("\nsecurity archive_records (the fleet ledger):")
+	fmt.Println("| source_service | table | archive_id | records | archived_by | legal_hold | retention_until |")
+	fmt.Println("|---|---|---|---:|---|---|---|")
+	for rows.Next() {
+		var src, table, id, by, until string
+		var n int
+		var hold bool
+		if err := rows.Scan(&src, &table, &id, &n, &by, &hold, &until); err != nil {
+			return fmt.Errorf("read archive_records: %w", err)
+		}
+		fmt.Printf("| %s | %s | %s | %d | %s | %v | %s |\n", src, table, id, n, by, hold, until)
+	}
+	return rows.Err()
+}
