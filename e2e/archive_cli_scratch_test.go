@@ -63,18 +63,7 @@ func (c archivingCase) rows(t *testing.T, db *kerneltest.DB, ageDays, n int) {
 func (c archivingCase) docs(t *testing.T, db *kerneltest.DB) map[uuid.UUID]string {
 	t.Helper()
 	spec := c.spec(t)
-	rows, err := db.Pool.Query(context.Background(), "SELECT t.id, to_jsonb(t)::text FROM "+pgx.Identifier{spec.Table}.Sanitize()+
-		" AS t WHERE "+pgx.Identifier{"t", spec.AgeColumn}.Sanitize()+" < now() - interval '90 days'")
-	require.NoError(t, err)
-	out := map[uuid.UUID]string{}
-	for rows.Next() {
-		var id uuid.UUID
-		var doc string
-		require.NoError(t, rows.Scan(&id, &doc))
-		out[id] = doc
-	}
-	require.NoError(t, rows.Err())
-	return out
+	return archivetest.Docs(context.Background(), t, db.Pool, spec.Table, pgx.Identifier{"t", spec.AgeColumn}.Sanitize()+" < now() - interval '90 days'")
 }
 
 func (c archivingCase) spec(t *testing.T) archive.TableSpec {

@@ -83,11 +83,16 @@ func (e *env) seedAt(t testing.TB, n int, age time.Duration) uuid.UUID {
 	return id
 }
 
-// docs returns id → to_jsonb text of the rows a WHERE clause (over alias t)
-// selects: what an archive line must be, verbatim.
-func (e *env) docs(t testing.TB, where string, args ...any) map[uuid.UUID]string {
+// Querier runs a query (a pool, a connection or a transaction).
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Docs returns id → to_jsonb text of the rows of table a WHERE clause
+// (over alias t) selects: what an archive line must be, verbatim.
+func Docs(ctx context.Context, t testing.TB, db Querier, table, where string, args ...any) map[uuid.UUID]string {
 	t.Helper()
-	rows, err := e.h.Pool.Query(e.ctx, "SELECT t.id, to_jsonb(t)::text FROM "+e.ident+" AS t WHERE "+where, args...)
+	rows, err := db.Query(ctx, "SELECT t.id, to_jsonb(t)::text FROM "+pgx.Identifier{table}.Sanitize()+" AS t WHERE "+where, args...)
 	require.NoError(t, err)
 	out := map[uuid.UUID]string{}
 	for rows.Next() {
@@ -98,6 +103,11 @@ func (e *env) docs(t testing.TB, where string, args ...any) map[uuid.UUID]string
 	}
 	require.NoError(t, rows.Err())
 	return out
+}
+
+func (e *env) docs(t testing.TB, where string, args ...any) map[uuid.UUID]string {
+	t.Helper()
+	return Docs(e.ctx, t, e.h.Pool, e.table.Spec.Table, where, args...)
 }
 
 // ids returns the ids of every row in the table.
@@ -189,9 +199,7 @@ type LedgerRow struct {
 }
 
 // Ledger returns every archive_ledger row, by archive id.
-func Ledger(ctx context.Context, t testing.TB, db interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}) []LedgerRow {
+func Ledger(ctx context.Context, t testing.TB, db Querier) []LedgerRow {
 	t.Helper()
 	rows, err := db.Query(ctx, `
 		SELECT archive_id, table_name, data_key, manifest_key, data_sha256, record_count,
@@ -218,9 +226,7 @@ type Event struct {
 }
 
 // Events returns every event_outbox row, oldest first.
-func Events(ctx context.Context, t testing.TB, db interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}) []Event {
+func Events(ctx context.Context, t testing.TB, db Querier) []Event {
 	t.Helper()
 	rows, err := db.Query(ctx, `SELECT event_type, payload::text, published_at IS NULL FROM event_outbox ORDER BY created_at, id`)
 	require.NoError(t, err)

@@ -94,23 +94,14 @@ func seedEvaluations(t testing.TB, db *kerneltest.DB, from, to, ageDays, padByte
 	return ids
 }
 
-// docs returns id → to_jsonb text of the evaluations a WHERE clause selects.
+// docs returns id → to_jsonb text of the evaluations a WHERE clause (over
+// alias t) selects.
 func docs(t testing.TB, db *kerneltest.DB, where string, args ...any) map[uuid.UUID]string {
 	t.Helper()
-	rows, err := db.Pool.Query(context.Background(), `SELECT e.id, to_jsonb(e)::text FROM rule_evaluations AS e WHERE `+where, args...)
-	require.NoError(t, err)
-	out := map[uuid.UUID]string{}
-	for rows.Next() {
-		var id uuid.UUID
-		var doc string
-		require.NoError(t, rows.Scan(&id, &doc))
-		out[id] = doc
-	}
-	require.NoError(t, rows.Err())
-	return out
+	return archivetest.Docs(context.Background(), t, db.Pool, rules.EvaluationsTable, where, args...)
 }
 
-const agedWhere = `e.evaluated_at < now() - interval '90 days'`
+const agedWhere = `t.evaluated_at < now() - interval '90 days'`
 
 // readArchive fetches an archive's objects and checks the manifest against
 // the data (archivetest.ReadArchive).

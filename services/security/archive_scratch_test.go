@@ -53,6 +53,23 @@ func fleetRows(t *testing.T, db *kerneltest.DB) []fleetRow {
 	return out
 }
 
+// securityEngine is an engine over security's tables and bookkeeping on db
+// and a scratch prefix of the real store, batches of 10.
+func securityEngine(ctx context.Context, t *testing.T, db *kerneltest.DB) *archive.Engine {
+	t.Helper()
+	s3 := kerneltest.NewS3Scratch(t)
+	st, err := store.Open(ctx, s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	m, err := metrics.NewArchive(prometheus.NewRegistry())
+	require.NoError(t, err)
+	eng, err := archive.New(db.Pool, st, security.ArchiveTables(), security.Bookkeep, archive.Config{
+		Service: s3.Service, HotWindowDays: 90, BatchSize: 10, MaxBatchBytes: archive.DefaultMaxBatchBytes,
+	}, slog.New(&kerneltest.LogRecorder{}), m)
+	require.NoError(t, err)
+	return eng
+}
+
 // TestOwnArchivesBookTheFleetLedger: each of security's own archives gets
 // its fleet ledger row (source craig-security) in the same transaction as
 // its local ledger row, with the same facts; the lifecycle columns start
@@ -66,16 +83,7 @@ func TestOwnArchivesBookTheFleetLedger(t *testing.T) {
 	db.Exec(t, `INSERT INTO audit_log (occurred_at, actor, action) SELECT now() - interval '100 days' - make_interval(mins => g), 'user:ann', 'case.viewed' FROM generate_series(1, 25) g`)
 	db.Exec(t, `INSERT INTO dead_letter_audit (dlq_received_at, event_type, payload, reason) SELECT now() - interval '95 days', 'x.y', '{}', 'boom' FROM generate_series(1, 4)`)
 	db.Exec(t, `INSERT INTO audit_log (actor, action) VALUES ('user:bob', 'login')`) // the defaults: hot
-	s3 := kerneltest.NewS3Scratch(t)
-	st, err := store.Open(ctx, s3.URL)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	m, err := metrics.NewArchive(prometheus.NewRegistry())
-	require.NoError(t, err)
-	eng, err := archive.New(db.Pool, st, security.ArchiveTables(), security.Bookkeep, archive.Config{
-		Service: s3.Service, HotWindowDays: 90, BatchSize: 10, MaxBatchBytes: archive.DefaultMaxBatchBytes,
-	}, slog.New(&kerneltest.LogRecorder{}), m)
-	require.NoError(t, err)
+	eng := securityEngine(ctx, t, db)
 	rep, err := eng.RunPass(ctx, 20)
 	require.NoError(t, err)
 	require.NoError(t, rep.Err())
@@ -114,16 +122,7 @@ func TestFleetRowRollsBackWithTheArchive(t *testing.T) {
 	db := kerneltest.ServiceDB(t, security.Name)
 	db.Exec(t, `INSERT INTO audit_log (occurred_at, actor, action) SELECT now() - interval '100 days', 'user:ann', 'x' FROM generate_series(1, 5)`)
 	db.Exec(t, `ALTER TABLE archive_records RENAME TO archive_records_gone`)
-	s3 := kerneltest.NewS3Scratch(t)
-	st, err := store.Open(ctx, s3.URL)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	m, err := metrics.NewArchive(prometheus.NewRegistry())
-	require.NoError(t, err)
-	eng, err := archive.New(db.Pool, st, security.ArchiveTables(), security.Bookkeep, archive.Config{
-		Service: s3.Service, HotWindowDays: 90, BatchSize: 10, MaxBatchBytes: archive.DefaultMaxBatchBytes,
-	}, slog.New(&kerneltest.LogRecorder{}), m)
-	require.NoError(t, err)
+	eng := securityEngine(ctx, t, db)
 	rep, err := eng.RunPass(ctx, 5)
 	require.NoError(t, err)
 	require.ErrorIs(t, rep.Tables[0].Err, archive.ErrBookkeep)
