@@ -18,6 +18,7 @@ require (
 	github.com/craig/retention/services/financial v0.0.0-00010101000000-000000000000
 	github.com/craig/retention/services/rules v0.0.0-00010101000000-000000000000
 	github.com/craig/retention/services/security v0.0.0-00010101000000-000000000000
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/magefile/mage v1.17.2

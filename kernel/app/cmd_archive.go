@@ -175,13 +175,13 @@ func (r *runtime[T]) probeArchive(ctx context.Context, pool *pgxpool.Pool) error
 
 // startArchiver boots the archiver for serve when it is enabled and returns
 // its scheduled worker (nil when disabled or interval 0) and a close func.
-func (r *runtime[T]) startArchiver(ctx context.Context, pool *pgxpool.Pool, reg prometheus.Registerer) (*archive.Worker, func(), error) {
+func (r *runtime[T]) startArchiver(ctx context.Context, pool *pgxpool.Pool, reg prometheus.Registerer) (*archiver, error) {
 	as, ok := r.archiveSettings()
 	if !ok || !as.Enabled {
 		if ok {
 			r.logger.Info("archiver disabled: no scheduled archive passes", slog.String("knob", settings.EnvVar(r.spec.Name, "archive.enabled")))
 		}
-		return nil, func() {}, nil
+		return &archiver{}, nil
 	}
 	if w := as.DetectionWindowWarning(); w != "" {
 		r.logger.Warn(w, slog.String("hot_window_key", settings.EnvVar(r.spec.Name, "archive.hot_window_days")),
@@ -189,21 +189,34 @@ func (r *runtime[T]) startArchiver(ctx context.Context, pool *pgxpool.Pool, reg 
 	}
 	e, st, err := r.archiveEngine(ctx, pool, reg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	closeStore := func() { _ = st.Close() }
+	a := &archiver{engine: e, store: st}
 	if as.IntervalSeconds == 0 {
 		r.logger.Info("archiver enabled with interval 0: manual passes only")
-		return nil, closeStore, nil
+		return a, nil
 	}
-	w, err := archive.NewWorker(as.Enabled, e, as.Interval(), archive.DefaultScheduledBudget, r.logger)
-	if err != nil {
-		closeStore()
-		return nil, nil, err
+	if a.worker, err = archive.NewWorker(as.Enabled, e, as.Interval(), archive.DefaultScheduledBudget, r.logger); err != nil {
+		a.close()
+		return nil, err
 	}
 	r.logger.Info("archiver enabled", slog.String("service", r.spec.Name), slog.Int("hot_window_days", as.HotWindowDays),
 		slog.Duration("interval", as.Interval()), slog.String("endpoint", st.Identity().Endpoint), slog.String("bucket", st.Identity().Bucket))
-	return w, closeStore, nil
+	return a, nil
+}
+
+// archiver is serve's archiver: its scheduled worker (nil: none), its
+// engine and store (nil when disabled).
+type archiver struct {
+	worker *archive.Worker
+	engine *archive.Engine
+	store  *store.Store
+}
+
+func (a *archiver) close() {
+	if a.store != nil {
+		_ = a.store.Close()
+	}
 }
 
 // archiveMemorySlack is the heap the archiver's process needs besides its

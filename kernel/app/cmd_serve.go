@@ -51,11 +51,15 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	if _, err := checkPlans(ctx, pool, sweep.Policies(Groups(r.spec, r.cfg)), r.tr.PlanCheckSeqScanRows, r.logger); err != nil {
 		return fmt.Errorf("plan check: %w", err)
 	}
-	archiver, closeArchiver, err := r.startArchiver(ctx, pool, reg)
+	arch, err := r.startArchiver(ctx, pool, reg)
 	if err != nil {
 		return err // the archiver was asked for and cannot run: refuse to boot (D10)
 	}
-	defer closeArchiver()
+	defer arch.close()
+	archiveAPI, err := r.archiveAPI(pool, arch, reg)
+	if err != nil {
+		return err
+	}
 	// A broker outage must not stop the service: sweeps, the archiver and
 	// metrics go on, the publisher reconnects with backoff, and the outage
 	// shows in /readyz, the outbox gauges and OutboxNotDraining.
@@ -83,10 +87,10 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	}
 	srv, ln := NewServer(Handler(HandlerDeps{
 		Pool: pool, Gatherer: reg, Replay: ReplayLimits(r.tr), Broker: pub,
-		AdminToken: r.tr.AdminToken, Logger: r.logger,
+		AdminToken: r.tr.AdminToken, Archive: archiveAPI, Logger: r.logger,
 	}), ln, DefaultServerLimits())
 	r.logger.Info("serving", slog.String("service", r.spec.Name), slog.String("addr", ln.Addr().String()))
-	if err := runServe(ctx, srv, ln, worker, archiver, inbound); err != nil {
+	if err := runServe(ctx, srv, ln, worker, arch.worker, inbound); err != nil {
 		return err
 	}
 	r.logger.Info("stopped", slog.String("service", r.spec.Name))

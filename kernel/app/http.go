@@ -37,7 +37,9 @@ type HandlerDeps struct {
 	Broker interface{ Connected() bool }
 	// AdminToken, when non-empty, is the bearer token /admin/ requires.
 	AdminToken string
-	Logger     *slog.Logger
+	// Archive, when set, serves the authenticated archive API.
+	Archive *ArchiveAPI
+	Logger  *slog.Logger
 }
 
 // Handler serves /metrics, /healthz, /readyz and the admin API.
@@ -61,6 +63,9 @@ func Handler(d HandlerDeps) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.Handle("POST /admin/events/replay", d.admin(http.HandlerFunc(d.replay)))
+	if d.Archive != nil {
+		d.Archive.routes(mux)
+	}
 	return mux
 }
 

@@ -69,6 +69,15 @@ type Settings struct {
 	// DetectionLookbackDays is the look-back of the detection queries over
 	// the hot tables; boot WARNs when the hot window is shorter (H13).
 	DetectionLookbackDays int `koanf:"detection_lookback_days"`
+	// Purge configures the archive API's purge.
+	Purge PurgeSettings `koanf:"purge"`
+}
+
+// PurgeSettings configure the purge (archive.purge.*).
+type PurgeSettings struct {
+	// ApprovalsRequired is 0 (the seed's direct purge) or 1 (dual control:
+	// a purge freezes its list and another operator approves it).
+	ApprovalsRequired int `koanf:"approvals_required"`
 }
 
 // StoreSettings name the object store.
@@ -127,6 +136,9 @@ func (s Settings) Problems() []settings.Problem {
 	}
 	if s.DetectionLookbackDays < 0 || s.DetectionLookbackDays > MaxHotWindowDays {
 		ps = append(ps, settings.Problem{Key: "archive.detection_lookback_days", Value: s.DetectionLookbackDays, Reason: fmt.Sprintf("must be between 0 (no detection queries) and %d days", MaxHotWindowDays)})
+	}
+	if s.Purge.ApprovalsRequired < 0 || s.Purge.ApprovalsRequired > 1 {
+		ps = append(ps, settings.Problem{Key: "archive.purge.approvals_required", Value: s.Purge.ApprovalsRequired, Reason: "must be 0 (direct purge) or 1 (another operator approves)"})
 	}
 	if s.Store.URL != "" {
 		if err := store.CheckURL(s.Store.URL); err != nil {

@@ -242,6 +242,55 @@ func NewFleet(reg prometheus.Registerer) (*Fleet, error) {
 	return m, nil
 }
 
+// Purge instruments the archive purge.
+type Purge struct {
+	// Purged counts archives destroyed (objects deleted, ledger stamped),
+	// per table (archive_purged_total{table}).
+	Purged *prometheus.CounterVec
+	// Refused counts archives or requests a purge refused, per reason
+	// (archive_purge_refused_total{reason}: no_longer_eligible,
+	// self_approval, already_running).
+	Refused *prometheus.CounterVec
+}
+
+// NewPurge creates the purge instruments and registers them on reg.
+func NewPurge(reg prometheus.Registerer) (*Purge, error) {
+	m := &Purge{
+		Purged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "archive_purged_total",
+			Help: "Archives destroyed by a purge (manifest and data deleted, ledger stamped), per table.",
+		}, []string{"table"}),
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "archive_purge_refused_total",
+			Help: "Archives skipped or purge requests refused, per reason.",
+		}, []string{"reason"}),
+	}
+	if err := register(reg, m.Purged, m.Refused); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Admin instruments the archive API's authentication.
+type Admin struct {
+	// AuthFailures counts refused requests, per reason
+	// (admin_auth_failures_total{reason}: missing, malformed, expired,
+	// signature, algorithm, issuer, audience, claims, insufficient_scope).
+	AuthFailures *prometheus.CounterVec
+}
+
+// NewAdmin creates the admin API instruments and registers them on reg.
+func NewAdmin(reg prometheus.Registerer) (*Admin, error) {
+	m := &Admin{AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "admin_auth_failures_total",
+		Help: "Archive API requests refused by authentication or authorization, per reason.",
+	}, []string{"reason"})}
+	if err := register(reg, m.AuthFailures); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	var errs []error
 	for _, c := range cs {

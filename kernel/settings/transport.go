@@ -146,6 +146,56 @@ type Transport struct {
 	LogLevel string `koanf:"log_level"`
 	// Events are the keys of signed events (events.*).
 	Events Events `koanf:"events"`
+	// Auth configures the JWT verification of the archive API (auth.*).
+	Auth Auth `koanf:"auth"`
+}
+
+// Auth names the key the archive API's bearer tokens are verified with (at
+// most one source) and the claims checked (kernel/auth). With none the
+// archive API is not served.
+type Auth struct {
+	// JWTHS256SecretFile holds an HS256 secret (at least 32 bytes).
+	JWTHS256SecretFile string `koanf:"jwt_hs256_secret_file"`
+	// JWTHS256Secret is the secret itself, for tests and the demo.
+	JWTHS256Secret string `koanf:"jwt_hs256_secret"`
+	// JWTPublicKeyFile is a PEM public key: RSA (RS256), P-256 (ES256) or
+	// Ed25519 (EdDSA).
+	JWTPublicKeyFile string `koanf:"jwt_public_key_file"`
+	// JWKSFile is a JWK Set; tokens name their key by kid.
+	JWKSFile string `koanf:"jwks_file"`
+	// Issuer, when set, must be the token's iss.
+	Issuer string `koanf:"issuer"`
+	// Audience, when set, must be among the token's aud.
+	Audience string `koanf:"audience"`
+}
+
+// Configured reports whether a verification key is configured.
+func (a Auth) Configured() bool {
+	return a.JWTHS256SecretFile != "" || a.JWTHS256Secret != "" || a.JWTPublicKeyFile != "" || a.JWKSFile != ""
+}
+
+// minJWTSecretBytes is the shortest HS256 secret (auth.MinSecretBytes).
+const minJWTSecretBytes = 32
+
+// Problems checks the auth keys: one key source at most, a long enough
+// inline secret.
+func (a Auth) Problems() []Problem {
+	var ps []Problem
+	n := 0
+	for _, set := range []bool{a.JWTHS256SecretFile != "", a.JWTHS256Secret != "", a.JWTPublicKeyFile != "", a.JWKSFile != ""} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		ps = append(ps, Problem{Key: "auth.jwt_public_key_file", Value: a.JWTPublicKeyFile,
+			Reason:  "configure one key source: auth.jwt_hs256_secret_file, auth.jwt_hs256_secret, auth.jwt_public_key_file or auth.jwks_file",
+			Related: []string{"auth.jwt_hs256_secret_file", "auth.jwt_hs256_secret", "auth.jwks_file"}})
+	}
+	if a.JWTHS256Secret != "" && len(a.JWTHS256Secret) < minJWTSecretBytes {
+		ps = append(ps, Problem{Key: "auth.jwt_hs256_secret", Value: a.JWTHS256Secret, Reason: fmt.Sprintf("must be at least %d bytes", minJWTSecretBytes)})
+	}
+	return ps
 }
 
 // Events configures the signing of published events and the trust of
@@ -210,6 +260,7 @@ func (t Transport) Problems() []Problem {
 	ps = append(ps, t.endpointProblems()...)
 	ps = append(ps, t.pruneProblems()...)
 	ps = append(ps, t.Events.Problems()...)
+	ps = append(ps, t.Auth.Problems()...)
 	switch t.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -318,6 +369,13 @@ func WindowProblems(key string, days int) []Problem {
 		return []Problem{{Key: key, Value: days, Reason: fmt.Sprintf("must be between 0 (sweep disabled) and %d days", MaxRetentionDays)}}
 	}
 	return nil
+}
+
+// LoopbackAddr reports whether a listen address host:port binds loopback
+// only.
+func LoopbackAddr(addr string) bool {
+	host, reason := checkListenAddr(addr)
+	return reason == "" && isLoopback(host)
 }
 
 func isLoopback(host string) bool {

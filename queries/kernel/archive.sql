@@ -18,14 +18,17 @@ WHERE c.oid = ANY (
 
 -- InsertArchiveLedger books one archive in the service's local ledger,
 -- inside the transaction that deletes the archived rows (archive.Bookkeeper).
+-- An active legal hold whose table and record-time range cover the new
+-- archive holds it from the start.
 -- name: InsertArchiveLedger :exec
 INSERT INTO archive_ledger (
     archive_id, table_name, data_key, manifest_key, data_sha256, record_count,
     store_endpoint, store_bucket, first_record_id, last_record_id,
-    first_record_at, last_record_at, hot_window_days, archived_at, archived_by
+    first_record_at, last_record_at, hot_window_days, archived_at, archived_by, legal_hold
 ) VALUES (
     sqlc.arg(archive_id), sqlc.arg(table_name), sqlc.arg(data_key), sqlc.arg(manifest_key),
     sqlc.arg(data_sha256), sqlc.arg(record_count), sqlc.arg(store_endpoint), sqlc.arg(store_bucket),
     sqlc.arg(first_record_id), sqlc.arg(last_record_id), sqlc.arg(first_record_at),
-    sqlc.arg(last_record_at), sqlc.arg(hot_window_days), sqlc.arg(archived_at), sqlc.arg(archived_by)
+    sqlc.arg(last_record_at), sqlc.arg(hot_window_days), sqlc.arg(archived_at), sqlc.arg(archived_by),
+    archive_is_held(sqlc.arg(archive_id), sqlc.arg(table_name), sqlc.arg(first_record_at), sqlc.arg(last_record_at))
 );

@@ -15,12 +15,13 @@ const insertArchiveLedger = `-- name: InsertArchiveLedger :exec
 INSERT INTO archive_ledger (
     archive_id, table_name, data_key, manifest_key, data_sha256, record_count,
     store_endpoint, store_bucket, first_record_id, last_record_id,
-    first_record_at, last_record_at, hot_window_days, archived_at, archived_by
+    first_record_at, last_record_at, hot_window_days, archived_at, archived_by, legal_hold
 ) VALUES (
     $1, $2, $3, $4,
     $5, $6, $7, $8,
     $9, $10, $11,
-    $12, $13, $14, $15
+    $12, $13, $14, $15,
+    archive_is_held($1, $2, $11, $12)
 )
 `
 
@@ -44,6 +45,8 @@ type InsertArchiveLedgerParams struct {
 
 // InsertArchiveLedger books one archive in the service's local ledger,
 // inside the transaction that deletes the archived rows (archive.Bookkeeper).
+// An active legal hold whose table and record-time range cover the new
+// archive holds it from the start.
 func (q *Queries) InsertArchiveLedger(ctx context.Context, arg InsertArchiveLedgerParams) error {
 	_, err := q.db.Exec(ctx, insertArchiveLedger,
 		arg.ArchiveID,

@@ -8,22 +8,53 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type ArchiveHold struct {
+	ID            pgtype.UUID
+	Title         string
+	Reason        string
+	TableName     *string
+	FromAt        pgtype.Timestamptz
+	ToAt          pgtype.Timestamptz
+	ArchiveIds    []pgtype.UUID
+	CreatedBy     string
+	CreatedAt     pgtype.Timestamptz
+	ReleasedAt    pgtype.Timestamptz
+	ReleasedBy    *string
+	ReleaseReason *string
+}
+
 type ArchiveLedger struct {
-	ArchiveID     pgtype.UUID
-	TableName     string
-	DataKey       string
-	ManifestKey   string
-	DataSha256    string
-	RecordCount   int32
-	StoreEndpoint string
-	StoreBucket   string
-	FirstRecordID pgtype.UUID
-	LastRecordID  pgtype.UUID
-	FirstRecordAt pgtype.Timestamptz
-	LastRecordAt  pgtype.Timestamptz
-	HotWindowDays int32
-	ArchivedAt    pgtype.Timestamptz
-	ArchivedBy    string
+	ArchiveID      pgtype.UUID
+	TableName      string
+	DataKey        string
+	ManifestKey    string
+	DataSha256     string
+	RecordCount    int32
+	StoreEndpoint  string
+	StoreBucket    string
+	FirstRecordID  pgtype.UUID
+	LastRecordID   pgtype.UUID
+	FirstRecordAt  pgtype.Timestamptz
+	LastRecordAt   pgtype.Timestamptz
+	HotWindowDays  int32
+	ArchivedAt     pgtype.Timestamptz
+	ArchivedBy     string
+	RetentionUntil pgtype.Date
+	LegalHold      bool
+	PurgedAt       pgtype.Timestamptz
+	PurgedBy       *string
+	PurgeID        pgtype.UUID
+}
+
+type ArchiveLifecycleLog struct {
+	ID        pgtype.UUID
+	At        pgtype.Timestamptz
+	Actor     string
+	Action    string
+	ArchiveID pgtype.UUID
+	HoldID    pgtype.UUID
+	PurgeID   pgtype.UUID
+	Detail    []byte
 }
 
 type EventInbox struct {
@@ -39,4 +70,17 @@ type EventOutbox struct {
 	CreatedAt   pgtype.Timestamptz
 	PublishedAt pgtype.Timestamptz
 	LastError   *string
+}
+
+type Purge struct {
+	PurgeID        pgtype.UUID
+	Status         string
+	Candidates     []pgtype.UUID
+	RequestedBy    string
+	RequestedAt    pgtype.Timestamptz
+	ApprovedBy     *string
+	ExecutedAt     pgtype.Timestamptz
+	Purged         []pgtype.UUID
+	Skipped        []pgtype.UUID
+	CertificateKey *string
 }

@@ -11,22 +11,53 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type ArchiveHold struct {
+	ID            uuid.UUID
+	Title         string
+	Reason        string
+	TableName     *string
+	FromAt        pgtype.Timestamptz
+	ToAt          pgtype.Timestamptz
+	ArchiveIds    []uuid.UUID
+	CreatedBy     string
+	CreatedAt     time.Time
+	ReleasedAt    pgtype.Timestamptz
+	ReleasedBy    *string
+	ReleaseReason *string
+}
+
 type ArchiveLedger struct {
-	ArchiveID     uuid.UUID
-	TableName     string
-	DataKey       string
-	ManifestKey   string
-	DataSha256    string
-	RecordCount   int32
-	StoreEndpoint string
-	StoreBucket   string
-	FirstRecordID uuid.UUID
-	LastRecordID  uuid.UUID
-	FirstRecordAt time.Time
-	LastRecordAt  time.Time
-	HotWindowDays int32
-	ArchivedAt    time.Time
-	ArchivedBy    string
+	ArchiveID      uuid.UUID
+	TableName      string
+	DataKey        string
+	ManifestKey    string
+	DataSha256     string
+	RecordCount    int32
+	StoreEndpoint  string
+	StoreBucket    string
+	FirstRecordID  uuid.UUID
+	LastRecordID   uuid.UUID
+	FirstRecordAt  time.Time
+	LastRecordAt   time.Time
+	HotWindowDays  int32
+	ArchivedAt     time.Time
+	ArchivedBy     string
+	RetentionUntil pgtype.Date
+	LegalHold      bool
+	PurgedAt       pgtype.Timestamptz
+	PurgedBy       *string
+	PurgeID        pgtype.UUID
+}
+
+type ArchiveLifecycleLog struct {
+	ID        uuid.UUID
+	At        time.Time
+	Actor     string
+	Action    string
+	ArchiveID pgtype.UUID
+	HoldID    pgtype.UUID
+	PurgeID   pgtype.UUID
+	Detail    []byte
 }
 
 type ArchiveRecord struct {
@@ -84,4 +115,17 @@ type EventOutbox struct {
 	CreatedAt   time.Time
 	PublishedAt pgtype.Timestamptz
 	LastError   *string
+}
+
+type Purge struct {
+	PurgeID        uuid.UUID
+	Status         string
+	Candidates     []uuid.UUID
+	RequestedBy    string
+	RequestedAt    time.Time
+	ApprovedBy     *string
+	ExecutedAt     pgtype.Timestamptz
+	Purged         []uuid.UUID
+	Skipped        []uuid.UUID
+	CertificateKey *string
 }

@@ -1,0 +1,181 @@
+//go:build scratch
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archivetest"
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/services/rules"
+)
+
+const apiSecret = "e2e-archive-api-secret-0123456789abcdef"
+
+// mint signs an HS256 token for sub with scopes, valid for an hour.
+func mint(t *testing.T, sub, scope string) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+		"sub": sub, "scope": scope, "exp": time.Now().Add(time.Hour).Unix(),
+	}).SignedString([]byte(apiSecret))
+	require.NoError(t, err)
+	return s
+}
+
+// call makes one API request and decodes the JSON answer.
+func call(t *testing.T, method, url, token, body string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var out map[string]any
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		require.NoError(t, json.Unmarshal(b, &out), string(b))
+	}
+	return resp.StatusCode, resp.Header, out
+}
+
+func waitHealthy(t *testing.T, s *served) {
+	t.Helper()
+	eventually(t, "serve answers", func() bool {
+		resp, err := http.Get("http://" + s.addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// TestArchiveAPIOverServe (matrix rows 12 and 14 through the binary): rules
+// `serve` with a token key serves the archive API: refusals are 401/403 and
+// counted, a run is attributed to the token's sub, holds and purges work
+// over HTTP; without a key the API is not served; with the archiver off run
+// and purge answer 403 naming the knob.
+func TestArchiveAPIOverServe(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := kerneltest.ServiceDB(t, rules.Name)
+	db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+		SELECT now() - make_interval(days => 100, mins => g), 'r', '{}', '{}' FROM generate_series(1, 7) g`)
+	bucketURL := kerneltest.S3URL(t)
+	st, err := store.Open(ctx, bucketURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	w := &fleetWorld{amqpURL: kerneltest.AMQPURL(t), exchange: "craig.test.api." + time.Now().Format("150405.000000")}
+	t.Cleanup(func() { w.deleteBrokerObjects(t) })
+	base := []string{"CRAIG_RULES__DATABASE_URL=" + db.URL, "CRAIG_RULES__AMQP_URL=" + w.amqpURL, "CRAIG_RULES__AMQP_EXCHANGE=" + w.exchange,
+		"CRAIG_RULES__HTTP_ADDR=" + freeLoopback()}
+	s := serve(t, runnerOf(rules.Spec()), append(base, "CRAIG_RULES__AUTH__JWT_HS256_SECRET="+apiSecret,
+		"CRAIG_RULES__ARCHIVE__ENABLED=true", "CRAIG_RULES__ARCHIVE__STORE__URL="+bucketURL, "CRAIG_RULES__ARCHIVE__INTERVAL_SECONDS=0"))
+	waitHealthy(t, s)
+	u := "http://" + s.addr + "/admin/archive/"
+
+	// Refusals.
+	code, h, body := call(t, "POST", u+"run", "", `{}`)
+	require.Equal(t, http.StatusUnauthorized, code)
+	require.Equal(t, `Bearer error="invalid_token"`, h.Get("WWW-Authenticate"))
+	require.Equal(t, "invalid_token", body["error"])
+	code, _, _ = call(t, "POST", u+"run", "garbage", `{}`)
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, _, body = call(t, "POST", u+"run", mint(t, "ops:alice", "archive:read"), `{}`)
+	require.Equal(t, http.StatusForbidden, code)
+	require.Equal(t, map[string]any{"error": "insufficient_scope", "required": "archive:run"}, body)
+	code, _, _ = call(t, "POST", u+"run", mint(t, "system:retention", "archive:run"), `{}`)
+	require.Equal(t, http.StatusUnauthorized, code, "a token cannot pose as the scheduler")
+	code, _, _ = call(t, "POST", u+"run", mint(t, "ops:alice", "archive:run"), `{"budget": 121}`)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, "1", s.metric(t, `admin_auth_failures_total{reason="insufficient_scope"}`))
+	require.Equal(t, "1", s.metric(t, `admin_auth_failures_total{reason="missing"}`))
+
+	// A run attributed to the sub.
+	code, _, body = call(t, "POST", u+"run", mint(t, "ops:alice", "archive:run"), `{"budget": 4}`)
+	require.Equal(t, http.StatusOK, code, body)
+	var rep archive.PassReport
+	raw, _ := json.Marshal(body)
+	require.NoError(t, json.Unmarshal(raw, &rep))
+	require.Equal(t, int64(7), rep.Tables[0].Archived)
+	t.Cleanup(func() {
+		for _, a := range rep.Tables[0].Archives {
+			_, _ = st.DeleteIfExists(context.Background(), a.DataKey)
+			_, _ = st.DeleteIfExists(context.Background(), a.ManifestKey)
+		}
+	})
+	ledger := archivetest.Ledger(ctx, t, db.Pool)
+	require.Len(t, ledger, 1)
+	require.Equal(t, "ops:alice", ledger[0].ArchivedBy)
+	id := ledger[0].ArchiveID.String()
+
+	// Records, a hold, a retention date, a purge that the hold refuses, then
+	// one that destroys.
+	hold := mint(t, "ops:carol", "archive:hold archive:read")
+	code, _, body = call(t, "POST", u+"holds", hold, `{"title": "hearing", "reason": "subpoena", "archive_ids": ["`+id+`"]}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	holdID := body["id"].(string)
+	code, _, body = call(t, "PUT", u+"records/"+id+"/retention", hold, `{"retention_until": "`+time.Now().AddDate(0, 0, -1).Format(time.DateOnly)+`"}`)
+	require.Equal(t, http.StatusOK, code, body)
+	code, _, body = call(t, "GET", u+"records?held=true", hold, "")
+	require.Equal(t, http.StatusOK, code)
+	recs := body["records"].([]any)
+	require.Len(t, recs, 1)
+	require.Equal(t, true, recs[0].(map[string]any)["legal_hold"])
+	purge := mint(t, "ops:alice", "archive:purge")
+	code, _, body = call(t, "POST", u+"purge", purge, `{"limit": 10, "dry_run": true}`)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, map[string]any{"candidates": []any{}, "more": false}, body)
+	code, _, _ = call(t, "POST", u+"holds/"+holdID+"/release", hold, `{"reason": "hearing closed"}`)
+	require.Equal(t, http.StatusOK, code)
+	code, _, body = call(t, "POST", u+"purge", purge, `{"limit": 10}`)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, []any{id}, body["purged"])
+	require.Equal(t, false, body["more"])
+	_, err = st.Get(ctx, ledger[0].DataKey)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.Equal(t, "1", s.metric(t, `archive_purged_total{table="rule_evaluations"}`))
+	if cert, ok := body["certificate"].(string); ok {
+		t.Cleanup(func() { _, _ = st.DeleteIfExists(context.Background(), cert) })
+	}
+	require.Equal(t, 0, s.stop(t), s.stderr.String())
+
+	t.Run("no key: not served", func(t *testing.T) {
+		s := serve(t, runnerOf(rules.Spec()), append(base[:3:3], "CRAIG_RULES__HTTP_ADDR="+freeLoopback()))
+		waitHealthy(t, s)
+		code, _, _ := call(t, "POST", "http://"+s.addr+"/admin/archive/run", mint(t, "ops:alice", "archive:run"), `{}`)
+		require.Equal(t, http.StatusNotFound, code)
+	})
+	t.Run("archiver off: run and purge name the knob", func(t *testing.T) {
+		s := serve(t, runnerOf(rules.Spec()), append(base[:3:3], "CRAIG_RULES__HTTP_ADDR="+freeLoopback(), "CRAIG_RULES__AUTH__JWT_HS256_SECRET="+apiSecret))
+		waitHealthy(t, s)
+		for _, path := range []string{"run", "purge"} {
+			code, _, body := call(t, "POST", "http://"+s.addr+"/admin/archive/"+path, mint(t, "ops:alice", "archive:run archive:purge"), `{}`)
+			require.Equal(t, http.StatusForbidden, code)
+			require.Equal(t, map[string]any{"error": "archiver_disabled", "knob": "CRAIG_RULES__ARCHIVE__ENABLED"}, body)
+		}
+	})
+	t.Run("no key on a public address: refused", func(t *testing.T) {
+		var out, errOut bytes.Buffer
+		code := runnerOf(rules.Spec())(ctx, []string{"serve"}, &out, &errOut, append(base[:3:3], "CRAIG_RULES__HTTP_ADDR=0.0.0.0:0",
+			"CRAIG_RULES__ADMIN_TOKEN="+strings.Repeat("t", 40)))
+		require.NotEqual(t, 0, code)
+		require.Contains(t, errOut.String(), "CRAIG_RULES__AUTH__JWT_PUBLIC_KEY_FILE")
+	})
+}

@@ -1,0 +1,385 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/auth"
+	"github.com/craig/retention/kernel/lifecycle"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/settings"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ArchiveAPI is the authenticated archive lifecycle API of an archiving
+// service (/admin/archive/…), served only when a token key is configured.
+type ArchiveAPI struct {
+	Verifier *auth.Verifier
+	Metrics  *metrics.Admin
+	Logger   *slog.Logger
+	// Lifecycle runs records, retention, holds and purges.
+	Lifecycle *lifecycle.Manager
+	// Engine runs manual passes; nil when the archiver is disabled (run and
+	// purge answer 403 archiver_disabled naming Knob).
+	Engine *archive.Engine
+	Knob   string
+}
+
+// routes registers the archive API on mux.
+func (a *ArchiveAPI) routes(mux *http.ServeMux) {
+	mux.Handle("POST /admin/archive/run", a.require(auth.ScopeRun, a.run))
+	mux.Handle("GET /admin/archive/records", a.require(auth.ScopeRead, a.records))
+	mux.Handle("PUT /admin/archive/records/{archive_id}/retention", a.require(auth.ScopeHold, a.retention))
+	mux.Handle("POST /admin/archive/holds", a.require(auth.ScopeHold, a.placeHold))
+	mux.Handle("GET /admin/archive/holds", a.require(auth.ScopeRead, a.holds))
+	mux.Handle("POST /admin/archive/holds/{id}/release", a.require(auth.ScopeHold, a.releaseHold))
+	mux.Handle("POST /admin/archive/purge", a.require(auth.ScopePurge, a.purge))
+	mux.Handle("POST /admin/archive/purges/{id}/approve", a.require(auth.ScopePurge, a.approve))
+}
+
+// handlerFunc is an archive API handler with its authenticated principal.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, p auth.Principal)
+
+// require authenticates the bearer token and checks scope: 401 with
+// WWW-Authenticate for a missing or invalid token, 403 insufficient_scope
+// naming the scope for a valid one without it. Every refusal is logged
+// (never the token) and counted.
+func (a *ArchiveAPI) require(scope string, next handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		var p auth.Principal
+		var err error
+		if !ok || strings.TrimSpace(raw) == "" {
+			err = &auth.Error{Reason: auth.ReasonMissing, Err: errors.New("no bearer token")}
+		} else {
+			p, err = a.Verifier.Verify(r.Context(), strings.TrimSpace(raw))
+		}
+		if err == nil && reservedActor(p.Subject) {
+			err = &auth.Error{Reason: auth.ReasonClaims, Err: fmt.Errorf("sub %q is reserved (system: and cli: actors are not API identities)", p.Subject)}
+		}
+		var ae *auth.Error
+		if errors.As(err, &ae) {
+			a.refuse(r, ae.Reason, ae)
+			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_token"})
+			return
+		}
+		if !p.Has(scope) {
+			a.refuse(r, auth.ReasonScope, fmt.Errorf("%s lacks %s", p.Subject, scope))
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "insufficient_scope", "required": scope})
+			return
+		}
+		next(w, r, p)
+	})
+}
+
+// reservedActor: actors the kernel writes itself can never be a token's.
+func reservedActor(sub string) bool {
+	return strings.HasPrefix(sub, "system:") || strings.HasPrefix(sub, CLIActorPrefix)
+}
+
+func (a *ArchiveAPI) refuse(r *http.Request, reason string, err error) {
+	a.Metrics.AuthFailures.WithLabelValues(reason).Inc()
+	a.Logger.WarnContext(r.Context(), "archive API request refused", slog.String("reason", reason), slog.String("method", r.Method),
+		slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr), slog.String("error", err.Error()))
+}
+
+// decode reads exactly one JSON object into v (an empty body is {}).
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if errors.Is(err, io.EOF) {
+		return true
+	}
+	if err == nil {
+		if _, terr := dec.Token(); !errors.Is(terr, io.EOF) {
+			err = errors.New("nothing may follow the JSON object")
+		}
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "body: "+err.Error(), nil)
+		return false
+	}
+	return true
+}
+
+// fail maps a lifecycle error to its answer.
+func (a *ArchiveAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, lifecycle.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
+	case errors.Is(err, lifecycle.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error(), nil)
+	case errors.Is(err, lifecycle.ErrPurged):
+		writeError(w, http.StatusConflict, "purged", err.Error(), nil)
+	case errors.Is(err, lifecycle.ErrAlreadyRunning), errors.Is(err, archive.ErrAlreadyRunning):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "already_running"})
+	case errors.Is(err, lifecycle.ErrSelfApproval):
+		writeError(w, http.StatusForbidden, "self_approval", err.Error(), nil)
+	case errors.Is(err, lifecycle.ErrNotAwaiting):
+		writeError(w, http.StatusConflict, "not_awaiting_approval", err.Error(), nil)
+	case errors.Is(err, context.Canceled):
+		writeError(w, http.StatusServiceUnavailable, "cancelled", "the request was cancelled", nil)
+	default:
+		a.Logger.ErrorContext(r.Context(), "archive API call failed", slog.String("path", r.URL.Path), slog.Any("error", err))
+		writeError(w, http.StatusInternalServerError, "internal", "the call failed; see the service log", nil)
+	}
+}
+
+func (a *ArchiveAPI) disabled(w http.ResponseWriter) bool {
+	if a.Engine != nil {
+		return false
+	}
+	writeJSON(w, http.StatusForbidden, map[string]string{"error": "archiver_disabled", "knob": a.Knob})
+	return true
+}
+
+func (a *ArchiveAPI) run(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	if a.disabled(w) {
+		return
+	}
+	var req struct {
+		Budget *int `json:"budget"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	budget := archive.DefaultManualBudget
+	if req.Budget != nil {
+		budget = *req.Budget
+	}
+	if budget < 1 || budget > archive.MaxManualBudget {
+		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("budget must be between 1 and %d", archive.MaxManualBudget), nil)
+		return
+	}
+	rep, err := a.Engine.WithActor(p.Subject).RunPass(r.Context(), budget)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func (a *ArchiveAPI) records(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
+	q := r.URL.Query()
+	var f lifecycle.Filter
+	var err error
+	if t := q.Get("table"); t != "" {
+		f.Table = &t
+	}
+	f.Held, err = boolParam(q.Get("held"), "held", err)
+	f.Purgeable, err = boolParam(q.Get("purgeable"), "purgeable", err)
+	if s := q.Get("limit"); s != "" && err == nil {
+		if f.Limit, err = strconv.Atoi(s); err != nil || f.Limit < 1 {
+			err = fmt.Errorf("limit %q: a number 1..%d", s, lifecycle.MaxRecordsLimit)
+		}
+	}
+	if s := q.Get("after"); s != "" && err == nil {
+		if f.After, err = uuid.Parse(s); err != nil {
+			err = fmt.Errorf("after %q: an archive id", s)
+		}
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
+		return
+	}
+	recs, err := a.Lifecycle.Records(r.Context(), f)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"records": nonNilRecords(recs)})
+}
+
+func boolParam(s, name string, prev error) (*bool, error) {
+	if s == "" || prev != nil {
+		return nil, prev
+	}
+	v, err := strconv.ParseBool(s)
+	if err != nil || (s != "true" && s != "false") {
+		return nil, fmt.Errorf("%s %q: true or false", name, s)
+	}
+	return &v, nil
+}
+
+func nonNilRecords(r []lifecycle.Record) []lifecycle.Record {
+	if r == nil {
+		return []lifecycle.Record{}
+	}
+	return r
+}
+
+func (a *ArchiveAPI) retention(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("archive_id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "archive_id: not a uuid", nil)
+		return
+	}
+	var req struct {
+		RetentionUntil string `json:"retention_until"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	day, err := time.Parse(time.DateOnly, req.RetentionUntil)
+	if err != nil || day.Year() < 2000 || day.Year() > 9999 {
+		writeError(w, http.StatusBadRequest, "invalid_request", `retention_until must be a date "YYYY-MM-DD" (years 2000..9999)`, nil)
+		return
+	}
+	if err := a.Lifecycle.SetRetention(r.Context(), id, day, p.Subject); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"archive_id": id, "retention_until": day.Format(time.DateOnly)})
+}
+
+func (a *ArchiveAPI) placeHold(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var req lifecycle.HoldRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	h, err := a.Lifecycle.PlaceHold(r.Context(), req, p.Subject)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, h)
+}
+
+func (a *ArchiveAPI) releaseHold(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "id: not a uuid", nil)
+		return
+	}
+	var req struct {
+		Reason string `json:"reason"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	h, err := a.Lifecycle.ReleaseHold(r.Context(), id, req.Reason, p.Subject)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+func (a *ArchiveAPI) holds(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
+	hs, err := a.Lifecycle.Holds(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if hs == nil {
+		hs = []lifecycle.Hold{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"holds": hs})
+}
+
+func (a *ArchiveAPI) purge(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	if a.disabled(w) {
+		return
+	}
+	var req struct {
+		Limit  *int `json:"limit"`
+		DryRun bool `json:"dry_run"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	limit := lifecycle.DefaultPurgeLimit
+	if req.Limit != nil {
+		limit = *req.Limit
+	}
+	res, err := a.Lifecycle.Purge(r.Context(), limit, req.DryRun, p.Subject)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	switch {
+	case req.DryRun:
+		writeJSON(w, http.StatusOK, map[string]any{"candidates": nonNilIDs(res.Candidates), "more": res.More})
+	case res.Status == lifecycle.StatusAwaitingApproval:
+		writeJSON(w, http.StatusOK, map[string]any{"purge_id": res.PurgeID, "candidates": nonNilIDs(res.Candidates), "status": res.Status, "more": res.More})
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"purged": nonNilIDs(res.Purged), "more": res.More, "purge_id": res.PurgeID, "certificate": res.Certificate})
+	}
+}
+
+func (a *ArchiveAPI) approve(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	if a.disabled(w) {
+		return
+	}
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "id: not a uuid", nil)
+		return
+	}
+	res, err := a.Lifecycle.Approve(r.Context(), id, p.Subject)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"purge_id": id, "purged": nonNilIDs(res.Purged), "skipped": nonNilIDs(res.Skipped),
+		"status": res.Status, "certificate": res.Certificate})
+}
+
+func nonNilIDs(ids []uuid.UUID) []uuid.UUID {
+	if ids == nil {
+		return []uuid.UUID{}
+	}
+	return ids
+}
+
+// archiveAPI builds the archive API of an archiving service with a token
+// key configured (nil otherwise: not served). Without a key, an archiving
+// service refuses to serve on a non-loopback address.
+func (r *runtime[T]) archiveAPI(pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer) (*ArchiveAPI, error) {
+	as, ok := r.archiveSettings()
+	if !ok {
+		return nil, nil
+	}
+	if !r.tr.Auth.Configured() {
+		if !settings.LoopbackAddr(r.tr.HTTPAddr) {
+			return nil, fmt.Errorf("http_addr %s is not loopback and no archive API key is configured: set auth.jwt_public_key_file (%s), auth.jwks_file or auth.jwt_hs256_secret_file",
+				r.tr.HTTPAddr, settings.EnvVar(r.spec.Name, "auth.jwt_public_key_file"))
+		}
+		return nil, nil
+	}
+	v, err := auth.NewVerifier(auth.Config{
+		HS256Secret: r.tr.Auth.JWTHS256Secret, HS256SecretFile: r.tr.Auth.JWTHS256SecretFile, PublicKeyFile: r.tr.Auth.JWTPublicKeyFile,
+		JWKSFile: r.tr.Auth.JWKSFile, Issuer: r.tr.Auth.Issuer, Audience: r.tr.Auth.Audience,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("archive API key (%s): %w", settings.EnvVar(r.spec.Name, "auth.*"), err)
+	}
+	am, err := metrics.NewAdmin(reg)
+	if err != nil {
+		return nil, err
+	}
+	pm, err := metrics.NewPurge(reg)
+	if err != nil {
+		return nil, err
+	}
+	lm, err := lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired}, r.logger, pm)
+	if err != nil {
+		return nil, err
+	}
+	r.logger.Info("archive API served", slog.Any("algorithms", v.Algorithms()), slog.Int("purge_approvals_required", as.Purge.ApprovalsRequired))
+	return &ArchiveAPI{Verifier: v, Metrics: am, Logger: r.logger, Lifecycle: lm, Engine: arch.engine,
+		Knob: settings.EnvVar(r.spec.Name, "archive.enabled")}, nil
+}

@@ -1,0 +1,156 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// maxHoldText bounds a hold's title and reasons.
+const maxHoldText = 2000
+
+// HoldRequest places a legal hold: on the archives named, and/or on every
+// archive of Table (past and future) whose record times overlap
+// [From, To) (either bound open).
+type HoldRequest struct {
+	Title      string      `json:"title"`
+	Reason     string      `json:"reason"`
+	Table      *string     `json:"table,omitempty"`
+	From       *time.Time  `json:"from,omitempty"`
+	To         *time.Time  `json:"to,omitempty"`
+	ArchiveIDs []uuid.UUID `json:"archive_ids,omitempty"`
+}
+
+// Hold is a legal hold with the archives it covers now.
+type Hold struct {
+	ID            uuid.UUID   `json:"id"`
+	Title         string      `json:"title"`
+	Reason        string      `json:"reason"`
+	Table         *string     `json:"table"`
+	From          *time.Time  `json:"from"`
+	To            *time.Time  `json:"to"`
+	ArchiveIDs    []uuid.UUID `json:"archive_ids"`
+	CreatedBy     string      `json:"created_by"`
+	CreatedAt     time.Time   `json:"created_at"`
+	Active        bool        `json:"active"`
+	ReleasedAt    *time.Time  `json:"released_at"`
+	ReleasedBy    *string     `json:"released_by"`
+	ReleaseReason *string     `json:"release_reason"`
+	Covers        []uuid.UUID `json:"covers"`
+}
+
+func (r HoldRequest) check() error {
+	switch {
+	case strings.TrimSpace(r.Title) == "" || strings.TrimSpace(r.Reason) == "":
+		return fmt.Errorf("%w: a hold needs a title and a reason", ErrInvalid)
+	case len(r.Title) > maxHoldText || len(r.Reason) > maxHoldText:
+		return fmt.Errorf("%w: title and reason are at most %d bytes", ErrInvalid, maxHoldText)
+	case len(r.ArchiveIDs) == 0 && (r.Table == nil || *r.Table == ""):
+		return fmt.Errorf("%w: a hold names archive_ids or a table", ErrInvalid)
+	case r.From != nil && r.To != nil && !r.From.Before(*r.To):
+		return fmt.Errorf("%w: from must be before to", ErrInvalid)
+	case len(r.ArchiveIDs) > MaxRecordsLimit:
+		return fmt.Errorf("%w: at most %d archive_ids", ErrInvalid, MaxRecordsLimit)
+	}
+	return nil
+}
+
+// PlaceHold records an active hold, makes legal_hold true on every archive
+// it covers, logs it and stages <service>.archive_hold_placed.
+func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) (Hold, error) {
+	if err := req.check(); err != nil {
+		return Hold{}, err
+	}
+	var id uuid.UUID
+	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		q := queries.New(tx)
+		row, err := q.InsertHold(ctx, queries.InsertHoldParams{
+			Title: req.Title, Reason: req.Reason, TableName: req.Table, FromAt: pgTime(req.From), ToAt: pgTime(req.To),
+			ArchiveIds: pgUUIDs(req.ArchiveIDs), CreatedBy: actor,
+		})
+		if err != nil {
+			return fmt.Errorf("insert hold: %w", err)
+		}
+		id = row.ID.Bytes
+		if _, err := q.RefreshLegalHolds(ctx); err != nil {
+			return fmt.Errorf("apply hold: %w", err)
+		}
+		return m.record(ctx, tx, actor, "archive_hold_placed", map[string]any{
+			"hold_id": id, "title": req.Title, "reason": req.Reason, "table": req.Table, "from": req.From, "to": req.To,
+			"archive_ids": req.ArchiveIDs,
+		}, act{hold: id})
+	})
+	if err != nil {
+		return Hold{}, err
+	}
+	return m.hold(ctx, id)
+}
+
+// ReleaseHold releases an active hold (a reason is required), clears
+// legal_hold where no other hold covers, logs it and stages
+// <service>.archive_hold_released.
+func (m *Manager) ReleaseHold(ctx context.Context, id uuid.UUID, reason, actor string) (Hold, error) {
+	if strings.TrimSpace(reason) == "" || len(reason) > maxHoldText {
+		return Hold{}, fmt.Errorf("%w: releasing a hold needs a reason (at most %d bytes)", ErrInvalid, maxHoldText)
+	}
+	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		q := queries.New(tx)
+		if _, err := q.ReleaseHold(ctx, queries.ReleaseHoldParams{ID: pgUUID(id), ReleasedBy: &actor, ReleaseReason: &reason}); errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: no active hold %s", ErrNotFound, id)
+		} else if err != nil {
+			return fmt.Errorf("release hold %s: %w", id, err)
+		}
+		if _, err := q.RefreshLegalHolds(ctx); err != nil {
+			return fmt.Errorf("apply release: %w", err)
+		}
+		return m.record(ctx, tx, actor, "archive_hold_released", map[string]any{"hold_id": id, "reason": reason}, act{hold: id})
+	})
+	if err != nil {
+		return Hold{}, err
+	}
+	return m.hold(ctx, id)
+}
+
+// Holds lists every hold, newest first.
+func (m *Manager) Holds(ctx context.Context) ([]Hold, error) {
+	rows, err := queries.New(m.pool).ListHolds(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list holds: %w", err)
+	}
+	out := make([]Hold, len(rows))
+	for i, r := range rows {
+		out[i] = Hold{
+			ID: r.ID.Bytes, Title: r.Title, Reason: r.Reason, Table: r.TableName, From: timePtr(r.FromAt), To: timePtr(r.ToAt),
+			ArchiveIDs: uuids(r.ArchiveIds), CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt.Time, Active: !r.ReleasedAt.Valid,
+			ReleasedAt: timePtr(r.ReleasedAt), ReleasedBy: r.ReleasedBy, ReleaseReason: r.ReleaseReason, Covers: uuids(r.Covers),
+		}
+	}
+	return out, nil
+}
+
+func (m *Manager) hold(ctx context.Context, id uuid.UUID) (Hold, error) {
+	all, err := m.Holds(ctx)
+	if err != nil {
+		return Hold{}, err
+	}
+	for _, h := range all {
+		if h.ID == id {
+			return h, nil
+		}
+	}
+	return Hold{}, fmt.Errorf("%w: hold %s", ErrNotFound, id)
+}
+
+func pgTime(t *time.Time) pgtype.Timestamptz {
+	if t == nil {
+		return pgtype.Timestamptz{}
+	}
+	return pgtype.Timestamptz{Time: *t, Valid: true}
+}

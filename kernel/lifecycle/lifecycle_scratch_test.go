@@ -1,0 +1,286 @@
+//go:build scratch
+
+package lifecycle_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/lifecycle"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/store"
+	"github.com/jackc/pgx/v5"
+)
+
+// world is a rules database (it has the archive set), a scratch prefix of
+// the real store and a lifecycle manager over both.
+type world struct {
+	ctx context.Context
+	db  *kerneltest.DB
+	s3  *kerneltest.S3Scratch
+	st  *store.Store
+	m   *metrics.Purge
+	mgr *lifecycle.Manager
+}
+
+func newWorld(t *testing.T, approvals int) *world {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	w := &world{ctx: ctx, db: kerneltest.ServiceDB(t, "rules"), s3: kerneltest.NewS3Scratch(t)}
+	var err error
+	w.st, err = store.Open(ctx, w.s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.st.Close() })
+	w.m, err = metrics.NewPurge(prometheus.NewRegistry())
+	require.NoError(t, err)
+	w.mgr, err = lifecycle.New(w.db.Pool, w.st, lifecycle.Config{Service: w.s3.Service, ApprovalsRequired: approvals}, slog.New(&kerneltest.LogRecorder{}), w.m)
+	require.NoError(t, err)
+	return w
+}
+
+// archived books one archive of rule_evaluations (ledger row through the
+// kernel's bookkeeping, both objects in the store) with its record times
+// daysAgo days ago and the given retention date (SQL, e.g. "NULL",
+// "CURRENT_DATE - 1").
+func (w *world) archived(t *testing.T, daysAgo int, retention string) archive.Manifest {
+	t.Helper()
+	id := uuid.Must(uuid.NewV7())
+	at := time.Now().UTC().Add(-time.Duration(daysAgo) * 24 * time.Hour).Truncate(time.Microsecond)
+	keys, err := store.NewArchiveKeys(w.s3.Service, "rule_evaluations", time.Now(), id.String())
+	require.NoError(t, err)
+	ident := w.st.Identity()
+	m := archive.Manifest{ArchiveID: id, Table: "rule_evaluations", DataKey: keys.Data, ManifestKey: keys.Manifest,
+		DataSHA256: archive.SHA256Hex([]byte("{}\n")), RecordCount: 1, Endpoint: ident.Endpoint, Bucket: ident.Bucket,
+		FirstRecordID: uuid.Must(uuid.NewV7()), LastRecordID: uuid.Max, FirstRecordAt: at, LastRecordAt: at.Add(time.Hour),
+		HotWindowDays: 90, ArchivedAt: time.Now().UTC()}
+	require.NoError(t, w.st.PutCreate(w.ctx, keys.Data, []byte("{}\n"), store.ContentTypeNDJSON))
+	require.NoError(t, w.st.PutCreate(w.ctx, keys.Manifest, []byte(`{}`), store.ContentTypeJSON))
+	require.NoError(t, pgx.BeginFunc(w.ctx, w.db.Pool, func(tx pgx.Tx) error {
+		return archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep(w.ctx, tx, m, archive.SystemActor)
+	}))
+	w.db.Exec(t, "UPDATE archive_ledger SET retention_until = "+retention+" WHERE archive_id = $1", id)
+	return m
+}
+
+func (w *world) exists(t *testing.T, key string) bool {
+	t.Helper()
+	_, err := w.st.Get(w.ctx, key)
+	if err == nil {
+		return true
+	}
+	require.ErrorIs(t, err, store.ErrNotFound)
+	return false
+}
+
+func (w *world) purgedBy(t *testing.T, id uuid.UUID) *string {
+	t.Helper()
+	var by *string
+	require.NoError(t, w.db.Pool.QueryRow(w.ctx, `SELECT purged_by FROM archive_ledger WHERE archive_id = $1`, id).Scan(&by))
+	return by
+}
+
+// TestPurgeMatrix (matrix row 14, D14): only dated, due, unheld archives
+// are destroyed — manifest and data gone, stamped, certified, announced —
+// and everything else survives.
+func TestPurgeMatrix(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 0)
+	noDate := w.archived(t, 400, "NULL")
+	future := w.archived(t, 400, "CURRENT_DATE + 1")
+	heldByID := w.archived(t, 400, "CURRENT_DATE - 1")
+	heldByRange := w.archived(t, 300, "CURRENT_DATE - 1")
+	due := w.archived(t, 500, "CURRENT_DATE")
+	_, err := w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "Case 17 hearing", Reason: "subpoena", ArchiveIDs: []uuid.UUID{heldByID.ArchiveID}}, "ops:carol")
+	require.NoError(t, err)
+	table := "rule_evaluations"
+	from, to := time.Now().Add(-310*24*time.Hour), time.Now().Add(-290*24*time.Hour)
+	rangeHold, err := w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "Audit 2026", Reason: "federal audit", Table: &table, From: &from, To: &to}, "ops:carol")
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{heldByRange.ArchiveID}, rangeHold.Covers)
+
+	dry, err := w.mgr.Purge(w.ctx, 10, true, "ops:alice")
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{due.ArchiveID}, dry.Candidates)
+	require.True(t, w.exists(t, due.DataKey), "a dry run deletes nothing")
+
+	res, err := w.mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{due.ArchiveID}, res.Purged)
+	require.False(t, res.More)
+	require.False(t, w.exists(t, due.DataKey))
+	require.False(t, w.exists(t, due.ManifestKey))
+	require.Equal(t, "ops:alice", *w.purgedBy(t, due.ArchiveID))
+	for _, kept := range []archive.Manifest{noDate, future, heldByID, heldByRange} {
+		require.True(t, w.exists(t, kept.DataKey), kept.ArchiveID.String())
+		require.True(t, w.exists(t, kept.ManifestKey), kept.ArchiveID.String())
+		require.Nil(t, w.purgedBy(t, kept.ArchiveID))
+	}
+	requireCertificate(t, w, res, "ops:alice", nil, due)
+	require.Equal(t, 1.0, testutil.ToFloat64(w.m.Purged.WithLabelValues("rule_evaluations")))
+	require.Equal(t, int64(1), w.db.Count(t, `SELECT count(*) FROM event_outbox WHERE event_type = $1`, w.s3.Service+".archive_purged"))
+	require.Equal(t, int64(2), w.db.Count(t, `SELECT count(*) FROM event_outbox WHERE event_type = $1`, w.s3.Service+".archive_hold_placed"))
+
+	again, err := w.mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.Empty(t, again.Purged, "re-running is idempotent")
+
+	// A later archive inside the range hold's window is held from the start.
+	later := w.archived(t, 300, "CURRENT_DATE - 1")
+	recs, err := w.mgr.Records(w.ctx, lifecycle.Filter{Held: ptr(true)})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []uuid.UUID{heldByID.ArchiveID, heldByRange.ArchiveID, later.ArchiveID}, ids(recs))
+	// Releasing the range hold (a reason is required) makes both due.
+	_, err = w.mgr.ReleaseHold(w.ctx, rangeHold.ID, "", "ops:carol")
+	require.ErrorIs(t, err, lifecycle.ErrInvalid)
+	_, err = w.mgr.ReleaseHold(w.ctx, rangeHold.ID, "audit closed", "ops:carol")
+	require.NoError(t, err)
+	res, err = w.mgr.Purge(w.ctx, 1, false, "ops:alice")
+	require.NoError(t, err)
+	require.Len(t, res.Purged, 1)
+	require.True(t, res.More, "limit 1 of 2 due")
+	res, err = w.mgr.Purge(w.ctx, 1, false, "ops:alice")
+	require.NoError(t, err)
+	require.Len(t, res.Purged, 1)
+	require.False(t, res.More)
+}
+
+// TestHoldBetweenDryRunAndPurgeWins: a hold placed after a dry run listed
+// an archive keeps it.
+func TestHoldBetweenDryRunAndPurgeWins(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 0)
+	due := w.archived(t, 400, "CURRENT_DATE - 10")
+	dry, err := w.mgr.Purge(w.ctx, 10, true, "ops:alice")
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{due.ArchiveID}, dry.Candidates)
+	_, err = w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", ArchiveIDs: []uuid.UUID{due.ArchiveID}}, "ops:carol")
+	require.NoError(t, err)
+	res, err := w.mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.Empty(t, res.Purged)
+	require.True(t, w.exists(t, due.DataKey))
+}
+
+// TestDualControl: with one approval required a purge freezes its list;
+// the requester cannot approve it; a hold placed before the approval wins;
+// another operator's approval executes the rest and both are recorded.
+func TestDualControl(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 1)
+	a, b := w.archived(t, 400, "CURRENT_DATE - 1"), w.archived(t, 401, "CURRENT_DATE - 1")
+	res, err := w.mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.Equal(t, lifecycle.StatusAwaitingApproval, res.Status)
+	require.ElementsMatch(t, []uuid.UUID{a.ArchiveID, b.ArchiveID}, res.Candidates)
+	require.True(t, w.exists(t, a.DataKey), "nothing destroyed before approval")
+
+	_, err = w.mgr.Approve(w.ctx, *res.PurgeID, "ops:alice")
+	require.ErrorIs(t, err, lifecycle.ErrSelfApproval)
+	_, err = w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", ArchiveIDs: []uuid.UUID{b.ArchiveID}}, "ops:carol")
+	require.NoError(t, err)
+	done, err := w.mgr.Approve(w.ctx, *res.PurgeID, "ops:bob")
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{a.ArchiveID}, done.Purged)
+	require.Equal(t, []uuid.UUID{b.ArchiveID}, done.Skipped)
+	require.Equal(t, "ops:bob", *w.purgedBy(t, a.ArchiveID))
+	require.True(t, w.exists(t, b.DataKey))
+	approver := "ops:bob"
+	requireCertificate(t, w, done, "ops:alice", &approver, a)
+	_, err = w.mgr.Approve(w.ctx, *res.PurgeID, "ops:dave")
+	require.ErrorIs(t, err, lifecycle.ErrNotAwaiting, "executed once")
+	var status, requested, approved string
+	require.NoError(t, w.db.Pool.QueryRow(w.ctx, `SELECT status, requested_by, approved_by FROM purges WHERE purge_id = $1`, *res.PurgeID).Scan(&status, &requested, &approved))
+	require.Equal(t, []string{"executed", "ops:alice", "ops:bob"}, []string{status, requested, approved})
+}
+
+// TestPurgeFinishesAfterACrash: a purge that deleted the manifest and died
+// before the stamp leaves the archive unstamped and still due; the next
+// call deletes the data and stamps it.
+func TestPurgeFinishesAfterACrash(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 0)
+	a := w.archived(t, 400, "CURRENT_DATE - 1")
+	_, err := w.st.DeleteIfExists(w.ctx, a.ManifestKey) // what the crashed purge got done
+	require.NoError(t, err)
+	res, err := w.mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{a.ArchiveID}, res.Purged)
+	require.False(t, w.exists(t, a.DataKey))
+	require.NotNil(t, w.purgedBy(t, a.ArchiveID))
+}
+
+// TestRetentionAndBadInput: a retention date is set and moved (logged,
+// announced), refused on a purged or unknown archive; bad holds and limits
+// are refused and change nothing.
+func TestRetentionAndBadInput(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 0)
+	a := w.archived(t, 400, "NULL")
+	require.NoError(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now().AddDate(0, 0, 30), "ops:carol"))
+	require.NoError(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now().AddDate(0, 0, -1), "ops:carol"))
+	require.Equal(t, int64(2), w.db.Count(t, `SELECT count(*) FROM archive_lifecycle_log WHERE action = 'archive_retention_set' AND actor = 'ops:carol'`))
+	require.ErrorIs(t, w.mgr.SetRetention(w.ctx, uuid.New(), time.Now(), "ops:carol"), lifecycle.ErrNotFound)
+	res, err := w.mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.Len(t, res.Purged, 1)
+	require.ErrorIs(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now(), "ops:carol"), lifecycle.ErrPurged)
+
+	for _, req := range []lifecycle.HoldRequest{{Title: "", Reason: "r", ArchiveIDs: []uuid.UUID{a.ArchiveID}}, {Title: "t", Reason: "r"}} {
+		_, err := w.mgr.PlaceHold(w.ctx, req, "ops:carol")
+		require.ErrorIs(t, err, lifecycle.ErrInvalid)
+	}
+	for _, limit := range []int{0, -1, 101} {
+		_, err := w.mgr.Purge(w.ctx, limit, false, "ops:alice")
+		require.ErrorIs(t, err, lifecycle.ErrInvalid)
+	}
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_holds`))
+}
+
+func requireCertificate(t *testing.T, w *world, res lifecycle.PurgeResult, actor string, approver *string, destroyed ...archive.Manifest) {
+	t.Helper()
+	require.Equal(t, "retention-archives/"+w.s3.Service+"/purges/"+res.PurgeID.String()+".json", res.Certificate)
+	b, err := w.st.Get(w.ctx, res.Certificate)
+	require.NoError(t, err)
+	var c struct {
+		PurgeID  uuid.UUID `json:"purge_id"`
+		Actor    string    `json:"actor"`
+		Approver *string   `json:"approver"`
+		Archives []struct {
+			ArchiveID  uuid.UUID `json:"archive_id"`
+			DataKey    string    `json:"data_key"`
+			DataSHA256 string    `json:"data_sha256"`
+		} `json:"archives"`
+	}
+	require.NoError(t, json.Unmarshal(b, &c))
+	require.Equal(t, *res.PurgeID, c.PurgeID)
+	require.Equal(t, actor, c.Actor)
+	require.Equal(t, approver, c.Approver)
+	require.Len(t, c.Archives, len(destroyed))
+	for i, d := range destroyed {
+		require.Equal(t, d.ArchiveID, c.Archives[i].ArchiveID)
+		require.Equal(t, d.DataKey, c.Archives[i].DataKey)
+		require.Equal(t, d.DataSHA256, c.Archives[i].DataSHA256)
+	}
+	require.ErrorIs(t, w.st.PutCreate(w.ctx, res.Certificate, []byte("{}"), store.ContentTypeJSON), store.ErrAlreadyExists, "a certificate cannot be overwritten")
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func ids(recs []lifecycle.Record) []uuid.UUID {
+	out := make([]uuid.UUID, len(recs))
+	for i, r := range recs {
+		out[i] = r.ArchiveID
+	}
+	return out
+}

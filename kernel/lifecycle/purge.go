@@ -1,0 +1,264 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/lease"
+	"github.com/craig/retention/kernel/store"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Purge statuses.
+const (
+	StatusAwaitingApproval = "awaiting_approval"
+	StatusExecuted         = "executed"
+)
+
+// PurgeResult is a purge call's answer (JSON keys as the API pins them).
+type PurgeResult struct {
+	// Purged are the archives destroyed by this call.
+	Purged []uuid.UUID `json:"purged,omitempty"`
+	// Candidates are the archives a dry run or a frozen list names.
+	Candidates []uuid.UUID `json:"candidates,omitempty"`
+	// Skipped are frozen candidates no longer eligible when executed.
+	Skipped []uuid.UUID `json:"skipped,omitempty"`
+	More    bool        `json:"more"`
+	PurgeID *uuid.UUID  `json:"purge_id,omitempty"`
+	Status  string      `json:"status,omitempty"`
+	// Certificate is the destruction record's key in the store.
+	Certificate string `json:"certificate,omitempty"`
+}
+
+// Purge destroys up to limit archives whose retention date has come and
+// that no hold covers, under the archive lease: each one re-checked and
+// locked immediately before its manifest, then its data, are deleted, then
+// stamped (purged_at, purged_by = actor) with the predicate again. With
+// approvals required it only freezes the list (status awaiting_approval).
+// A dry run lists the candidates and deletes nothing.
+func (m *Manager) Purge(ctx context.Context, limit int, dryRun bool, actor string) (PurgeResult, error) {
+	if limit < 1 || limit > MaxPurgeLimit {
+		return PurgeResult{}, fmt.Errorf("%w: limit %d outside 1..%d", ErrInvalid, limit, MaxPurgeLimit)
+	}
+	var res PurgeResult
+	err := m.leased(ctx, func(ctx context.Context) error {
+		rows, err := queries.New(m.pool).SelectPurgeCandidates(ctx, int32(limit+1))
+		if err != nil {
+			return fmt.Errorf("select purge candidates: %w", err)
+		}
+		ids := uuids(rows)
+		if res.More = len(ids) > limit; res.More {
+			ids = ids[:limit]
+		}
+		switch {
+		case dryRun:
+			res.Candidates = ids
+			return nil
+		case len(ids) == 0:
+			return nil // nothing is due: no purge, no certificate
+		case m.cfg.ApprovalsRequired > 0:
+			return m.freeze(ctx, ids, actor, &res)
+		}
+		id := uuid.Must(uuid.NewV7())
+		res.PurgeID = &id
+		return m.execute(ctx, id, ids, actor, "", true, &res)
+	})
+	return res, err
+}
+
+// Approve executes a frozen purge as approver (another operator than the
+// one who requested it), re-checking every candidate.
+func (m *Manager) Approve(ctx context.Context, purgeID uuid.UUID, approver string) (PurgeResult, error) {
+	res := PurgeResult{PurgeID: &purgeID}
+	err := m.leased(ctx, func(ctx context.Context) error {
+		p, err := queries.New(m.pool).GetPurge(ctx, pgUUID(purgeID))
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("%w: purge %s", ErrNotFound, purgeID)
+		case err != nil:
+			return fmt.Errorf("read purge %s: %w", purgeID, err)
+		case p.Status != StatusAwaitingApproval:
+			return fmt.Errorf("%w: %s is %s", ErrNotAwaiting, purgeID, p.Status)
+		case p.RequestedBy == approver:
+			m.metrics.Refused.WithLabelValues("self_approval").Inc()
+			return fmt.Errorf("%w: %s requested %s", ErrSelfApproval, approver, purgeID)
+		}
+		return m.execute(ctx, purgeID, uuids(p.Candidates), p.RequestedBy, approver, false, &res)
+	})
+	return res, err
+}
+
+// leased runs fn under the archive lease (no archive pass or other purge
+// at the same time).
+func (m *Manager) leased(ctx context.Context, fn func(context.Context) error) error {
+	acquired, err := lease.TryRun(ctx, m.pool, m.cfg.LockKey, func(ctx context.Context, _ *pgx.Conn) error { return fn(ctx) })
+	if err == nil && !acquired {
+		m.metrics.Refused.WithLabelValues("already_running").Inc()
+		return ErrAlreadyRunning
+	}
+	return err
+}
+
+// freeze records the destruction list for approval.
+func (m *Manager) freeze(ctx context.Context, ids []uuid.UUID, actor string, res *PurgeResult) error {
+	id := uuid.Must(uuid.NewV7())
+	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		if err := queries.New(tx).InsertPurge(ctx, queries.InsertPurgeParams{
+			PurgeID: pgUUID(id), Status: StatusAwaitingApproval, Candidates: pgUUIDs(ids), RequestedBy: actor,
+		}); err != nil {
+			return fmt.Errorf("freeze purge: %w", err)
+		}
+		return m.record(ctx, tx, actor, "archive_purge_requested", map[string]any{"purge_id": id, "candidates": ids}, act{purge: id})
+	})
+	if err != nil {
+		return err
+	}
+	res.PurgeID, res.Candidates, res.Status = &id, ids, StatusAwaitingApproval
+	return nil
+}
+
+// destroyed is one archive a purge destroyed: the certificate's entry.
+type destroyed struct {
+	ArchiveID     uuid.UUID `json:"archive_id"`
+	Table         string    `json:"table"`
+	DataKey       string    `json:"data_key"`
+	ManifestKey   string    `json:"manifest_key"`
+	DataSHA256    string    `json:"data_sha256"`
+	RecordCount   int       `json:"record_count"`
+	FirstRecordAt time.Time `json:"first_record_at"`
+	LastRecordAt  time.Time `json:"last_record_at"`
+}
+
+// execute destroys each still-eligible candidate, then writes the
+// certificate, the purges row and the archive_purged event.
+func (m *Manager) execute(ctx context.Context, purgeID uuid.UUID, ids []uuid.UUID, actor, approver string, insert bool, res *PurgeResult) error {
+	if m.store == nil {
+		return fmt.Errorf("%w: a purge needs the store", ErrInvalid)
+	}
+	purgedBy := actor // the approver's call is the destroying act
+	if approver != "" {
+		purgedBy = approver
+	}
+	var done []destroyed
+	for _, id := range ids {
+		d, ok, err := m.destroy(ctx, purgeID, id, purgedBy)
+		if err != nil {
+			return err // what was destroyed so far stays stamped; the next call finishes
+		}
+		if !ok {
+			res.Skipped = append(res.Skipped, id)
+			m.metrics.Refused.WithLabelValues("no_longer_eligible").Inc()
+			continue
+		}
+		done = append(done, d)
+		res.Purged = append(res.Purged, id)
+		m.metrics.Purged.WithLabelValues(d.Table).Inc()
+	}
+	key, err := m.certify(ctx, purgeID, actor, approver, done)
+	if err != nil {
+		return err
+	}
+	res.Certificate, res.Status = key, StatusExecuted
+	return m.complete(ctx, purgeID, ids, actor, approver, insert, res)
+}
+
+// destroy re-checks and locks one archive, deletes its manifest then its
+// data, and stamps it, in one transaction; false when it is no longer
+// eligible (nothing deleted).
+func (m *Manager) destroy(ctx context.Context, purgeID, id uuid.UUID, purgedBy string) (destroyed, bool, error) {
+	var d destroyed
+	found := false
+	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		q := queries.New(tx)
+		row, err := q.LockPurgeable(ctx, pgUUID(id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("re-check %s: %w", id, err)
+		}
+		found = true
+		d = destroyed{ArchiveID: id, Table: row.TableName, DataKey: row.DataKey, ManifestKey: row.ManifestKey, DataSHA256: row.DataSha256,
+			RecordCount: int(row.RecordCount), FirstRecordAt: row.FirstRecordAt.Time, LastRecordAt: row.LastRecordAt.Time}
+		for _, key := range []string{row.ManifestKey, row.DataKey} { // manifest FIRST (D12)
+			if _, err := m.store.DeleteIfExists(ctx, key); err != nil {
+				return fmt.Errorf("purge %s: delete %s: %w", id, key, err)
+			}
+		}
+		n, err := q.StampPurged(ctx, queries.StampPurgedParams{PurgedBy: &purgedBy, PurgeID: pgUUID(purgeID), ArchiveID: pgUUID(id)})
+		if err != nil || n != 1 {
+			m.logger.ErrorContext(ctx, "purge deleted an archive's objects but could not stamp it; restore from bucket versioning if it must be kept",
+				slog.String("archive_id", id.String()), slog.Int64("stamped", n), slog.Any("error", err))
+			return fmt.Errorf("stamp %s (stamped %d): %w", id, n, err)
+		}
+		return nil
+	})
+	return d, found && err == nil, err
+}
+
+// certificate is the destruction record object.
+type certificate struct {
+	PurgeID    uuid.UUID   `json:"purge_id"`
+	Service    string      `json:"service"`
+	Actor      string      `json:"actor"`
+	Approver   *string     `json:"approver"`
+	ExecutedAt time.Time   `json:"executed_at"`
+	Archives   []destroyed `json:"archives"`
+}
+
+// certify writes retention-archives/<service>/purges/<purge_id>.json with
+// a no-overwrite put.
+func (m *Manager) certify(ctx context.Context, purgeID uuid.UUID, actor, approver string, done []destroyed) (string, error) {
+	c := certificate{PurgeID: purgeID, Service: m.cfg.Service, Actor: actor, ExecutedAt: time.Now().UTC(), Archives: done}
+	if approver != "" {
+		c.Approver = &approver
+	}
+	if c.Archives == nil {
+		c.Archives = []destroyed{}
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	key := store.Prefix + m.cfg.Service + "/purges/" + purgeID.String() + ".json"
+	if err := m.store.PutCreate(ctx, key, b, store.ContentTypeJSON); err != nil {
+		return "", fmt.Errorf("purge %s: destruction record %s: %w", purgeID, key, err)
+	}
+	return key, nil
+}
+
+// complete writes the purges row and stages <service>.archive_purged.
+func (m *Manager) complete(ctx context.Context, purgeID uuid.UUID, ids []uuid.UUID, actor, approver string, insert bool, res *PurgeResult) error {
+	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+		q := queries.New(tx)
+		if insert {
+			if err := q.InsertPurge(ctx, queries.InsertPurgeParams{PurgeID: pgUUID(purgeID), Status: StatusAwaitingApproval, Candidates: pgUUIDs(ids), RequestedBy: actor}); err != nil {
+				return fmt.Errorf("record purge: %w", err)
+			}
+		}
+		var appr *string
+		if approver != "" {
+			appr = &approver
+		}
+		if err := q.CompletePurge(ctx, queries.CompletePurgeParams{ApprovedBy: appr, Purged: pgUUIDs(res.Purged), Skipped: pgUUIDs(res.Skipped),
+			CertificateKey: &res.Certificate, PurgeID: pgUUID(purgeID)}); err != nil {
+			return fmt.Errorf("record purge: %w", err)
+		}
+		return m.record(ctx, tx, actor, "archive_purged", map[string]any{
+			"purge_id": purgeID, "archive_ids": nonNil(res.Purged), "skipped": nonNil(res.Skipped), "approver": appr, "certificate": res.Certificate,
+		}, act{purge: purgeID})
+	})
+}
+
+func nonNil(ids []uuid.UUID) []uuid.UUID {
+	if ids == nil {
+		return []uuid.UUID{}
+	}
+	return ids
+}

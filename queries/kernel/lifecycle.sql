@@ -1,0 +1,133 @@
+-- The archive lifecycle (kernel/lifecycle): records, retention dates, legal
+-- holds and purges of a service's OWN archives (its local archive_ledger).
+--
+-- The purge predicate (D14) is written out at every statement that selects
+-- for, or stamps, a destruction:
+--   retention_until IS NOT NULL AND retention_until <= CURRENT_DATE
+--   AND NOT legal_hold AND NOT archive_is_held(...) AND purged_at IS NULL
+
+-- ListArchiveRecords pages the ledger (by archive_id) with each archive's
+-- state; filters are optional.
+-- name: ListArchiveRecords :many
+SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.record_count,
+       l.first_record_id, l.last_record_id, l.first_record_at, l.last_record_at, l.archived_at, l.archived_by,
+       l.retention_until, l.legal_hold, l.purged_at, l.purged_by,
+       COALESCE((SELECT array_agg(h.id ORDER BY h.id) FROM archive_holds AS h
+                 WHERE h.released_at IS NULL
+                   AND (l.archive_id = ANY (h.archive_ids)
+                        OR (h.table_name = l.table_name
+                            AND (h.from_at IS NULL OR l.last_record_at >= h.from_at)
+                            AND (h.to_at IS NULL OR l.first_record_at < h.to_at)))), '{}')::uuid[] AS holds
+FROM archive_ledger AS l
+WHERE (sqlc.narg(table_name)::text IS NULL OR l.table_name = sqlc.narg(table_name)::text)
+  AND (sqlc.narg(held)::boolean IS NULL OR l.legal_hold = sqlc.narg(held)::boolean)
+  AND (sqlc.narg(purgeable)::boolean IS NULL OR sqlc.narg(purgeable)::boolean = (
+           l.retention_until IS NOT NULL AND l.retention_until <= CURRENT_DATE AND NOT l.legal_hold
+           AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
+           AND l.purged_at IS NULL))
+  AND l.archive_id > sqlc.arg(after)::uuid
+ORDER BY l.archive_id
+LIMIT sqlc.arg(row_limit)::int;
+
+-- SetRetentionUntil sets or moves an unpurged archive's retention date.
+-- name: SetRetentionUntil :one
+UPDATE archive_ledger AS l
+SET retention_until = sqlc.arg(retention_until)::date
+WHERE l.archive_id = sqlc.arg(archive_id) AND l.purged_at IS NULL
+RETURNING l.archive_id, l.table_name, l.retention_until, (SELECT r.retention_until FROM archive_ledger AS r WHERE r.archive_id = l.archive_id) AS previous;
+
+-- GetLedgerRow reads one archive's lifecycle state.
+-- name: GetLedgerRow :one
+SELECT archive_id, table_name, retention_until, legal_hold, purged_at
+FROM archive_ledger WHERE archive_id = sqlc.arg(archive_id);
+
+-- InsertHold records a legal hold.
+-- name: InsertHold :one
+INSERT INTO archive_holds (title, reason, table_name, from_at, to_at, archive_ids, created_by)
+VALUES (sqlc.arg(title), sqlc.arg(reason), sqlc.narg(table_name), sqlc.narg(from_at), sqlc.narg(to_at),
+        sqlc.arg(archive_ids)::uuid[], sqlc.arg(created_by))
+RETURNING id, created_at;
+
+-- ReleaseHold releases an active hold (its reason required).
+-- name: ReleaseHold :one
+UPDATE archive_holds
+SET released_at = now(), released_by = sqlc.arg(released_by), release_reason = sqlc.arg(release_reason)
+WHERE id = sqlc.arg(id) AND released_at IS NULL
+RETURNING id, released_at;
+
+-- ListHolds lists every hold, newest first, with the archives it covers now.
+-- name: ListHolds :many
+SELECT h.id, h.title, h.reason, h.table_name, h.from_at, h.to_at, h.archive_ids, h.created_by, h.created_at,
+       h.released_at, h.released_by, h.release_reason,
+       COALESCE((SELECT array_agg(l.archive_id ORDER BY l.archive_id) FROM archive_ledger AS l
+                 WHERE l.archive_id = ANY (h.archive_ids)
+                    OR (h.table_name = l.table_name
+                        AND (h.from_at IS NULL OR l.last_record_at >= h.from_at)
+                        AND (h.to_at IS NULL OR l.first_record_at < h.to_at))), '{}')::uuid[] AS covers
+FROM archive_holds AS h
+ORDER BY h.created_at DESC, h.id DESC;
+
+-- RefreshLegalHolds makes legal_hold true exactly for the archives an
+-- active hold covers (after a hold is placed or released).
+-- name: RefreshLegalHolds :execrows
+UPDATE archive_ledger AS l
+SET legal_hold = archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
+WHERE l.legal_hold IS DISTINCT FROM archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at);
+
+-- SelectPurgeCandidates lists (limit + 1 to tell "more") the archives the
+-- purge may destroy now, oldest first.
+-- name: SelectPurgeCandidates :many
+SELECT l.archive_id
+FROM archive_ledger AS l
+WHERE l.retention_until IS NOT NULL AND l.retention_until <= CURRENT_DATE
+  AND NOT l.legal_hold
+  AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
+  AND l.purged_at IS NULL
+ORDER BY l.retention_until, l.archived_at, l.archive_id
+LIMIT sqlc.arg(row_limit)::int;
+
+-- LockPurgeable re-checks one archive immediately before its object
+-- deletes and locks its row until the stamp commits: no row, no delete.
+-- name: LockPurgeable :one
+SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.record_count,
+       l.first_record_at, l.last_record_at
+FROM archive_ledger AS l
+WHERE l.archive_id = sqlc.arg(archive_id)
+  AND l.retention_until IS NOT NULL AND l.retention_until <= CURRENT_DATE
+  AND NOT l.legal_hold
+  AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
+  AND l.purged_at IS NULL
+FOR UPDATE;
+
+-- StampPurged records the destruction, with the predicate once more.
+-- name: StampPurged :execrows
+UPDATE archive_ledger AS l
+SET purged_at = now(), purged_by = sqlc.arg(purged_by), purge_id = sqlc.arg(purge_id)
+WHERE l.archive_id = sqlc.arg(archive_id)
+  AND l.retention_until IS NOT NULL AND l.retention_until <= CURRENT_DATE
+  AND NOT l.legal_hold
+  AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
+  AND l.purged_at IS NULL;
+
+-- InsertPurge records a purge's destruction list.
+-- name: InsertPurge :exec
+INSERT INTO purges (purge_id, status, candidates, requested_by)
+VALUES (sqlc.arg(purge_id), sqlc.arg(status), sqlc.arg(candidates)::uuid[], sqlc.arg(requested_by));
+
+-- GetPurge reads a purge, locking it while it is executed.
+-- name: GetPurge :one
+SELECT purge_id, status, candidates, requested_by, approved_by
+FROM purges WHERE purge_id = sqlc.arg(purge_id)
+FOR UPDATE;
+
+-- CompletePurge records an executed purge.
+-- name: CompletePurge :exec
+UPDATE purges
+SET status = 'executed', approved_by = sqlc.narg(approved_by), executed_at = now(),
+    purged = sqlc.arg(purged)::uuid[], skipped = sqlc.arg(skipped)::uuid[], certificate_key = sqlc.arg(certificate_key)
+WHERE purge_id = sqlc.arg(purge_id);
+
+-- LogLifecycle records one lifecycle act.
+-- name: LogLifecycle :exec
+INSERT INTO archive_lifecycle_log (actor, action, archive_id, hold_id, purge_id, detail)
+VALUES (sqlc.arg(actor), sqlc.arg(action), sqlc.narg(archive_id), sqlc.narg(hold_id), sqlc.narg(purge_id), sqlc.arg(detail));
