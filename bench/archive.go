@@ -14,6 +14,8 @@ import (
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/store"
 	"github.com/craig/retention/migrations"
+	"github.com/craig/retention/services/rules"
+	"github.com/craig/retention/services/security"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -44,18 +46,19 @@ type archiveTarget struct {
 	seed      string // inserts $1 rows, the first $2 of them aged
 	countAged string // counts the rows older than $1 days
 	copyAged  string // COPY of the aged rows as to_jsonb
+	batch     int    // the service's default archive.batch_size
 }
 
 // rulesTarget is rule_evaluations (the archive scenario).
 func (r *runner) rulesTarget() archiveTarget {
 	return archiveTarget{name: "archive", service: "rules", binary: r.cfg.RulesBinary, table: "rule_evaluations",
-		seed: seedRuleEvaluations, countAged: countAgedEvaluations, copyAged: copyAgedEvaluations}
+		seed: seedRuleEvaluations, countAged: countAgedEvaluations, copyAged: copyAgedEvaluations, batch: rules.DefaultSettings().Archive.BatchSize}
 }
 
 // securityTarget is audit_log (the security_archive scenario).
 func (r *runner) securityTarget() archiveTarget {
 	return archiveTarget{name: "secarchive", service: "security", binary: r.cfg.SecurityBinary, table: "audit_log",
-		seed: seedAuditLog, countAged: countAgedAuditLog, copyAged: copyAgedAuditLog}
+		seed: seedAuditLog, countAged: countAgedAuditLog, copyAged: copyAgedAuditLog, batch: security.DefaultSettings().Archive.BatchSize}
 }
 
 // passReport is the part of `<svc> archive run --json` the benchmark reads.
@@ -97,7 +100,7 @@ func (r *runner) runArchive(ctx context.Context, tg archiveTarget) (*ArchiveResu
 	}
 	defer func() { _ = st.Close() }()
 	res := &ArchiveResult{
-		Table: tg.table, Rows: r.cfg.ArchiveRows, HotRows: hot, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes,
+		Table: tg.table, Rows: r.cfg.ArchiveRows, HotRows: hot, BatchSize: tg.batch, MaxBatchBytes: as.MaxBatchBytes,
 		RSSGoalMiB: 64 + float64(as.MaxBatchBytes)/(1<<20),
 	}
 	if err := r.archiveRounds(ctx, tg, st, tpl, as, res); err != nil {
@@ -242,7 +245,7 @@ func (r *runner) archiveOnce(ctx context.Context, tg archiveTarget, st *store.St
 	// runs passes until one reports more=false, timing them all (each
 	// child's start-up and boot probe included) and taking the largest
 	// peak RSS.
-	need := (r.cfg.ArchiveRows+as.BatchSize-1)/as.BatchSize + 1 // + the short batch that ends the table
+	need := (r.cfg.ArchiveRows+tg.batch-1)/tg.batch + 1 // + the short batch that ends the table
 	for pass := 0; ; pass++ {
 		if pass > need {
 			return run, fmt.Errorf("archive run: still more after %d passes", pass)
