@@ -277,3 +277,40 @@ func requirePinnedReport(t *testing.T, stdout string, tables []string) {
 		require.JSONEq(t, "12", string(archives[0]["record_count"]))
 	}
 }
+
+// TestRetentionSchedule: with archive.retention.<table>_days set, each new
+// archive is dated its newest record's UTC day plus the days; without it,
+// undated; out of bounds, the command refuses naming the variable.
+func TestRetentionSchedule(t *testing.T) {
+	t.Parallel()
+	for _, c := range archivingCases() {
+		t.Run(c.service, func(t *testing.T) {
+			t.Parallel()
+			key := c.env("archive.retention." + c.tables[0] + "_days")
+			db := kerneltest.ServiceDB(t, c.service)
+			env := []string{c.env("database_url") + "=" + db.URL}
+			code, _, stderr := c.cmd(t, append(env, key+"=36501"), "archive", "run")
+			require.Equal(t, app.ExitUsage, code)
+			require.Contains(t, stderr, key)
+
+			c.rows(t, db, 100, 3)
+			bucketURL := kerneltest.S3URL(t)
+			on := append(env, c.env("archive.enabled")+"=true", c.env("archive.store.url")+"="+bucketURL, key+"=2555")
+			code, stdout, stderr := c.cmd(t, on, "archive", "run", "--json")
+			require.Equal(t, app.ExitOK, code, stderr)
+			var rep archive.PassReport
+			require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
+			st, err := store.Open(context.Background(), bucketURL)
+			require.NoError(t, err)
+			t.Cleanup(func() {
+				for _, a := range rep.Tables[0].Archives {
+					_, _ = st.DeleteIfExists(context.Background(), a.DataKey)
+					_, _ = st.DeleteIfExists(context.Background(), a.ManifestKey)
+				}
+				_ = st.Close()
+			})
+			require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM archive_ledger
+				WHERE retention_until = (last_record_at AT TIME ZONE 'UTC')::date + 2555`))
+		})
+	}
+}

@@ -89,7 +89,16 @@ type ArchiveSpec[T any] struct {
 	Settings func(T) archive.Settings
 	Tables   func() []archive.TableSpec
 	Bookkeep archive.BookkeepFunc
+	// Retention reads the retention schedule: table → days after an
+	// archive's newest record that it becomes purgeable (the settings keys
+	// archive.retention.<table>_days; 0 or absent: no date, never
+	// purgeable). nil: no schedule.
+	Retention func(T) map[string]int
 }
+
+// RetentionKey is the settings key of an archived table's retention
+// schedule.
+func RetentionKey(table string) string { return "archive.retention." + table + "_days" }
 
 // DefaultDatabaseURL is the local development database of a service.
 func DefaultDatabaseURL(service string) string {

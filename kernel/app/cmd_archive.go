@@ -14,9 +14,11 @@ import (
 	"text/tabwriter"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/store"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -88,7 +90,7 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 		_ = st.Close()
 		return nil, nil, err
 	}
-	e, err := archive.New(pool, st, r.spec.Archive.Tables(), r.spec.Archive.Bookkeep, archive.Config{
+	e, err := archive.New(pool, st, r.spec.Archive.Tables(), r.scheduled(r.spec.Archive.Bookkeep), archive.Config{
 		Service: r.spec.Name, HotWindowDays: as.HotWindowDays, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes,
 	}, r.logger, m)
 	if err != nil {
@@ -203,6 +205,21 @@ func (r *runtime[T]) startArchiver(ctx context.Context, pool *pgxpool.Pool, reg 
 	r.logger.Info("archiver enabled", slog.String("service", r.spec.Name), slog.Int("hot_window_days", as.HotWindowDays),
 		slog.Duration("interval", as.Interval()), slog.String("endpoint", st.Identity().Endpoint), slog.String("bucket", st.Identity().Bucket))
 	return a, nil
+}
+
+// scheduled wraps the service's bookkeeping so each new archive is dated by
+// its table's retention schedule in the same transaction.
+func (r *runtime[T]) scheduled(bk archive.BookkeepFunc) archive.BookkeepFunc {
+	if r.spec.Archive.Retention == nil {
+		return bk
+	}
+	sched := r.spec.Archive.Retention(r.cfg)
+	return func(ctx context.Context, tx pgx.Tx, m archive.Manifest, by string) error {
+		if err := bk(ctx, tx, m, by); err != nil {
+			return err
+		}
+		return lifecycle.ScheduleRetention(ctx, tx, m.ArchiveID, sched[m.Table])
+	}
 }
 
 // archiver is serve's archiver: its scheduled worker (nil: none), its

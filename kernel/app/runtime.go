@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/invariants"
+	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/prune"
 
@@ -122,6 +123,32 @@ func checkLocals[T any](spec Spec[T], cfg T) error {
 			return fmt.Errorf("%s: local sweep of %s needs a settings key %s (a field tagged koanf:%q)", spec.Name, l.Policy.Table, key, key)
 		}
 		problems = append(problems, settings.WindowProblems(key, l.Window(cfg))...)
+	}
+	if err := checkRetention(spec, cfg, keys); err != nil {
+		return err
+	}
+	return settings.Check(spec.Name, problems)
+}
+
+// checkRetention: every table of a retention schedule is an archived table
+// with its key, every value within 0..MaxRetentionDays.
+func checkRetention[T any](spec Spec[T], cfg T, keys []string) error {
+	if spec.Archive == nil || spec.Archive.Retention == nil {
+		return nil
+	}
+	tables := map[string]bool{}
+	for _, t := range spec.Archive.Tables() {
+		tables[t.Table] = true
+	}
+	var problems []settings.Problem
+	for table, days := range spec.Archive.Retention(cfg) {
+		key := RetentionKey(table)
+		if !tables[table] || !slices.Contains(keys, key) {
+			return fmt.Errorf("%s: retention schedule of %s: not an archived table with a settings key %s", spec.Name, table, key)
+		}
+		if days < 0 || days > lifecycle.MaxRetentionDays {
+			problems = append(problems, settings.Problem{Key: key, Value: days, Reason: fmt.Sprintf("must be between 0 (no date: never purgeable) and %d days", lifecycle.MaxRetentionDays)})
+		}
 	}
 	return settings.Check(spec.Name, problems)
 }

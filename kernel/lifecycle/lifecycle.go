@@ -166,6 +166,26 @@ func (m *Manager) SetRetention(ctx context.Context, archiveID uuid.UUID, until t
 	})
 }
 
+// MaxRetentionDays bounds a retention schedule: a century (records of a
+// child can be due decades after the child's majority).
+const MaxRetentionDays = 36500
+
+// ScheduleRetention dates a newly booked archive days after the UTC day of
+// its newest record, in tx (the archive's own transaction); days 0 leaves it
+// undated (never purgeable).
+func ScheduleRetention(ctx context.Context, tx pgx.Tx, archiveID uuid.UUID, days int) error {
+	if days == 0 {
+		return nil
+	}
+	if days < 0 || days > MaxRetentionDays {
+		return fmt.Errorf("%w: retention %d days outside 0..%d", ErrInvalid, days, MaxRetentionDays)
+	}
+	if err := queries.New(tx).ScheduleRetention(ctx, queries.ScheduleRetentionParams{Days: int32(days), ArchiveID: pgUUID(archiveID)}); err != nil {
+		return fmt.Errorf("schedule retention of %s: %w", archiveID, err)
+	}
+	return nil
+}
+
 // act names what a lifecycle log row is about.
 type act struct {
 	archive, hold, purge uuid.UUID

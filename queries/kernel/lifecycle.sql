@@ -131,3 +131,11 @@ WHERE purge_id = sqlc.arg(purge_id);
 -- name: LogLifecycle :exec
 INSERT INTO archive_lifecycle_log (actor, action, archive_id, hold_id, purge_id, detail)
 VALUES (sqlc.arg(actor), sqlc.arg(action), sqlc.narg(archive_id), sqlc.narg(hold_id), sqlc.narg(purge_id), sqlc.arg(detail));
+
+-- ScheduleRetention dates a new archive by its table's retention schedule
+-- (archive.retention.<table>_days): the UTC day of its newest record plus
+-- days. It never moves a date already set.
+-- name: ScheduleRetention :exec
+UPDATE archive_ledger
+SET retention_until = (last_record_at AT TIME ZONE 'UTC')::date + sqlc.arg(days)::int
+WHERE archive_id = sqlc.arg(archive_id) AND retention_until IS NULL;

@@ -18,7 +18,21 @@ type Settings struct {
 	settings.Transport `koanf:",squash"`
 	// Archive configures archive-then-prune of rule_evaluations; it is off
 	// unless archive.enabled is true.
-	Archive archive.Settings `koanf:"archive"`
+	Archive ArchiveSettings `koanf:"archive"`
+}
+
+// ArchiveSettings are the kernel's archive settings and rules' retention
+// schedule.
+type ArchiveSettings struct {
+	archive.Settings `koanf:",squash"`
+	Retention        Retention `koanf:"retention"`
+}
+
+// Retention is the retention schedule of rules' archives (days after an
+// archive's newest record it becomes purgeable; 0: no date, never
+// purgeable, the default: the schedule is the records officer's to set).
+type Retention struct {
+	RuleEvaluationsDays int `koanf:"rule_evaluations_days"`
 }
 
 // Problems validates every key.
@@ -30,7 +44,7 @@ func (s Settings) Problems() []settings.Problem {
 func DefaultSettings() Settings {
 	return Settings{
 		Transport: settings.DefaultTransport(app.DefaultDatabaseURL(Name)),
-		Archive:   archive.DefaultSettings(),
+		Archive:   ArchiveSettings{Settings: archive.DefaultSettings()},
 	}
 }
 
@@ -41,9 +55,12 @@ func Spec() app.Spec[Settings] {
 		Defaults:  DefaultSettings(),
 		Transport: func(s Settings) settings.Transport { return s.Transport },
 		Archive: &app.ArchiveSpec[Settings]{
-			Settings: func(s Settings) archive.Settings { return s.Archive },
+			Settings: func(s Settings) archive.Settings { return s.Archive.Settings },
 			Tables:   ArchiveTables,
 			Bookkeep: Bookkeep,
+			Retention: func(s Settings) map[string]int {
+				return map[string]int{EvaluationsTable: s.Archive.Retention.RuleEvaluationsDays}
+			},
 		},
 	}
 }

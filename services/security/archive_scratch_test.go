@@ -15,6 +15,7 @@ import (
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archivetest"
 	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/store"
 	"github.com/craig/retention/services/security"
@@ -130,4 +131,36 @@ func TestFleetRowRollsBackWithTheArchive(t *testing.T) {
 	require.Equal(t, int64(5), db.Count(t, `SELECT count(*) FROM audit_log`))
 	require.Zero(t, db.Count(t, `SELECT count(*) FROM archive_ledger`))
 	require.Zero(t, db.Count(t, `SELECT count(*) FROM event_outbox`))
+}
+
+// TestPurgeNeverTouchesFleetCopies (matrix row 14): security's purge acts
+// on its own archive_ledger only; a due, unheld fleet row of another
+// service (rules' archive, whose objects rules' ledger owns) is never a
+// candidate and stays.
+func TestPurgeNeverTouchesFleetCopies(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := kerneltest.ServiceDB(t, security.Name)
+	db.Exec(t, `INSERT INTO archive_records (archive_id, source_service, table_name, data_key, manifest_key, data_sha256, record_count,
+		store_endpoint, store_bucket, first_record_id, last_record_id, first_record_at, last_record_at, hot_window_days, archived_at,
+		archived_by, retention_until)
+		VALUES (gen_random_uuid(), 'craig-rules', 'rule_evaluations', 'retention-archives/rules/x.ndjson', 'retention-archives/rules/x.manifest.json',
+		repeat('a', 64), 5, 'http://e', 'b', gen_random_uuid(), gen_random_uuid(), now() - interval '400 days', now() - interval '399 days', 90,
+		now() - interval '300 days', 'system:retention', CURRENT_DATE - 30)`)
+	s3 := kerneltest.NewS3Scratch(t)
+	st, err := store.Open(ctx, s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	pm, err := metrics.NewPurge(prometheus.NewRegistry())
+	require.NoError(t, err)
+	mgr, err := lifecycle.New(db.Pool, st, lifecycle.Config{Service: s3.Service}, slog.New(&kerneltest.LogRecorder{}), pm)
+	require.NoError(t, err)
+	dry, err := mgr.Purge(ctx, 100, true, "ops:alice")
+	require.NoError(t, err)
+	require.Empty(t, dry.Candidates)
+	res, err := mgr.Purge(ctx, 100, false, "ops:alice")
+	require.NoError(t, err)
+	require.Empty(t, res.Purged)
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM archive_records WHERE purged_at IS NULL`))
 }

@@ -20,7 +20,22 @@ type Settings struct {
 	settings.Transport `koanf:",squash"`
 	// Archive configures archive-then-prune of the audit trail; it is off
 	// unless archive.enabled is true.
-	Archive archive.Settings `koanf:"archive"`
+	Archive ArchiveSettings `koanf:"archive"`
+}
+
+// ArchiveSettings are the kernel's archive settings and security's
+// retention schedule.
+type ArchiveSettings struct {
+	archive.Settings `koanf:",squash"`
+	Retention        Retention `koanf:"retention"`
+}
+
+// Retention is the retention schedule of security's archives (days after
+// an archive's newest record it becomes purgeable; 0: no date, never
+// purgeable, the default).
+type Retention struct {
+	AuditLogDays        int `koanf:"audit_log_days"`
+	DeadLetterAuditDays int `koanf:"dead_letter_audit_days"`
 }
 
 // Problems validates every key.
@@ -41,7 +56,7 @@ func DefaultSettings() Settings {
 	as.BatchSize = DefaultArchiveBatchSize
 	return Settings{
 		Transport: settings.DefaultTransport(app.DefaultDatabaseURL(Name)),
-		Archive:   as,
+		Archive:   ArchiveSettings{Settings: as},
 	}
 }
 
@@ -52,9 +67,12 @@ func Spec() app.Spec[Settings] {
 		Defaults:  DefaultSettings(),
 		Transport: func(s Settings) settings.Transport { return s.Transport },
 		Archive: &app.ArchiveSpec[Settings]{
-			Settings: func(s Settings) archive.Settings { return s.Archive },
+			Settings: func(s Settings) archive.Settings { return s.Archive.Settings },
 			Tables:   ArchiveTables,
 			Bookkeep: Bookkeep,
+			Retention: func(s Settings) map[string]int {
+				return map[string]int{AuditLogTable: s.Archive.Retention.AuditLogDays, DeadLetterTable: s.Archive.Retention.DeadLetterAuditDays}
+			},
 		},
 		Inbound: Inbound(),
 	}

@@ -433,6 +433,25 @@ func (q *Queries) ReleaseHold(ctx context.Context, arg ReleaseHoldParams) (Relea
 	return i, err
 }
 
+const scheduleRetention = `-- name: ScheduleRetention :exec
+UPDATE archive_ledger
+SET retention_until = (last_record_at AT TIME ZONE 'UTC')::date + $1::int
+WHERE archive_id = $2 AND retention_until IS NULL
+`
+
+type ScheduleRetentionParams struct {
+	Days      int32
+	ArchiveID pgtype.UUID
+}
+
+// ScheduleRetention dates a new archive by its table's retention schedule
+// (archive.retention.<table>_days): the UTC day of its newest record plus
+// days. It never moves a date already set.
+func (q *Queries) ScheduleRetention(ctx context.Context, arg ScheduleRetentionParams) error {
+	_, err := q.db.Exec(ctx, scheduleRetention, arg.Days, arg.ArchiveID)
+	return err
+}
+
 const selectPurgeCandidates = `-- name: SelectPurgeCandidates :many
 SELECT l.archive_id
 FROM archive_ledger AS l
