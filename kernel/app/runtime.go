@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/invariants"
-	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/lease"
+	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/prune"
 
 	"github.com/craig/retention/kernel/metrics"
