@@ -79,12 +79,13 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 			return fmt.Errorf("insert hold: %w", err)
 		}
 		id = row.ID.Bytes
-		if _, err := q.RefreshLegalHolds(ctx); err != nil {
+		changed, err := refresh(ctx, q)
+		if err != nil {
 			return fmt.Errorf("apply hold: %w", err)
 		}
 		return m.record(ctx, tx, actor, "archive_hold_placed", map[string]any{
 			"hold_id": id, "title": req.Title, "reason": req.Reason, "table": req.Table, "from": req.From, "to": req.To,
-			"archive_ids": req.ArchiveIDs,
+			"archive_ids": req.ArchiveIDs, "legal_hold": changed,
 		}, act{hold: id})
 	})
 	if err != nil {
@@ -107,10 +108,11 @@ func (m *Manager) ReleaseHold(ctx context.Context, id uuid.UUID, reason, actor s
 		} else if err != nil {
 			return fmt.Errorf("release hold %s: %w", id, err)
 		}
-		if _, err := q.RefreshLegalHolds(ctx); err != nil {
+		changed, err := refresh(ctx, q)
+		if err != nil {
 			return fmt.Errorf("apply release: %w", err)
 		}
-		return m.record(ctx, tx, actor, "archive_hold_released", map[string]any{"hold_id": id, "reason": reason}, act{hold: id})
+		return m.record(ctx, tx, actor, "archive_hold_released", map[string]any{"hold_id": id, "reason": reason, "legal_hold": changed}, act{hold: id})
 	})
 	if err != nil {
 		return Hold{}, err
@@ -146,6 +148,21 @@ func (m *Manager) hold(ctx context.Context, id uuid.UUID) (Hold, error) {
 		}
 	}
 	return Hold{}, fmt.Errorf("%w: hold %s", ErrNotFound, id)
+}
+
+// refresh recomputes legal_hold and returns the archives whose state
+// changed (archive id → held), for the event security's fleet ledger
+// applies.
+func refresh(ctx context.Context, q *queries.Queries) (map[string]bool, error) {
+	rows, err := q.RefreshLegalHolds(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		out[uuid.UUID(r.ArchiveID.Bytes).String()] = r.LegalHold
+	}
+	return out, nil
 }
 
 func pgTime(t *time.Time) pgtype.Timestamptz {

@@ -68,11 +68,13 @@ FROM archive_holds AS h
 ORDER BY h.created_at DESC, h.id DESC;
 
 -- RefreshLegalHolds makes legal_hold true exactly for the archives an
--- active hold covers (after a hold is placed or released).
--- name: RefreshLegalHolds :execrows
+-- active hold covers (after a hold is placed or released) and returns the
+-- archives whose state changed.
+-- name: RefreshLegalHolds :many
 UPDATE archive_ledger AS l
 SET legal_hold = archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
-WHERE l.legal_hold IS DISTINCT FROM archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at);
+WHERE l.legal_hold IS DISTINCT FROM archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
+RETURNING l.archive_id, l.legal_hold;
 
 -- SelectPurgeCandidates lists (limit + 1 to tell "more") the archives the
 -- purge may destroy now, oldest first.

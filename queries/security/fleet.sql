@@ -37,3 +37,24 @@ VALUES (sqlc.arg(actor), sqlc.arg(action), sqlc.arg(subject_id), sqlc.arg(detail
 -- name: InsertDeadLetterAudit :exec
 INSERT INTO dead_letter_audit (event_type, payload, reason)
 VALUES (sqlc.arg(event_type), sqlc.arg(payload), sqlc.arg(reason));
+
+-- The fleet copies follow their producer's lifecycle (validated events; a
+-- source only ever changes its own rows).
+
+-- ApplyFleetRetention sets an unpurged fleet row's retention date.
+-- name: ApplyFleetRetention :execrows
+UPDATE archive_records
+SET retention_until = sqlc.arg(retention_until)::date
+WHERE archive_id = sqlc.arg(archive_id) AND source_service = sqlc.arg(source_service) AND purged_at IS NULL;
+
+-- ApplyFleetLegalHold sets a fleet row's hold state.
+-- name: ApplyFleetLegalHold :execrows
+UPDATE archive_records
+SET legal_hold = sqlc.arg(legal_hold)
+WHERE archive_id = sqlc.arg(archive_id) AND source_service = sqlc.arg(source_service);
+
+-- ApplyFleetPurged stamps the fleet rows of destroyed archives.
+-- name: ApplyFleetPurged :execrows
+UPDATE archive_records
+SET purged_at = sqlc.arg(purged_at), purged_by = sqlc.arg(purged_by)
+WHERE archive_id = ANY (sqlc.arg(archive_ids)::uuid[]) AND source_service = sqlc.arg(source_service) AND purged_at IS NULL;

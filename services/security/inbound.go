@@ -16,6 +16,7 @@ import (
 	"github.com/craig/retention/services/security/fleet"
 	"github.com/craig/retention/services/security/internal/queries"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Inbound event path (seed D16): security consumes every event.
@@ -69,6 +70,8 @@ type outcome struct {
 	Rule      string   `json:"rule,omitempty"`
 	Divergent []string `json:"divergent,omitempty"`
 	KeyID     string   `json:"key_id,omitempty"`
+	// Applied counts the fleet rows a lifecycle event changed.
+	Applied *int64 `json:"applied,omitempty"`
 }
 
 // Handle records d in audit_log and, for an archive event, books it in the
@@ -126,6 +129,9 @@ func (h *inbound) book(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery) (out
 		if err != nil {
 			return h.refuse(ctx, o, ev.ID.String(), ev.EventType, &fleet.Refusal{Reason: fleet.ReasonSignature, Rule: err.Error()}), nil
 		}
+	}
+	if _, _, ok := fleet.LifecycleKind(ev.EventType); ok {
+		return h.applyLifecycle(ctx, tx, d, o)
 	}
 	if !fleet.Typed(ev.EventType) {
 		return o, nil // signed (or trust is off): recorded like any event
@@ -200,4 +206,41 @@ func (h *inbound) DeadLetter(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery
 	h.log.WarnContext(ctx, "event dead-lettered and recorded in dead_letter_audit", slog.String("event_id", d.Message.ID.String()),
 		slog.String("event_type", d.Message.EventType), slog.Int("attempts", d.Attempt), slog.String("reason", reason))
 	return nil
+}
+
+// applyLifecycle validates a producer's lifecycle event and applies it to
+// that producer's fleet rows only.
+func (h *inbound) applyLifecycle(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery, o outcome) (outcome, error) {
+	ev := d.Message
+	c, err := fleet.ValidateLifecycle(ev.EventType, ev.Payload, h.now())
+	if err != nil {
+		var r *fleet.Refusal
+		if !errors.As(err, &r) {
+			return o, err
+		}
+		return h.refuse(ctx, o, ev.ID.String(), ev.EventType, r), nil
+	}
+	q := queries.New(tx)
+	var n int64
+	switch c.Kind {
+	case fleet.KindRetentionSet:
+		n, err = q.ApplyFleetRetention(ctx, queries.ApplyFleetRetentionParams{
+			RetentionUntil: pgtype.Date{Time: c.RetentionUntil, Valid: true}, ArchiveID: c.ArchiveID, SourceService: c.SourceService})
+	case fleet.KindHoldPlaced, fleet.KindHoldReleased:
+		for id, held := range c.LegalHold {
+			m, err := q.ApplyFleetLegalHold(ctx, queries.ApplyFleetLegalHoldParams{LegalHold: held, ArchiveID: id, SourceService: c.SourceService})
+			if err != nil {
+				return o, fmt.Errorf("fleet ledger: %w", err)
+			}
+			n += m
+		}
+	case fleet.KindPurged:
+		n, err = q.ApplyFleetPurged(ctx, queries.ApplyFleetPurgedParams{
+			PurgedAt: pgtype.Timestamptz{Time: c.At, Valid: true}, PurgedBy: &c.Actor, ArchiveIds: c.Purged, SourceService: c.SourceService})
+	}
+	if err != nil {
+		return o, fmt.Errorf("fleet ledger: %w", err)
+	}
+	o.Applied = &n
+	return o, nil
 }

@@ -263,3 +263,44 @@ func TestDeadLetterRecorded(t *testing.T) {
 	require.Equal(t, "audit_log: relation does not exist", reason)
 	require.Equal(t, 1.0, testutil.ToFloat64(e.m.DeadLettered))
 }
+
+// TestInboundAppliesLifecycle: a producer's signed hold, retention and
+// purge events change its own fleet rows; a source can never change
+// another's rows; an unsigned purge announcement is refused.
+func TestInboundAppliesLifecycle(t *testing.T) {
+	t.Parallel()
+	e := newFleetEnv(t, true)
+	e.handle(t, delivery(t, "rules.evaluations_archived", rulesPayload(), e.rules))
+	at := time.Now().UTC().Format(time.RFC3339Nano)
+	state := func() (held bool, until *time.Time, purged *time.Time) {
+		require.NoError(t, e.db.Pool.QueryRow(context.Background(),
+			`SELECT legal_hold, retention_until::timestamptz, purged_at FROM archive_records WHERE archive_id = $1`, testArchiveID).Scan(&held, &until, &purged))
+		return
+	}
+	e.handle(t, delivery(t, "rules.archive_hold_placed", map[string]any{"actor": "ops:carol", "at": at, "legal_hold": map[string]bool{testArchiveID: true}}, e.rules))
+	held, _, _ := state()
+	require.True(t, held)
+	e.handle(t, delivery(t, "rules.archive_retention_set", map[string]any{"actor": "ops:carol", "at": at, "archive_id": testArchiveID, "retention_until": "2030-06-30"}, e.rules))
+	_, until, _ := state()
+	require.Equal(t, "2030-06-30", until.UTC().Format(time.DateOnly))
+
+	// security's key, speaking for security, naming rules' archive: nothing changes.
+	foreign := delivery(t, "security.archive_purged", map[string]any{"actor": "ops:mallory", "at": at, "archive_ids": []string{testArchiveID}}, e.sec)
+	e.handle(t, foreign)
+	require.Equal(t, 0.0, e.auditFleet(t, foreign.Message.ID)["applied"])
+	_, _, purged := state()
+	require.Nil(t, purged)
+
+	unsigned := delivery(t, "rules.archive_purged", map[string]any{"actor": "ops:alice", "at": at, "archive_ids": []string{testArchiveID}}, nil)
+	e.handle(t, unsigned)
+	require.Equal(t, "signature", e.auditFleet(t, unsigned.Message.ID)["refused"])
+	_, _, purged = state()
+	require.Nil(t, purged)
+
+	e.handle(t, delivery(t, "rules.archive_purged", map[string]any{"actor": "ops:alice", "at": at, "archive_ids": []string{testArchiveID}}, e.rules))
+	_, _, purged = state()
+	require.NotNil(t, purged)
+	var by string
+	require.NoError(t, e.db.Pool.QueryRow(context.Background(), `SELECT purged_by FROM archive_records WHERE archive_id = $1`, testArchiveID).Scan(&by))
+	require.Equal(t, "ops:alice", by)
+}

@@ -391,20 +391,39 @@ func (q *Queries) LogLifecycle(ctx context.Context, arg LogLifecycleParams) erro
 	return err
 }
 
-const refreshLegalHolds = `-- name: RefreshLegalHolds :execrows
+const refreshLegalHolds = `-- name: RefreshLegalHolds :many
 UPDATE archive_ledger AS l
 SET legal_hold = archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
 WHERE l.legal_hold IS DISTINCT FROM archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
+RETURNING l.archive_id, l.legal_hold
 `
 
+type RefreshLegalHoldsRow struct {
+	ArchiveID pgtype.UUID
+	LegalHold bool
+}
+
 // RefreshLegalHolds makes legal_hold true exactly for the archives an
-// active hold covers (after a hold is placed or released).
-func (q *Queries) RefreshLegalHolds(ctx context.Context) (int64, error) {
-	result, err := q.db.Exec(ctx, refreshLegalHolds)
+// active hold covers (after a hold is placed or released) and returns the
+// archives whose state changed.
+func (q *Queries) RefreshLegalHolds(ctx context.Context) ([]RefreshLegalHoldsRow, error) {
+	rows, err := q.db.Query(ctx, refreshLegalHolds)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []RefreshLegalHoldsRow
+	for rows.Next() {
+		var i RefreshLegalHoldsRow
+		if err := rows.Scan(&i.ArchiveID, &i.LegalHold); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const releaseHold = `-- name: ReleaseHold :one

@@ -214,3 +214,60 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+func TestValidateLifecycle(t *testing.T) {
+	t.Parallel()
+	at := now.Add(-time.Minute).Format(time.RFC3339Nano)
+	c, err := fleet.ValidateLifecycle("rules.archive_retention_set", []byte(`{"actor":"ops:carol","at":"`+at+`","archive_id":"`+archiveID+`","retention_until":"2033-01-31","table":"rule_evaluations"}`), now)
+	require.NoError(t, err)
+	require.Equal(t, "craig-rules", c.SourceService)
+	require.Equal(t, uuid.MustParse(archiveID), c.ArchiveID)
+	require.Equal(t, "2033-01-31", c.RetentionUntil.Format(time.DateOnly))
+	c, err = fleet.ValidateLifecycle("security.archive_hold_placed", []byte(`{"actor":"ops:carol","at":"`+at+`","legal_hold":{"`+archiveID+`":true},"title":"t"}`), now)
+	require.NoError(t, err)
+	require.Equal(t, map[uuid.UUID]bool{uuid.MustParse(archiveID): true}, c.LegalHold)
+	c, err = fleet.ValidateLifecycle("rules.archive_purged", []byte(`{"actor":"ops:alice","at":"`+at+`","archive_ids":["`+archiveID+`"]}`), now)
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{uuid.MustParse(archiveID)}, c.Purged)
+
+	for name, tt := range map[string]struct{ eventType, body, reason string }{
+		"unknown source": {"evil.archive_purged", `{}`, fleet.ReasonEventType},
+		"not lifecycle":  {"rules.archive_read", `{}`, fleet.ReasonEventType},
+		"no actor":       {"rules.archive_purged", `{"at":"` + at + `","archive_ids":[]}`, fleet.ReasonArchivedBy},
+		"future":         {"rules.archive_purged", `{"actor":"a","at":"` + now.Add(time.Hour).Format(time.RFC3339) + `"}`, fleet.ReasonTimestamps},
+		"bad id":         {"rules.archive_purged", `{"actor":"a","at":"` + at + `","archive_ids":["x"]}`, fleet.ReasonArchiveID},
+		"bad date":       {"rules.archive_retention_set", `{"actor":"a","at":"` + at + `","archive_id":"` + archiveID + `","retention_until":"31/01/2033"}`, fleet.ReasonTimestamps},
+		"bad hold id":    {"rules.archive_hold_released", `{"actor":"a","at":"` + at + `","legal_hold":{"nope":false}}`, fleet.ReasonArchiveID},
+		"not json":       {"rules.archive_purged", `[`, fleet.ReasonMalformed},
+	} {
+		_, err := fleet.ValidateLifecycle(tt.eventType, []byte(tt.body), now)
+		var r *fleet.Refusal
+		require.True(t, errors.As(err, &r), name)
+		require.Equal(t, tt.reason, r.Reason, name)
+	}
+}
+
+// FuzzValidateLifecycle: no payload makes it panic; what it accepts names
+// a known source and only canonical ids.
+func FuzzValidateLifecycle(f *testing.F) {
+	f.Add("rules.archive_purged", []byte(`{"actor":"a","at":"2026-12-01T11:00:00Z","archive_ids":["`+archiveID+`"]}`))
+	f.Add("security.archive_hold_placed", []byte(`{"actor":"a","at":"2026-12-01T11:00:00Z","legal_hold":{"`+archiveID+`":true}}`))
+	f.Fuzz(func(t *testing.T, eventType string, payload []byte) {
+		c, err := fleet.ValidateLifecycle(eventType, payload, now)
+		if err != nil {
+			var r *fleet.Refusal
+			if !errors.As(err, &r) {
+				t.Fatalf("not a refusal: %v", err)
+			}
+			return
+		}
+		if c.SourceService != "craig-rules" && c.SourceService != "craig-security" {
+			t.Fatalf("accepted source %q", c.SourceService)
+		}
+		for _, id := range c.Purged {
+			if id == uuid.Nil {
+				t.Fatal("accepted the nil id")
+			}
+		}
+	})
+}

@@ -10,7 +10,80 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 )
+
+const applyFleetLegalHold = `-- name: ApplyFleetLegalHold :execrows
+UPDATE archive_records
+SET legal_hold = $1
+WHERE archive_id = $2 AND source_service = $3
+`
+
+type ApplyFleetLegalHoldParams struct {
+	LegalHold     bool
+	ArchiveID     uuid.UUID
+	SourceService string
+}
+
+// ApplyFleetLegalHold sets a fleet row's hold state.
+func (q *Queries) ApplyFleetLegalHold(ctx context.Context, arg ApplyFleetLegalHoldParams) (int64, error) {
+	result, err := q.db.Exec(ctx, applyFleetLegalHold, arg.LegalHold, arg.ArchiveID, arg.SourceService)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const applyFleetPurged = `-- name: ApplyFleetPurged :execrows
+UPDATE archive_records
+SET purged_at = $1, purged_by = $2
+WHERE archive_id = ANY ($3::uuid[]) AND source_service = $4 AND purged_at IS NULL
+`
+
+type ApplyFleetPurgedParams struct {
+	PurgedAt      pgtype.Timestamptz
+	PurgedBy      *string
+	ArchiveIds    []uuid.UUID
+	SourceService string
+}
+
+// ApplyFleetPurged stamps the fleet rows of destroyed archives.
+func (q *Queries) ApplyFleetPurged(ctx context.Context, arg ApplyFleetPurgedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, applyFleetPurged,
+		arg.PurgedAt,
+		arg.PurgedBy,
+		arg.ArchiveIds,
+		arg.SourceService,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const applyFleetRetention = `-- name: ApplyFleetRetention :execrows
+
+UPDATE archive_records
+SET retention_until = $1::date
+WHERE archive_id = $2 AND source_service = $3 AND purged_at IS NULL
+`
+
+type ApplyFleetRetentionParams struct {
+	RetentionUntil pgtype.Date
+	ArchiveID      uuid.UUID
+	SourceService  string
+}
+
+// The fleet copies follow their producer's lifecycle (validated events; a
+// source only ever changes its own rows).
+// ApplyFleetRetention sets an unpurged fleet row's retention date.
+func (q *Queries) ApplyFleetRetention(ctx context.Context, arg ApplyFleetRetentionParams) (int64, error) {
+	result, err := q.db.Exec(ctx, applyFleetRetention, arg.RetentionUntil, arg.ArchiveID, arg.SourceService)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
 
 const getArchiveRecord = `-- name: GetArchiveRecord :one
 SELECT archive_id, source_service, table_name, data_key, manifest_key, data_sha256, record_count,

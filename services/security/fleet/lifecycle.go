@@ -1,0 +1,118 @@
+package fleet
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Lifecycle event kinds (the part after "<service>."): what a producer's
+// archive lifecycle did to its own archives, applied to their fleet rows.
+const (
+	KindRetentionSet = "archive_retention_set"
+	KindHoldPlaced   = "archive_hold_placed"
+	KindHoldReleased = "archive_hold_released"
+	KindPurged       = "archive_purged"
+)
+
+// maxLifecycleIDs bounds the archives one lifecycle event may name.
+const maxLifecycleIDs = 10_000
+
+// sourceServices maps a producer's event-type prefix to its source.
+var sourceServices = map[string]string{"rules": "craig-rules", "security": "craig-security"}
+
+// LifecycleKind splits a lifecycle event type into its source service and
+// kind; ok is false for any other event.
+func LifecycleKind(eventType string) (source, kind string, ok bool) {
+	service, kind, found := strings.Cut(eventType, ".")
+	source, known := sourceServices[service]
+	switch kind {
+	case KindRetentionSet, KindHoldPlaced, KindHoldReleased, KindPurged:
+		return source, kind, found && known
+	}
+	return "", "", false
+}
+
+// Change is a validated lifecycle event: what to apply to the fleet rows of
+// SourceService.
+type Change struct {
+	SourceService string
+	Kind          string
+	Actor         string
+	At            time.Time
+	// RetentionSet: the archive and its new date.
+	ArchiveID      uuid.UUID
+	RetentionUntil time.Time
+	// HoldPlaced / HoldReleased: archive → held.
+	LegalHold map[uuid.UUID]bool
+	// Purged: the archives destroyed.
+	Purged []uuid.UUID
+}
+
+// lifecyclePayload is the part of a lifecycle event the fleet reads.
+type lifecyclePayload struct {
+	Actor          string          `json:"actor"`
+	At             string          `json:"at"`
+	ArchiveID      string          `json:"archive_id"`
+	RetentionUntil string          `json:"retention_until"`
+	LegalHold      map[string]bool `json:"legal_hold"`
+	ArchiveIDs     []string        `json:"archive_ids"`
+}
+
+// ValidateLifecycle checks a lifecycle event at time now: its source is
+// known, its actor and time sane, every id canonical, its date a date; a
+// *Refusal otherwise. It writes nothing.
+func ValidateLifecycle(eventType string, body []byte, now time.Time) (Change, error) {
+	source, kind, ok := LifecycleKind(eventType)
+	if !ok {
+		return Change{}, refuse(ReasonEventType, "event type %q is not a lifecycle event of a known source", eventType)
+	}
+	var p lifecyclePayload
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&p); err != nil {
+		return Change{}, refuse(ReasonMalformed, "payload does not decode: %v", err)
+	}
+	c := Change{SourceService: source, Kind: kind, Actor: p.Actor}
+	var err error
+	if strings.TrimSpace(p.Actor) == "" {
+		return Change{}, refuse(ReasonArchivedBy, "actor must be non-empty")
+	}
+	if c.At, err = time.Parse(time.RFC3339Nano, p.At); err != nil || c.At.After(now.Add(ClockSkew)) {
+		return Change{}, refuse(ReasonTimestamps, "at %q must be an RFC 3339 time no later than now + %s", p.At, ClockSkew)
+	}
+	switch kind {
+	case KindRetentionSet:
+		if c.ArchiveID, err = parseID(p.ArchiveID); err != nil {
+			return Change{}, refuse(ReasonArchiveID, "archive_id: %v", err)
+		}
+		if c.RetentionUntil, err = time.Parse(time.DateOnly, p.RetentionUntil); err != nil {
+			return Change{}, refuse(ReasonTimestamps, "retention_until %q is not a YYYY-MM-DD date", p.RetentionUntil)
+		}
+	case KindHoldPlaced, KindHoldReleased:
+		if len(p.LegalHold) > maxLifecycleIDs {
+			return Change{}, refuse(ReasonRecordCount, "legal_hold names %d archives, at most %d", len(p.LegalHold), maxLifecycleIDs)
+		}
+		c.LegalHold = make(map[uuid.UUID]bool, len(p.LegalHold))
+		for s, held := range p.LegalHold {
+			id, err := parseID(s)
+			if err != nil {
+				return Change{}, refuse(ReasonArchiveID, "legal_hold: %v", err)
+			}
+			c.LegalHold[id] = held
+		}
+	case KindPurged:
+		if len(p.ArchiveIDs) > maxLifecycleIDs {
+			return Change{}, refuse(ReasonRecordCount, "archive_ids names %d archives, at most %d", len(p.ArchiveIDs), maxLifecycleIDs)
+		}
+		for _, s := range p.ArchiveIDs {
+			id, err := parseID(s)
+			if err != nil {
+				return Change{}, refuse(ReasonArchiveID, "archive_ids: %v", err)
+			}
+			c.Purged = append(c.Purged, id)
+		}
+	}
+	return c, nil
+}
