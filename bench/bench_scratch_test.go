@@ -92,7 +92,12 @@ func TestBenchSmoke(t *testing.T) {
 		require.Positive(t, run.EventsPerSec)
 	}
 
-	require.Len(t, res.Goals, 9)
+	require.NotNil(t, res.Purge)
+	for _, run := range res.Purge.Runs {
+		require.Equal(t, 100, run.Archives, "round %d destroys every due archive", run.Round)
+	}
+
+	require.Len(t, res.Goals, 10)
 	for _, g := range res.Goals {
 		require.NotNil(t, g.Measured, g.What)
 		require.NotNil(t, g.Met, g.What)

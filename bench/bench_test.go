@@ -29,7 +29,7 @@ func TestSummaryKeysAreNullWhenNotMeasured(t *testing.T) {
 	require.Equal(t, SummaryKeys(), keys)
 	require.Equal(t, []string{
 		"archive_peak_rss_mib", "archive_vs_copy_ratio", "backlog_drain_ratio", "fleet_events_per_s",
-		"security_archive_vs_copy_ratio", "steady_idle_cycle_ms", "worst_batch_ms", "writer_p99_ratio",
+		"purge_archives_per_s", "security_archive_vs_copy_ratio", "steady_idle_cycle_ms", "worst_batch_ms", "writer_p99_ratio",
 	}, keys)
 }
 
@@ -49,7 +49,7 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	require.Nil(t, s.ArchivePeakRSSMiB)
 	require.Equal(t, 850.0, *s.FleetEventsPerS)
 	require.Nil(t, s.SecurityArchiveVsCopyRatio)
-	require.Len(t, goals, 8)
+	require.Len(t, goals, 9)
 	met := map[string]*bool{}
 	for _, g := range goals {
 		met[g.What] = g.Met

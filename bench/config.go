@@ -49,10 +49,12 @@ const (
 	// ScenarioFleet is security's inbound path: signed events per second
 	// through RabbitMQ into archive_records.
 	ScenarioFleet = "fleet"
+	// ScenarioPurge is the lifecycle purge of 100 due archives.
+	ScenarioPurge = "purge"
 )
 
 // AllScenarios lists every scenario in run order.
-var AllScenarios = []string{ScenarioDrain, ScenarioSteady, ScenarioWriter, ScenarioArchive, ScenarioSecurityArchive, ScenarioFleet}
+var AllScenarios = []string{ScenarioDrain, ScenarioSteady, ScenarioWriter, ScenarioArchive, ScenarioSecurityArchive, ScenarioFleet, ScenarioPurge}
 
 // Environment variables of the benchmark (the cmd's flags override them).
 const (

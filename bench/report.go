@@ -56,7 +56,11 @@ func summarize(res *Results) (Summary, []Goal) {
 	if res.Fleet != nil {
 		s.FleetEventsPerS = ptr(res.Fleet.EventsPerSec)
 	}
+	if res.Purge != nil {
+		s.PurgeArchivesPerS = ptr(res.Purge.ArchivesPerSec)
+	}
 	goals = append(goals,
+		goal("purge of 100 archives against the local store", "≥ 50/s", s.PurgeArchivesPerS, "archives/s", func(v float64) bool { return v >= 50 }),
 		goal("security archive pass of audit_log (ratio to COPY)", "≥ 0.5×", s.SecurityArchiveVsCopyRatio, "×", func(v float64) bool { return v >= 0.5 }),
 		goal("inbound signed archive events into archive_records", "≥ 1,000/s", s.FleetEventsPerS, "events/s", func(v float64) bool { return v >= 1000 }))
 	if res.Archive != nil && res.Archive.BigRows != nil && res.Archive.BigRows.PeakRSSMiB > 0 {
@@ -120,6 +124,10 @@ func Markdown(res *Results) string {
 	}
 	if a := res.SecurityArchive; a != nil {
 		writeArchive(&b, a)
+	}
+	if p := res.Purge; p != nil {
+		fmt.Fprintf(&b, "\nPurge: %d due archives destroyed by one call (re-check under a row lock, manifest then data deleted, stamp; then the certificate): median %s archives/s.\n",
+			p.Archives, trim(p.ArchivesPerSec, 0))
 	}
 	if f := res.Fleet; f != nil {
 		fmt.Fprintf(&b, "\nFleet ledger: %s signed rules.evaluations_archived events per round through RabbitMQ into security's archive_records: median %s events/s.\n",

@@ -30,6 +30,9 @@ type Summary struct {
 	// FleetEventsPerS is signed archive events per second through
 	// RabbitMQ into security's archive_records.
 	FleetEventsPerS *float64 `json:"fleet_events_per_s"`
+	// PurgeArchivesPerS is archives destroyed per second by one purge call
+	// of 100 against the local store.
+	PurgeArchivesPerS *float64 `json:"purge_archives_per_s"`
 }
 
 // SummaryKeys returns the summary's JSON keys, sorted.
@@ -62,6 +65,7 @@ type Results struct {
 	// SecurityArchive is the security_archive scenario (audit_log).
 	SecurityArchive *ArchiveResult `json:"security_archive"`
 	Fleet           *FleetResult   `json:"fleet"`
+	Purge           *PurgeResult   `json:"purge"`
 	Notes           []string       `json:"notes"`
 }
 
@@ -348,4 +352,19 @@ type FleetRun struct {
 	Events       int     `json:"events"`
 	Seconds      float64 `json:"seconds"`
 	EventsPerSec float64 `json:"events_per_s"`
+}
+
+// PurgeResult is the purge scenario.
+type PurgeResult struct {
+	Archives       int        `json:"archives"`
+	ArchivesPerSec float64    `json:"archives_per_s"`
+	Runs           []PurgeRun `json:"runs"`
+}
+
+// PurgeRun is one purge round.
+type PurgeRun struct {
+	Round          int     `json:"round"`
+	Archives       int     `json:"archives"`
+	Seconds        float64 `json:"seconds"`
+	ArchivesPerSec float64 `json:"archives_per_s"`
 }
