@@ -17,10 +17,11 @@ func TestArchiveSettingsFromEnvironment(t *testing.T) {
 	t.Parallel()
 	const url = "s3://craig-archive?endpoint=http://127.0.0.1:7070&region=us-east-1&use_path_style=true&disable_https=true"
 	tests := []struct {
-		name    string
-		env     []string
-		want    func(*archive.Settings)
-		wantErr []string // substrings of the error; nil = valid
+		name      string
+		env       []string
+		want      func(*archive.Settings)
+		retention int
+		wantErr   []string // substrings of the error; nil = valid
 	}{
 		{name: "defaults: off", env: []string{}, want: func(*archive.Settings) {}},
 		{
@@ -29,10 +30,13 @@ func TestArchiveSettingsFromEnvironment(t *testing.T) {
 				"CRAIG_RULES__ARCHIVE__ENABLED=true", "CRAIG_RULES__ARCHIVE__STORE__URL=" + url,
 				"CRAIG_RULES__ARCHIVE__HOT_WINDOW_DAYS=120", "CRAIG_RULES__ARCHIVE__INTERVAL_SECONDS=0",
 				"CRAIG_RULES__ARCHIVE__BATCH_SIZE=500", "CRAIG_RULES__ARCHIVE__MAX_BATCH_BYTES=1048576",
+				"CRAIG_RULES__ARCHIVE__RETENTION__RULE_EVALUATIONS_DAYS=2555", "CRAIG_RULES__ARCHIVE__PURGE__APPROVALS_REQUIRED=1",
 			},
 			want: func(s *archive.Settings) {
 				s.Enabled, s.Store.URL, s.HotWindowDays, s.IntervalSeconds, s.BatchSize, s.MaxBatchBytes = true, url, 120, 0, 500, 1<<20
+				s.Purge.ApprovalsRequired = 1
 			},
+			retention: 2555,
 		},
 		{
 			name:    "enabled without a store",
@@ -49,6 +53,11 @@ func TestArchiveSettingsFromEnvironment(t *testing.T) {
 			env:     []string{"CRAIG_RULES__ARCHIVE__ENABLED="},
 			wantErr: []string{"CRAIG_RULES__ARCHIVE__ENABLED"},
 		},
+		{
+			name:    "two approvals",
+			env:     []string{"CRAIG_RULES__ARCHIVE__PURGE__APPROVALS_REQUIRED=2"},
+			wantErr: []string{"CRAIG_RULES__ARCHIVE__PURGE__APPROVALS_REQUIRED"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,7 +73,8 @@ func TestArchiveSettingsFromEnvironment(t *testing.T) {
 			require.NoError(t, err)
 			want := archive.DefaultSettings()
 			tt.want(&want)
-			require.Equal(t, want, got.Archive)
+			require.Equal(t, want, got.Archive.Settings)
+			require.Equal(t, tt.retention, got.Archive.Retention.RuleEvaluationsDays)
 		})
 	}
 }
