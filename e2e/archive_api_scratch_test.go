@@ -179,3 +179,57 @@ func TestArchiveAPIOverServe(t *testing.T) {
 		require.Contains(t, errOut.String(), "CRAIG_RULES__AUTH__JWT_PUBLIC_KEY_FILE")
 	})
 }
+
+// TestArchiveAPIRefusesBadInput: malformed bodies, trailing data, unknown
+// fields, out-of-range limits and budgets, bad ids, dates and filters are
+// refused with 400 (unknown ids 404) and change nothing.
+func TestArchiveAPIRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	db := kerneltest.ServiceDB(t, rules.Name)
+	w := &fleetWorld{amqpURL: kerneltest.AMQPURL(t), exchange: "craig.test.api.bad." + time.Now().Format("150405.000000")}
+	t.Cleanup(func() { w.deleteBrokerObjects(t) })
+	s := serve(t, runnerOf(rules.Spec()), []string{"CRAIG_RULES__DATABASE_URL=" + db.URL, "CRAIG_RULES__AMQP_URL=" + w.amqpURL,
+		"CRAIG_RULES__AMQP_EXCHANGE=" + w.exchange, "CRAIG_RULES__HTTP_ADDR=" + freeLoopback(), "CRAIG_RULES__AUTH__JWT_HS256_SECRET=" + apiSecret,
+		"CRAIG_RULES__ARCHIVE__ENABLED=true", "CRAIG_RULES__ARCHIVE__STORE__URL=" + kerneltest.S3URL(t), "CRAIG_RULES__ARCHIVE__INTERVAL_SECONDS=0"})
+	waitHealthy(t, s)
+	u := "http://" + s.addr + "/admin/archive/"
+	tok := mint(t, "ops:alice", "archive:read archive:run archive:purge archive:hold")
+	id := "0193f1d2-7c4e-7a10-8e2b-5f6a7b8c9d10"
+	for _, tt := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{"POST", "run", `{"budget": 0}`, 400},
+		{"POST", "run", `{"budget": "8"}`, 400},
+		{"POST", "run", `{"budget": 8} {}`, 400},
+		{"POST", "run", `{"budgte": 8}`, 400},
+		{"POST", "run", `[`, 400},
+		{"POST", "purge", `{"limit": 0}`, 400},
+		{"POST", "purge", `{"limit": 101}`, 400},
+		{"POST", "purge", `{"limit": 10, "dry_run": "yes"}`, 400},
+		{"POST", "holds", `{"title": "t", "reason": "r"}`, 400},
+		{"POST", "holds", `{"title": "", "reason": "r", "archive_ids": ["` + id + `"]}`, 400},
+		{"POST", "holds", `{"title": "t", "reason": "r", "table": "rule_evaluations", "from": "2026-02-01T00:00:00Z", "to": "2026-01-01T00:00:00Z"}`, 400},
+		{"POST", "holds", `{"title": "t", "reason": "r", "archive_ids": ["not-a-uuid"]}`, 400},
+		{"POST", "holds/not-a-uuid/release", `{"reason": "r"}`, 400},
+		{"POST", "holds/" + id + "/release", `{"reason": "r"}`, 404},
+		{"POST", "holds/" + id + "/release", `{}`, 400},
+		{"PUT", "records/" + id + "/retention", `{"retention_until": "2033-02-30"}`, 400},
+		{"PUT", "records/" + id + "/retention", `{"retention_until": "1999-12-31"}`, 400},
+		{"PUT", "records/" + id + "/retention", `{"retention_until": "2033-01-31"}`, 404},
+		{"PUT", "records/nope/retention", `{"retention_until": "2033-01-31"}`, 400},
+		{"GET", "records?limit=0", ``, 400},
+		{"GET", "records?limit=1001", ``, 400},
+		{"GET", "records?limit=abc", ``, 400},
+		{"GET", "records?held=yes", ``, 400},
+		{"GET", "records?after=nope", ``, 400},
+		{"POST", "purges/nope/approve", ``, 400},
+		{"POST", "purges/" + id + "/approve", ``, 404},
+	} {
+		code, _, body := call(t, tt.method, u+tt.path, tok, tt.body)
+		require.Equal(t, tt.want, code, "%s %s %s: %v", tt.method, tt.path, tt.body, body)
+	}
+	for _, table := range []string{"archive_holds", "purges", "archive_lifecycle_log", "event_outbox"} {
+		require.Zero(t, db.Count(t, "SELECT count(*) FROM "+table), "%s: nothing changed", table)
+	}
+}
