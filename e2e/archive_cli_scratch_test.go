@@ -298,17 +298,7 @@ func TestRetentionSchedule(t *testing.T) {
 			on := append(env, c.env("archive.enabled")+"=true", c.env("archive.store.url")+"="+bucketURL, key+"=2555")
 			code, stdout, stderr := c.cmd(t, on, "archive", "run", "--json")
 			require.Equal(t, app.ExitOK, code, stderr)
-			var rep archive.PassReport
-			require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
-			st, err := store.Open(context.Background(), bucketURL)
-			require.NoError(t, err)
-			t.Cleanup(func() {
-				for _, a := range rep.Tables[0].Archives {
-					_, _ = st.DeleteIfExists(context.Background(), a.DataKey)
-					_, _ = st.DeleteIfExists(context.Background(), a.ManifestKey)
-				}
-				_ = st.Close()
-			})
+			deleteReported(t, bucketURL, []byte(stdout))
 			require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM archive_ledger
 				WHERE retention_until = (last_record_at AT TIME ZONE 'UTC')::date + 2555`))
 		})

@@ -239,17 +239,7 @@ func TestFleetLedgerOverRabbitMQ(t *testing.T) {
 		SELECT now() - make_interval(days => 100, mins => g), 'r', '{}', '{}' FROM generate_series(1, 12) g`)
 	var out, errOut bytes.Buffer
 	require.Equal(t, app.ExitOK, runRules(ctx, []string{"archive", "run", "--json"}, &out, &errOut, rulesEnv), errOut.String())
-	var rep archive.PassReport
-	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
-	st, err := store.Open(ctx, w.bucketURL)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for _, a := range rep.Tables[0].Archives {
-			_, _ = st.DeleteIfExists(context.Background(), a.DataKey)
-			_, _ = st.DeleteIfExists(context.Background(), a.ManifestKey)
-		}
-		_ = st.Close()
-	})
+	deleteReported(t, w.bucketURL, out.Bytes())
 	local := archivetest.Ledger(ctx, t, w.rulesDB.Pool)
 	require.Len(t, local, 1)
 
@@ -397,16 +387,28 @@ func TestServeEventKeyBoot(t *testing.T) {
 		t.Cleanup(func() { w.deleteBrokerObjects(t) })
 		s := serve(t, runnerOf(security.Spec()), []string{"CRAIG_SECURITY__DATABASE_URL=" + db.URL, "CRAIG_SECURITY__HTTP_ADDR=" + freeLoopback(),
 			"CRAIG_SECURITY__AMQP_URL=" + w.amqpURL, "CRAIG_SECURITY__AMQP_EXCHANGE=" + w.exchange})
-		eventually(t, "serve answers", func() bool {
-			resp, err := http.Get("http://" + s.addr + "/healthz")
-			if err != nil {
-				return false
-			}
-			_ = resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		})
+		waitHealthy(t, s)
 		require.Equal(t, app.ExitOK, s.stop(t))
 		require.Contains(t, s.stderr.String(), "inbound events are not authenticated")
 		require.Contains(t, s.stderr.String(), "CRAIG_SECURITY__EVENTS__TRUSTED_KEYS_FILE")
+	})
+}
+
+// deleteReported deletes, when the test ends, the objects an `archive run
+// --json` report names.
+func deleteReported(t *testing.T, bucketURL string, report []byte) {
+	t.Helper()
+	var rep archive.PassReport
+	require.NoError(t, json.Unmarshal(report, &rep))
+	st, err := store.Open(context.Background(), bucketURL)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, tr := range rep.Tables {
+			for _, a := range tr.Archives {
+				_, _ = st.DeleteIfExists(context.Background(), a.DataKey)
+				_, _ = st.DeleteIfExists(context.Background(), a.ManifestKey)
+			}
+		}
+		_ = st.Close()
 	})
 }
