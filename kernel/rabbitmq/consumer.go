@@ -68,6 +68,9 @@ const (
 	HeaderRoutingKey = "x-craig-routing-key"
 	// maxErrorHeader bounds the error text a retried message carries.
 	maxErrorHeader = 1024
+	// republishTimeout bounds a retry's publish and confirm (the broker is
+	// local; a longer wait holds the consumer's only handler).
+	republishTimeout = 10 * time.Second
 )
 
 // Consumer receives outbox messages from a durable queue with manual
@@ -407,7 +410,12 @@ func (p dispatcher) retry(ctx context.Context, log *slog.Logger, s *session, d a
 	if dv.Attempt >= p.maxAttempts {
 		exchange, key, what = p.deadLetter, dv.RoutingKey, "dead-lettered"
 	}
-	err := republish(ctx, s.retry, exchange, key, d, dv, herr)
+	// The copy's publish and confirm finish even when ctx ends meanwhile
+	// (shutdown): requeueing the original after the broker took the copy
+	// would deliver the message twice.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), republishTimeout)
+	defer cancel()
+	err := republish(pctx, s.retry, exchange, key, d, dv, herr)
 	if err != nil {
 		log.WarnContext(ctx, "rabbitmq handler failed and the retry could not be published; message requeued",
 			append(attrs, slog.Any("error", herr), slog.Any("publish_error", err))...)

@@ -95,7 +95,7 @@ func TestConsumerDeadLettersAfterMaxAttempts(t *testing.T) {
 		if !ok {
 			break
 		}
-		require.Equal(t, flaky.ID.String(), left.MessageId, "only an unacknowledged success can be requeued")
+		require.Equal(t, flaky.ID.String(), left.MessageId, "only an unacknowledged success can be requeued (left: attempt %v, redelivered %v)", left.Headers[rabbitmq.HeaderAttempt], left.Redelivered)
 	}
 	_, ok = b.get(t, dlq)
 	require.False(t, ok, "only the poison message")
