@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/magefile/mage/mg"
 	"github.com/magefile/mage/sh"
 )
@@ -76,16 +77,25 @@ func (Store) Up(ctx context.Context) error {
 		if err := waitStoreReady(ctx, nil); err != nil {
 			return fmt.Errorf("versitygw (pid %d) is running but does not answer (log %s; try `go tool mage store:down`): %w", pid, p.log, err)
 		}
-		if err := ensureBucket(ctx); err != nil {
+		err := ensureBucket(ctx)
+		if !errors.Is(err, errNoObjectLock) {
+			if err == nil {
+				fmt.Printf("store is up: versitygw pid %d at http://%s, bucket %s (log %s)\n", pid, storeAddr, storeBucket, p.log)
+			}
 			return err
 		}
-		fmt.Printf("store is up: versitygw pid %d at http://%s, bucket %s (log %s)\n", pid, storeAddr, storeBucket, p.log)
-		return nil
+		// A store from before Object Lock (issue 12): its bucket cannot gain
+		// it. Stop it and keep its data aside; a fresh store follows.
+		if err := restartWithoutData(p, pid); err != nil {
+			return err
+		}
 	}
 	if storeListening() {
 		// Not ours (no live pid file), e.g. a CI service container: use it
 		// when it is an S3 server that takes our credentials.
-		if err := ensureBucket(ctx); err != nil {
+		if err := ensureBucket(ctx); errors.Is(err, errNoObjectLock) {
+			fmt.Printf("NOTE: %v on the S3 server store:up did not start: the store-enforced legal-hold tests will fail\n", err)
+		} else if err != nil {
 			return fmt.Errorf("%s is taken by a process store:up did not start, and it is not a usable S3 server: %w", storeAddr, err)
 		}
 		fmt.Printf("store is up: an S3 server store:up did not start answers at http://%s; bucket %s is ready\n", storeAddr, storeBucket)
@@ -318,12 +328,17 @@ func startVersitygw(ctx context.Context, p storePaths, data string) (int, error)
 		return 0, fmt.Errorf("store log: %w", err)
 	}
 	defer func() { _ = logFile.Close() }() // the child keeps its own descriptor
+	if err := os.MkdirAll(versionsDir(data), 0o755); err != nil {
+		return 0, fmt.Errorf("store versions directory: %w", err)
+	}
 	args := []string{
 		"--port", storeAddr, // loopback only (the default ":7070" is every interface)
 		"--access", storeAccessKey, "--secret", storeSecretKey, // root user (single-account mode)
 		"--region", storeRegion,
 		"--health", storeHealthPath,
-		"posix", data, // backend: top-level directories are buckets
+		// backend: top-level directories are buckets; versions (Object Lock
+		// needs a versioned bucket) live beside them.
+		"posix", "--versioning-dir", versionsDir(data), data,
 	}
 	fmt.Printf("==> %s %s\n", p.bin, strings.Join(args, " "))
 	cmd := exec.Command(p.bin, args...)
@@ -393,16 +408,55 @@ func ensureBucket(ctx context.Context) error {
 	_, err := client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(storeBucket)})
 	switch status := httpStatus(err); {
 	case err == nil:
+		lock, err := client.GetObjectLockConfiguration(ctx, &s3.GetObjectLockConfigurationInput{Bucket: aws.String(storeBucket)})
+		if err != nil || lock.ObjectLockConfiguration == nil || lock.ObjectLockConfiguration.ObjectLockEnabled != types.ObjectLockEnabledEnabled {
+			return fmt.Errorf("%w: bucket %s", errNoObjectLock, storeBucket)
+		}
 		return nil
 	case status != http.StatusNotFound:
 		return fmt.Errorf("head bucket %s at %s (wrong credentials? store:up uses %s): %w", storeBucket, storeAddr, storeAccessKey, err)
 	}
-	_, err = client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(storeBucket)})
+	// With S3 Object Lock (and so versioning): a legal hold on an archive's
+	// objects makes the store itself refuse to delete them (issue 12).
+	_, err = client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(storeBucket), ObjectLockEnabledForBucket: aws.Bool(true)})
 	// 409 BucketAlreadyOwnedByYou: a concurrent creator won; the bucket is there.
 	if err != nil && httpStatus(err) != http.StatusConflict {
 		return fmt.Errorf("create bucket %s: %w", storeBucket, err)
 	}
 	fmt.Printf("created bucket %s\n", storeBucket)
+	return nil
+}
+
+// errNoObjectLock: the bucket exists without S3 Object Lock.
+var errNoObjectLock = errors.New("the bucket has no S3 Object Lock")
+
+// versionsDir is versitygw's versioning directory for a data directory.
+func versionsDir(data string) string { return filepath.Join(filepath.Dir(data), "versions") }
+
+// restartWithoutData stops the running store and moves its data directory
+// aside (kept as data.before-object-lock.<time>), so the next start creates
+// the bucket with Object Lock.
+func restartWithoutData(p storePaths, pid int) error {
+	fmt.Printf("==> the store's bucket %s has no S3 Object Lock: restarting versitygw with a fresh bucket\n", storeBucket)
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("stop versitygw (pid %d): %w", pid, err)
+	}
+	for deadline := time.Now().Add(storeStopTimeout); processAlive(pid) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if processAlive(pid) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	_ = os.Remove(p.pid)
+	data, err := storeDataDir(p)
+	if err != nil {
+		return err
+	}
+	aside := data + ".before-object-lock." + time.Now().Format("20060102T150405")
+	if err := os.Rename(data, aside); err != nil {
+		return fmt.Errorf("move the old store data aside: %w", err)
+	}
+	fmt.Printf("old store data kept in %s\n", aside)
 	return nil
 }
 

@@ -348,7 +348,7 @@ func nonNilIDs(ids []uuid.UUID) []uuid.UUID {
 // archiveAPI builds the archive API of an archiving service with a token
 // key configured (nil otherwise: not served). Without a key, an archiving
 // service refuses to serve on a non-loopback address.
-func (r *runtime[T]) archiveAPI(pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer) (*ArchiveAPI, error) {
+func (r *runtime[T]) archiveAPI(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer) (*ArchiveAPI, error) {
 	as, ok := r.archiveSettings()
 	if !ok {
 		return nil, nil
@@ -375,11 +375,18 @@ func (r *runtime[T]) archiveAPI(pool *pgxpool.Pool, arch *archiver, reg promethe
 	if err != nil {
 		return nil, err
 	}
-	lm, err := lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired}, r.logger, pm)
+	locked := false
+	if arch.store != nil {
+		if locked, err = arch.store.ObjectLock(ctx); err != nil {
+			return nil, fmt.Errorf("archive API: %w", err)
+		}
+	}
+	lm, err := lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired, ObjectLock: locked}, r.logger, pm)
 	if err != nil {
 		return nil, err
 	}
-	r.logger.Info("archive API served", slog.Any("algorithms", v.Algorithms()), slog.Int("purge_approvals_required", as.Purge.ApprovalsRequired))
+	r.logger.Info("archive API served", slog.Any("algorithms", v.Algorithms()), slog.Int("purge_approvals_required", as.Purge.ApprovalsRequired),
+		slog.Bool("store_object_lock", locked))
 	return &ArchiveAPI{Verifier: v, Metrics: am, Logger: r.logger, Lifecycle: lm, Engine: arch.engine,
 		Knob: settings.EnvVar(r.spec.Name, "archive.enabled")}, nil
 }

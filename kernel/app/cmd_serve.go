@@ -56,7 +56,7 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 		return err // the archiver was asked for and cannot run: refuse to boot (D10)
 	}
 	defer arch.close()
-	archiveAPI, err := r.archiveAPI(pool, arch, reg)
+	archiveAPI, err := r.archiveAPI(ctx, pool, arch, reg)
 	if err != nil {
 		return err
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/store"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -79,9 +81,14 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 			return fmt.Errorf("insert hold: %w", err)
 		}
 		id = row.ID.Bytes
-		changed, err := refresh(ctx, q)
+		changed, rows, err := refresh(ctx, q)
 		if err != nil {
 			return fmt.Errorf("apply hold: %w", err)
+		}
+		// On the objects before the hold commits: a store that refuses
+		// leaves no hold recorded that it does not enforce.
+		if err := m.lockObjects(ctx, rows, true); err != nil {
+			return err
 		}
 		return m.record(ctx, tx, actor, "archive_hold_placed", map[string]any{
 			"hold_id": id, "title": req.Title, "reason": req.Reason, "table": req.Table, "from": req.From, "to": req.To,
@@ -101,6 +108,7 @@ func (m *Manager) ReleaseHold(ctx context.Context, id uuid.UUID, reason, actor s
 	if strings.TrimSpace(reason) == "" || len(reason) > maxHoldText {
 		return Hold{}, fmt.Errorf("%w: releasing a hold needs a reason (at most %d bytes)", ErrInvalid, maxHoldText)
 	}
+	var released []queries.RefreshLegalHoldsRow
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
 		if _, err := q.ReleaseHold(ctx, queries.ReleaseHoldParams{ID: pgUUID(id), ReleasedBy: &actor, ReleaseReason: &reason}); errors.Is(err, pgx.ErrNoRows) {
@@ -108,14 +116,20 @@ func (m *Manager) ReleaseHold(ctx context.Context, id uuid.UUID, reason, actor s
 		} else if err != nil {
 			return fmt.Errorf("release hold %s: %w", id, err)
 		}
-		changed, err := refresh(ctx, q)
+		changed, rows, err := refresh(ctx, q)
 		if err != nil {
 			return fmt.Errorf("apply release: %w", err)
 		}
+		released = rows
 		return m.record(ctx, tx, actor, "archive_hold_released", map[string]any{"hold_id": id, "reason": reason, "legal_hold": changed}, act{hold: id})
 	})
 	if err != nil {
 		return Hold{}, err
+	}
+	// Off the objects after the release commits; one the store refuses to
+	// release is released again by the purge before it destroys it.
+	if err := m.lockObjects(ctx, released, false); err != nil {
+		m.logger.ErrorContext(ctx, "hold released in the ledger, but the store kept an object's legal hold; the purge will release it", slog.Any("error", err))
 	}
 	return m.hold(ctx, id)
 }
@@ -151,18 +165,42 @@ func (m *Manager) hold(ctx context.Context, id uuid.UUID) (Hold, error) {
 }
 
 // refresh recomputes legal_hold and returns the archives whose state
-// changed (archive id → held), for the event security's fleet ledger
-// applies.
-func refresh(ctx context.Context, q *queries.Queries) (map[string]bool, error) {
+// changed (archive id → held, for the event security's fleet ledger
+// applies) and their rows.
+func refresh(ctx context.Context, q *queries.Queries) (map[string]bool, []queries.RefreshLegalHoldsRow, error) {
 	rows, err := q.RefreshLegalHolds(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make(map[string]bool, len(rows))
 	for _, r := range rows {
 		out[uuid.UUID(r.ArchiveID.Bytes).String()] = r.LegalHold
 	}
-	return out, nil
+	return out, rows, nil
+}
+
+// lockObjects sets (on) or clears the Object Lock legal hold of the
+// objects of the rows whose state became on, when the bucket has Object
+// Lock; purged archives have no objects.
+func (m *Manager) lockObjects(ctx context.Context, rows []queries.RefreshLegalHoldsRow, on bool) error {
+	if !m.cfg.ObjectLock {
+		return nil
+	}
+	var errs []error
+	for _, r := range rows {
+		if r.LegalHold != on || r.Purged {
+			continue
+		}
+		for _, key := range []string{r.DataKey, r.ManifestKey} {
+			if err := m.store.SetLegalHold(ctx, key, on); err != nil && !errors.Is(err, store.ErrNotFound) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store legal holds: %w", err)
+	}
+	return nil
 }
 
 func pgTime(t *time.Time) pgtype.Timestamptz {

@@ -61,6 +61,10 @@ type Config struct {
 	ApprovalsRequired int
 	// LockKey is the archive lease; 0 means lease.ArchiveKey.
 	LockKey int64
+	// ObjectLock: the bucket has S3 Object Lock, so holds are also set on
+	// the objects (the store then refuses to delete a held archive) and the
+	// purge destroys every version.
+	ObjectLock bool
 }
 
 // Manager runs the lifecycle of one service's archives.

@@ -35,6 +35,12 @@ type world struct {
 
 func newWorld(t *testing.T, approvals int) *world {
 	t.Helper()
+	return newWorldLocked(t, approvals, false)
+}
+
+// newWorldLocked is newWorld with the store's Object Lock in use.
+func newWorldLocked(t *testing.T, approvals int, objectLock bool) *world {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	w := &world{ctx: ctx, db: kerneltest.ServiceDB(t, "rules"), s3: kerneltest.NewS3Scratch(t)}
@@ -44,7 +50,8 @@ func newWorld(t *testing.T, approvals int) *world {
 	t.Cleanup(func() { _ = w.st.Close() })
 	w.m, err = metrics.NewPurge(prometheus.NewRegistry())
 	require.NoError(t, err)
-	w.mgr, err = lifecycle.New(w.db.Pool, w.st, lifecycle.Config{Service: w.s3.Service, ApprovalsRequired: approvals}, slog.New(&kerneltest.LogRecorder{}), w.m)
+	w.mgr, err = lifecycle.New(w.db.Pool, w.st, lifecycle.Config{Service: w.s3.Service, ApprovalsRequired: approvals, ObjectLock: objectLock},
+		slog.New(&kerneltest.LogRecorder{}), w.m)
 	require.NoError(t, err)
 	return w
 }
@@ -283,4 +290,40 @@ func ids(recs []lifecycle.Record) []uuid.UUID {
 		out[i] = r.ArchiveID
 	}
 	return out
+}
+
+// TestStoreEnforcedHolds: with S3 Object Lock (store:up creates the bucket
+// with it), a hold also puts a legal hold on both objects, so the store
+// itself refuses to delete any version of a held archive; releasing the
+// last hold lifts it, and the purge then destroys every version.
+func TestStoreEnforcedHolds(t *testing.T) {
+	t.Parallel()
+	probe := newWorld(t, 0)
+	locked, err := probe.st.ObjectLock(probe.ctx)
+	require.NoError(t, err)
+	require.True(t, locked, "the test bucket has no S3 Object Lock: run `go tool mage store:up` (it creates the bucket with it)")
+	w := newWorldLocked(t, 0, true)
+	a := w.archived(t, 400, "CURRENT_DATE - 1")
+	h, err := w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "hearing", Reason: "subpoena", ArchiveIDs: []uuid.UUID{a.ArchiveID}}, "ops:carol")
+	require.NoError(t, err)
+	for _, key := range []string{a.DataKey, a.ManifestKey} {
+		_, err := w.st.DestroyAllVersions(w.ctx, key)
+		require.ErrorIs(t, err, store.ErrLocked, "a raw delete of every version of %s is refused while held", key)
+		require.True(t, w.exists(t, key))
+	}
+	res, err := w.mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.Empty(t, res.Purged)
+
+	_, err = w.mgr.ReleaseHold(w.ctx, h.ID, "hearing closed", "ops:carol")
+	require.NoError(t, err)
+	res, err = w.mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{a.ArchiveID}, res.Purged)
+	for _, key := range []string{a.DataKey, a.ManifestKey} {
+		left, err := w.st.DestroyAllVersions(w.ctx, key)
+		require.NoError(t, err)
+		require.False(t, left, "%s: no version of a purged object is left", key)
+	}
+	_, _ = w.st.DestroyAllVersions(context.Background(), res.Certificate)
 }

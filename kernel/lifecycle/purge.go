@@ -187,7 +187,7 @@ func (m *Manager) destroy(ctx context.Context, purgeID, id uuid.UUID, purgedBy s
 		d = destroyed{ArchiveID: id, Table: row.TableName, DataKey: row.DataKey, ManifestKey: row.ManifestKey, DataSHA256: row.DataSha256,
 			RecordCount: int(row.RecordCount), FirstRecordAt: row.FirstRecordAt.Time, LastRecordAt: row.LastRecordAt.Time}
 		for _, key := range []string{row.ManifestKey, row.DataKey} { // manifest FIRST (D12)
-			if _, err := m.store.DeleteIfExists(ctx, key); err != nil {
+			if err := m.deleteObject(ctx, key); err != nil {
 				return fmt.Errorf("purge %s: delete %s: %w", id, key, err)
 			}
 		}
@@ -200,6 +200,22 @@ func (m *Manager) destroy(ctx context.Context, purgeID, id uuid.UUID, purgedBy s
 		return nil
 	})
 	return d, found && err == nil, err
+}
+
+// deleteObject destroys one object of an archive the ledger (locked)
+// says is due and unheld: with Object Lock, its legal hold is released
+// first (the ledger is the authority; a hold release the store missed is
+// caught up here) and every version is deleted; without, a plain delete.
+func (m *Manager) deleteObject(ctx context.Context, key string) error {
+	if !m.cfg.ObjectLock {
+		_, err := m.store.DeleteIfExists(ctx, key)
+		return err
+	}
+	if err := m.store.SetLegalHold(ctx, key, false); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	_, err := m.store.DestroyAllVersions(ctx, key)
+	return err
 }
 
 // certificate is the destruction record object.

@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -143,6 +144,12 @@ type Store struct {
 	identity Identity
 	// timeout bounds each request (DefaultRequestTimeout unless set).
 	timeout time.Duration
+	// versioning caches whether the bucket keeps versions (versioned).
+	versioning struct {
+		once sync.Once
+		on   bool
+		err  error
+	}
 }
 
 // bound returns ctx limited to the request timeout, and a function turning
@@ -494,6 +501,13 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 func (s *Store) DeleteIfExists(ctx context.Context, key string) (deleted bool, err error) {
 	if err := ValidateKey(key); err != nil {
 		return false, err
+	}
+	versioned, err := s.versioned(ctx)
+	if err != nil {
+		return false, err
+	}
+	if versioned {
+		return s.DestroyAllVersions(ctx, key)
 	}
 	ctx, cancel := s.bound(ctx)
 	defer cancel()

@@ -74,7 +74,7 @@ ORDER BY h.created_at DESC, h.id DESC;
 UPDATE archive_ledger AS l
 SET legal_hold = archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
 WHERE l.legal_hold IS DISTINCT FROM archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
-RETURNING l.archive_id, l.legal_hold;
+RETURNING l.archive_id, l.legal_hold, l.data_key, l.manifest_key, (l.purged_at IS NOT NULL)::boolean AS purged;
 
 -- SelectPurgeCandidates lists (limit + 1 to tell "more") the archives the
 -- purge may destroy now, oldest first.

@@ -395,12 +395,15 @@ const refreshLegalHolds = `-- name: RefreshLegalHolds :many
 UPDATE archive_ledger AS l
 SET legal_hold = archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
 WHERE l.legal_hold IS DISTINCT FROM archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
-RETURNING l.archive_id, l.legal_hold
+RETURNING l.archive_id, l.legal_hold, l.data_key, l.manifest_key, (l.purged_at IS NOT NULL)::boolean AS purged
 `
 
 type RefreshLegalHoldsRow struct {
-	ArchiveID pgtype.UUID
-	LegalHold bool
+	ArchiveID   pgtype.UUID
+	LegalHold   bool
+	DataKey     string
+	ManifestKey string
+	Purged      bool
 }
 
 // RefreshLegalHolds makes legal_hold true exactly for the archives an
@@ -415,7 +418,13 @@ func (q *Queries) RefreshLegalHolds(ctx context.Context) ([]RefreshLegalHoldsRow
 	var items []RefreshLegalHoldsRow
 	for rows.Next() {
 		var i RefreshLegalHoldsRow
-		if err := rows.Scan(&i.ArchiveID, &i.LegalHold); err != nil {
+		if err := rows.Scan(
+			&i.ArchiveID,
+			&i.LegalHold,
+			&i.DataKey,
+			&i.ManifestKey,
+			&i.Purged,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

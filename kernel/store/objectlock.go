@@ -1,0 +1,129 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+)
+
+// ErrLocked is wrapped by a delete the store refused because the object is
+// under an S3 Object Lock legal hold.
+var ErrLocked = errors.New("store: object is under a legal hold")
+
+// ObjectLock reports whether the bucket has S3 Object Lock enabled (then it
+// is versioned: a plain delete only adds a delete marker, and a legal hold
+// on an object makes the store refuse to delete its versions). Local
+// backends have none.
+func (s *Store) ObjectLock(ctx context.Context) (bool, error) {
+	if s.s3 == nil {
+		return false, nil
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out, err := s.s3.GetObjectLockConfiguration(ctx, &s3.GetObjectLockConfigurationInput{Bucket: aws.String(s.identity.Bucket)})
+	var ae smithy.APIError
+	switch {
+	case errors.As(err, &ae) && (ae.ErrorCode() == "ObjectLockConfigurationNotFoundError" || ae.ErrorCode() == "NotImplemented"):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("store: object lock configuration: %w", timedOut(ctx, err))
+	}
+	return out.ObjectLockConfiguration != nil && out.ObjectLockConfiguration.ObjectLockEnabled == types.ObjectLockEnabledEnabled, nil
+}
+
+// SetLegalHold turns the Object Lock legal hold of the object's current
+// version on or off (S3 only).
+func (s *Store) SetLegalHold(ctx context.Context, key string, on bool) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if s.s3 == nil {
+		return fmt.Errorf("store: legal hold %s: the %s backend has no object lock", key, s.scheme)
+	}
+	status := types.ObjectLockLegalHoldStatusOff
+	if on {
+		status = types.ObjectLockLegalHoldStatusOn
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	_, err := s.s3.PutObjectLegalHold(ctx, &s3.PutObjectLegalHoldInput{
+		Bucket: aws.String(s.identity.Bucket), Key: aws.String(key), LegalHold: &types.ObjectLockLegalHold{Status: status},
+	})
+	var ae smithy.APIError
+	switch {
+	case errors.As(err, &ae) && (ae.ErrorCode() == "NoSuchKey" || ae.ErrorCode() == "NotFound"):
+		return fmt.Errorf("store: legal hold %s %s: %w", status, key, ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("store: legal hold %s %s: %w", status, key, timedOut(ctx, err))
+	}
+	return nil
+}
+
+// DestroyAllVersions deletes every version and delete marker of key, so
+// nothing of the object is left in a versioned bucket; false when it had
+// none. A version under a legal hold fails the call with ErrLocked (the
+// versions deleted before it stay deleted).
+func (s *Store) DestroyAllVersions(ctx context.Context, key string) (bool, error) {
+	if err := ValidateKey(key); err != nil {
+		return false, err
+	}
+	if s.s3 == nil {
+		return s.DeleteIfExists(ctx, key)
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out, err := s.s3.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(s.identity.Bucket), Prefix: aws.String(key)})
+	if err != nil {
+		return false, fmt.Errorf("store: list versions of %s: %w", key, timedOut(ctx, err))
+	}
+	var ids []*string
+	existed := false
+	for _, v := range out.Versions {
+		if aws.ToString(v.Key) == key {
+			ids = append(ids, v.VersionId)
+			existed = true
+		}
+	}
+	for _, m := range out.DeleteMarkers {
+		if aws.ToString(m.Key) == key {
+			ids = append(ids, m.VersionId)
+		}
+	}
+	for _, id := range ids {
+		_, err := s.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.identity.Bucket), Key: aws.String(key), VersionId: id})
+		var ae smithy.APIError
+		if errors.As(err, &ae) && ae.ErrorCode() == "AccessDenied" {
+			return false, fmt.Errorf("store: destroy %s: %w: %w", key, ErrLocked, err)
+		}
+		if err != nil {
+			return false, fmt.Errorf("store: destroy %s version %s: %w", key, aws.ToString(id), timedOut(ctx, err))
+		}
+	}
+	return existed, nil
+}
+
+// versioned reports (once, then cached) whether the bucket keeps versions:
+// then a delete must remove every version, or the key stays taken for a
+// create-only put (versitygw answers If-None-Match with 412 over a delete
+// marker) and the data stays on disk.
+func (s *Store) versioned(ctx context.Context) (bool, error) {
+	if s.s3 == nil {
+		return false, nil
+	}
+	s.versioning.once.Do(func() {
+		vctx, cancel := s.bound(ctx)
+		defer cancel()
+		out, err := s.s3.GetBucketVersioning(vctx, &s3.GetBucketVersioningInput{Bucket: aws.String(s.identity.Bucket)})
+		if err != nil {
+			s.versioning.err = fmt.Errorf("store: bucket versioning: %w", timedOut(vctx, err))
+			return
+		}
+		s.versioning.on = out.Status == types.BucketVersioningStatusEnabled || out.Status == types.BucketVersioningStatusSuspended
+	})
+	return s.versioning.on, s.versioning.err
+}
