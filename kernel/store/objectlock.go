@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -99,6 +100,9 @@ func (s *Store) DestroyAllVersions(ctx context.Context, key string) (bool, error
 		var ae smithy.APIError
 		if errors.As(err, &ae) && ae.ErrorCode() == "AccessDenied" {
 			return false, fmt.Errorf("store: destroy %s: %w: %w", key, ErrLocked, err)
+		}
+		if httpStatus(err) == http.StatusNotFound {
+			continue // a concurrent delete took this version first
 		}
 		if err != nil {
 			return false, fmt.Errorf("store: destroy %s version %s: %w", key, aws.ToString(id), timedOut(ctx, err))

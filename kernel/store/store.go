@@ -475,7 +475,9 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	defer cancel()
 	r, err := s.bucket.NewReader(ctx, key, nil)
 	if err != nil {
-		if gcerrors.Code(err) == gcerrors.NotFound {
+		// In a versioned bucket, a GET racing a delete of the version it
+		// resolved answers 404 NoSuchVersion: the object is gone all the same.
+		if gcerrors.Code(err) == gcerrors.NotFound || httpStatus(err) == http.StatusNotFound {
 			return nil, fmt.Errorf("store: get %s: %w: %w", key, ErrNotFound, err)
 		}
 		return nil, fmt.Errorf("store: get %s: %w", key, timedOut(ctx, err))
