@@ -73,6 +73,11 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 	var id uuid.UUID
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
+		if unknown, err := q.UnknownArchiveIDs(ctx, pgUUIDs(req.ArchiveIDs)); err != nil {
+			return fmt.Errorf("check archive ids: %w", err)
+		} else if len(unknown) > 0 {
+			return fmt.Errorf("%w: archive_ids not in this service's ledger: %v", ErrInvalid, uuids(unknown))
+		}
 		row, err := q.InsertHold(ctx, queries.InsertHoldParams{
 			Title: req.Title, Reason: req.Reason, TableName: req.Table, FromAt: pgTime(req.From), ToAt: pgTime(req.To),
 			ArchiveIds: pgUUIDs(req.ArchiveIDs), CreatedBy: actor,

@@ -243,7 +243,10 @@ func TestRetentionAndBadInput(t *testing.T) {
 	require.Len(t, res.Purged, 1)
 	require.ErrorIs(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now(), "ops:carol"), lifecycle.ErrPurged)
 
-	for _, req := range []lifecycle.HoldRequest{{Title: "", Reason: "r", ArchiveIDs: []uuid.UUID{a.ArchiveID}}, {Title: "t", Reason: "r"}} {
+	for _, req := range []lifecycle.HoldRequest{
+		{Title: "", Reason: "r", ArchiveIDs: []uuid.UUID{a.ArchiveID}}, {Title: "t", Reason: "r"},
+		{Title: "t", Reason: "r", ArchiveIDs: []uuid.UUID{a.ArchiveID, uuid.New()}}, // an id the ledger does not hold
+	} {
 		_, err := w.mgr.PlaceHold(w.ctx, req, "ops:carol")
 		require.ErrorIs(t, err, lifecycle.ErrInvalid)
 	}

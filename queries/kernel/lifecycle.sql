@@ -141,3 +141,9 @@ VALUES (sqlc.arg(actor), sqlc.arg(action), sqlc.narg(archive_id), sqlc.narg(hold
 UPDATE archive_ledger
 SET retention_until = (last_record_at AT TIME ZONE 'UTC')::date + sqlc.arg(days)::int
 WHERE archive_id = sqlc.arg(archive_id) AND retention_until IS NULL;
+
+-- UnknownArchiveIDs returns those of the given ids the ledger does not hold.
+-- name: UnknownArchiveIDs :many
+SELECT u.id::uuid AS archive_id
+FROM unnest(sqlc.arg(ids)::uuid[]) AS u(id)
+WHERE NOT EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.archive_id = u.id);

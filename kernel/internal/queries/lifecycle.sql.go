@@ -569,3 +569,30 @@ func (q *Queries) StampPurged(ctx context.Context, arg StampPurgedParams) (int64
 	}
 	return result.RowsAffected(), nil
 }
+
+const unknownArchiveIDs = `-- name: UnknownArchiveIDs :many
+SELECT u.id::uuid AS archive_id
+FROM unnest($1::uuid[]) AS u(id)
+WHERE NOT EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.archive_id = u.id)
+`
+
+// UnknownArchiveIDs returns those of the given ids the ledger does not hold.
+func (q *Queries) UnknownArchiveIDs(ctx context.Context, ids []pgtype.UUID) ([]pgtype.UUID, error) {
+	rows, err := q.db.Query(ctx, unknownArchiveIDs, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []pgtype.UUID
+	for rows.Next() {
+		var archive_id pgtype.UUID
+		if err := rows.Scan(&archive_id); err != nil {
+			return nil, err
+		}
+		items = append(items, archive_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
