@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/archive"
@@ -232,4 +233,78 @@ func TestArchiveAPIRefusesBadInput(t *testing.T) {
 	for _, table := range []string{"archive_holds", "purges", "archive_lifecycle_log", "event_outbox"} {
 		require.Zero(t, db.Count(t, "SELECT count(*) FROM "+table), "%s: nothing changed", table)
 	}
+}
+
+// TestArchiveFetchByID (D17, issue 13 §1 by id): a row is answered from the
+// hot table, then from the verified archive that holds it, verbatim; an
+// unknown id or table is 404, a corrupted object 409 archive_corrupt (the
+// row is never served from it), a purged archive 410 with its time; every
+// read is announced as rules.archive_read.
+func TestArchiveFetchByID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := kerneltest.ServiceDB(t, rules.Name)
+	db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+		SELECT now() - make_interval(days => 100, mins => g), 'r', jsonb_build_object('n', g, 'amount', 1.10), '{}' FROM generate_series(1, 5) g`)
+	db.Exec(t, `INSERT INTO rule_evaluations (rule_id, input, output) VALUES ('hot', '{}', '{}')`)
+	docs := archivetest.Docs(ctx, t, db.Pool, "rule_evaluations", "true")
+	bucketURL := kerneltest.S3URL(t)
+	st, err := store.Open(ctx, bucketURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	w := &fleetWorld{amqpURL: kerneltest.AMQPURL(t), exchange: "craig.test.api.fetch." + time.Now().Format("150405.000000")}
+	t.Cleanup(func() { w.deleteBrokerObjects(t) })
+	s := serve(t, runnerOf(rules.Spec()), []string{"CRAIG_RULES__DATABASE_URL=" + db.URL, "CRAIG_RULES__AMQP_URL=" + w.amqpURL,
+		"CRAIG_RULES__AMQP_EXCHANGE=" + w.exchange, "CRAIG_RULES__HTTP_ADDR=" + freeLoopback(), "CRAIG_RULES__AUTH__JWT_HS256_SECRET=" + apiSecret,
+		"CRAIG_RULES__ARCHIVE__ENABLED=true", "CRAIG_RULES__ARCHIVE__STORE__URL=" + bucketURL, "CRAIG_RULES__ARCHIVE__INTERVAL_SECONDS=0"})
+	waitHealthy(t, s)
+	u := "http://" + s.addr + "/admin/archive/"
+	tok := mint(t, "ops:auditor", "archive:read archive:run archive:purge archive:hold")
+	code, _, body := call(t, "POST", u+"run", tok, `{}`)
+	require.Equal(t, http.StatusOK, code, body)
+	ledger := archivetest.Ledger(ctx, t, db.Pool)
+	require.Len(t, ledger, 1)
+	t.Cleanup(func() {
+		_, _ = st.DeleteIfExists(context.Background(), ledger[0].DataKey)
+		_, _ = st.DeleteIfExists(context.Background(), ledger[0].ManifestKey)
+	})
+	hot := archivetest.Docs(ctx, t, db.Pool, "rule_evaluations", "true")
+	require.Len(t, hot, 1)
+
+	for id, doc := range docs {
+		code, _, body := call(t, "GET", u+"rows/rule_evaluations/"+id.String(), tok, "")
+		require.Equal(t, http.StatusOK, code, body)
+		raw, err := json.Marshal(body["row"])
+		require.NoError(t, err)
+		require.JSONEq(t, doc, string(raw))
+		if _, isHot := hot[id]; isHot {
+			require.Equal(t, "hot", body["source"])
+			require.Nil(t, body["archive_id"])
+		} else {
+			require.Equal(t, "archive", body["source"])
+			require.Equal(t, ledger[0].ArchiveID.String(), body["archive_id"])
+		}
+	}
+	require.Equal(t, int64(len(docs)), db.Count(t, `SELECT count(*) FROM event_outbox WHERE event_type = 'rules.archive_read'`), "every read is announced")
+	code, _, _ = call(t, "GET", u+"rows/rule_evaluations/"+uuid.NewString(), tok, "")
+	require.Equal(t, http.StatusNotFound, code)
+	code, _, _ = call(t, "GET", u+"rows/audit_log/"+ledger[0].FirstRecordID.String(), tok, "")
+	require.Equal(t, http.StatusNotFound, code, "not an archived table of rules")
+	code, _, _ = call(t, "GET", u+"rows/rule_evaluations/"+ledger[0].FirstRecordID.String(), mint(t, "ops:x", "archive:run"), "")
+	require.Equal(t, http.StatusForbidden, code)
+
+	// Corrupt the object (same key, other bytes): refused, never served.
+	_, err = st.DeleteIfExists(ctx, ledger[0].DataKey)
+	require.NoError(t, err)
+	require.NoError(t, st.PutCreate(ctx, ledger[0].DataKey, []byte(`{"id":"`+ledger[0].FirstRecordID.String()+`","forged":true}`+"\n"), store.ContentTypeNDJSON))
+	code, _, body = call(t, "GET", u+"rows/rule_evaluations/"+ledger[0].FirstRecordID.String(), tok, "")
+	require.Equal(t, http.StatusConflict, code)
+	require.Equal(t, map[string]any{"error": "archive_corrupt"}, body)
+
+	// Purged: 410 with the time.
+	db.Exec(t, `UPDATE archive_ledger SET purged_at = now(), purged_by = 'ops:x' WHERE archive_id = $1`, ledger[0].ArchiveID)
+	code, _, body = call(t, "GET", u+"rows/rule_evaluations/"+ledger[0].FirstRecordID.String(), tok, "")
+	require.Equal(t, http.StatusGone, code)
+	require.Equal(t, "purged", body["error"])
+	require.NotEmpty(t, body["purged_at"])
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/auth"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
@@ -34,6 +35,8 @@ type ArchiveAPI struct {
 	// purge answer 403 archiver_disabled naming Knob).
 	Engine *archive.Engine
 	Knob   string
+	// Reader answers for archived rows (nil when the archiver is disabled).
+	Reader *archiveread.Reader
 }
 
 // routes registers the archive API on mux.
@@ -46,6 +49,35 @@ func (a *ArchiveAPI) routes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/archive/holds/{id}/release", a.require(auth.ScopeHold, a.releaseHold))
 	mux.Handle("POST /admin/archive/purge", a.require(auth.ScopePurge, a.purge))
 	mux.Handle("POST /admin/archive/purges/{id}/approve", a.require(auth.ScopePurge, a.approve))
+	mux.Handle("GET /admin/archive/rows/{table}/{id}", a.require(auth.ScopeRead, a.row))
+}
+
+// row answers for one row by id: hot table first, then the verified
+// archive that holds it (404 neither, 409 archive_corrupt, 410 purged).
+func (a *ArchiveAPI) row(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	if a.disabled(w) {
+		return
+	}
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "id: not a uuid", nil)
+		return
+	}
+	f, err := a.Reader.Row(r.Context(), r.PathValue("table"), id, p.Subject)
+	var purged *archiveread.PurgedError
+	switch {
+	case errors.As(err, &purged):
+		writeJSON(w, http.StatusGone, map[string]any{"error": "purged", "purged_at": purged.PurgedAt, "archive_id": purged.ArchiveID})
+	case errors.Is(err, archiveread.ErrCorrupt):
+		a.Logger.ErrorContext(r.Context(), "archive does not match its ledger hash; the row is not served", slog.Any("error", err))
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "archive_corrupt"})
+	case errors.Is(err, archiveread.ErrNotFound), errors.Is(err, archiveread.ErrUnknownTable):
+		writeError(w, http.StatusNotFound, "not_found", err.Error(), nil)
+	case err != nil:
+		a.fail(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, f)
+	}
 }
 
 // handlerFunc is an archive API handler with its authenticated principal.
@@ -387,6 +419,10 @@ func (r *runtime[T]) archiveAPI(ctx context.Context, pool *pgxpool.Pool, arch *a
 	}
 	r.logger.Info("archive API served", slog.Any("algorithms", v.Algorithms()), slog.Int("purge_approvals_required", as.Purge.ApprovalsRequired),
 		slog.Bool("store_object_lock", locked))
-	return &ArchiveAPI{Verifier: v, Metrics: am, Logger: r.logger, Lifecycle: lm, Engine: arch.engine,
-		Knob: settings.EnvVar(r.spec.Name, "archive.enabled")}, nil
+	api := &ArchiveAPI{Verifier: v, Metrics: am, Logger: r.logger, Lifecycle: lm, Engine: arch.engine,
+		Knob: settings.EnvVar(r.spec.Name, "archive.enabled")}
+	if arch.store != nil {
+		api.Reader = archiveread.New(pool, arch.store, r.spec.Name, r.spec.Archive.Tables())
+	}
+	return api, nil
 }

@@ -147,3 +147,12 @@ WHERE archive_id = sqlc.arg(archive_id) AND retention_until IS NULL;
 SELECT u.id::uuid AS archive_id
 FROM unnest(sqlc.arg(ids)::uuid[]) AS u(id)
 WHERE NOT EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.archive_id = u.id);
+
+-- ArchiveCandidates lists the archives of a table whose id range may hold
+-- record id (ranges are MIN/MAX and overlap at batch boundaries), oldest
+-- first, with their purge state.
+-- name: ArchiveCandidates :many
+SELECT archive_id, data_key, data_sha256, purged_at
+FROM archive_ledger
+WHERE table_name = sqlc.arg(table_name) AND first_record_id <= sqlc.arg(record_id) AND sqlc.arg(record_id) <= last_record_id
+ORDER BY archived_at, archive_id;

@@ -11,6 +11,53 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const archiveCandidates = `-- name: ArchiveCandidates :many
+SELECT archive_id, data_key, data_sha256, purged_at
+FROM archive_ledger
+WHERE table_name = $1 AND first_record_id <= $2 AND $2 <= last_record_id
+ORDER BY archived_at, archive_id
+`
+
+type ArchiveCandidatesParams struct {
+	TableName string
+	RecordID  pgtype.UUID
+}
+
+type ArchiveCandidatesRow struct {
+	ArchiveID  pgtype.UUID
+	DataKey    string
+	DataSha256 string
+	PurgedAt   pgtype.Timestamptz
+}
+
+// ArchiveCandidates lists the archives of a table whose id range may hold
+// record id (ranges are MIN/MAX and overlap at batch boundaries), oldest
+// first, with their purge state.
+func (q *Queries) ArchiveCandidates(ctx context.Context, arg ArchiveCandidatesParams) ([]ArchiveCandidatesRow, error) {
+	rows, err := q.db.Query(ctx, archiveCandidates, arg.TableName, arg.RecordID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ArchiveCandidatesRow
+	for rows.Next() {
+		var i ArchiveCandidatesRow
+		if err := rows.Scan(
+			&i.ArchiveID,
+			&i.DataKey,
+			&i.DataSha256,
+			&i.PurgedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const completePurge = `-- name: CompletePurge :exec
 UPDATE purges
 SET status = 'executed', approved_by = $1, executed_at = now(),
