@@ -304,3 +304,44 @@ func TestRetentionSchedule(t *testing.T) {
 		})
 	}
 }
+
+// TestArchiveWatchdogGate (matrix row 18, AC3): with the archiver on, rows
+// past the hot window + 7 days make `invariants --gate` fail naming the
+// table's watchdog; one archive pass moves them (ledger row, objects) and
+// the gate passes.
+func TestArchiveWatchdogGate(t *testing.T) {
+	t.Parallel()
+	for _, c := range archivingCases() {
+		t.Run(c.service, func(t *testing.T) {
+			t.Parallel()
+			db := kerneltest.ServiceDB(t, c.service)
+			c.rows(t, db, 100, 4) // 100 d > 90 + 7
+			c.rows(t, db, 95, 2)  // inside the grace: archived, never a violation
+			env := []string{c.env("database_url") + "=" + db.URL, c.env("archive.enabled") + "=true", c.env("archive.store.url") + "=" + kerneltest.S3URL(t)}
+			code, stdout, stderr := c.cmd(t, env, "invariants", "--gate", "--json")
+			require.Equal(t, app.ExitFail, code, stderr)
+			watch := c.tables[0] + "_hot_window_overrun"
+			var rep struct {
+				Invariants []struct {
+					Name       string `json:"name"`
+					Violations int64  `json:"violations"`
+				} `json:"invariants"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
+			got := map[string]int64{}
+			for _, inv := range rep.Invariants {
+				got[inv.Name] = inv.Violations
+			}
+			require.Equal(t, int64(4), got[watch], stdout)
+
+			code, stdout, stderr = c.cmd(t, env, "archive", "run", "--json")
+			require.Equal(t, app.ExitOK, code, stderr)
+			deleteReported(t, kerneltest.S3URL(t), []byte(stdout))
+			require.Len(t, archivetest.Ledger(context.Background(), t, db.Pool), 1)
+			require.Zero(t, db.Count(t, "SELECT count(*) FROM "+c.tables[0]))
+
+			code, _, stderr = c.cmd(t, env, "invariants", "--gate")
+			require.Equal(t, app.ExitOK, code, stderr)
+		})
+	}
+}

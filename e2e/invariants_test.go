@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/app"
+	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/invariants"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/sweep"
@@ -69,7 +71,9 @@ func TestEveryPolicyGetsItsInvariant(t *testing.T) {
 		t.Run(tt.service, func(t *testing.T) {
 			t.Parallel()
 			// Derived: an overrun and a future-dated watchdog per swept
-			// table, overruns first (a new table needs no edit here).
+			// table, overruns first (a new table needs no edit here); the
+			// archived tables' watchdogs come after (TestArchiveWatchdogs).
+			tt.specs = slices.DeleteFunc(slices.Clone(tt.specs), func(s invariants.Spec) bool { return strings.HasSuffix(s.Name, "_hot_window_overrun") })
 			n := len(tt.specs) / 2
 			require.Len(t, tt.specs, 2*n)
 			for i, s := range tt.specs[n:] {
@@ -163,4 +167,36 @@ func policyOf(t *testing.T, groups []sweep.Group, table string) prune.Policy {
 	}
 	t.Fatalf("no policy for %s", table)
 	return prune.Policy{}
+}
+
+// TestArchiveWatchdogs (seed D19, B4): every archived table of rules and
+// security has a watchdog of rows older than the hot window + one shared
+// grace of 7 days (97 at the defaults), disabled while the archiver is off.
+func TestArchiveWatchdogs(t *testing.T) {
+	t.Parallel()
+	on := func(s archive.Settings) archive.Settings { s.Enabled = true; return s }
+	rs, ss := rules.DefaultSettings(), security.DefaultSettings()
+	rsOn, ssOn := rs, ss
+	rsOn.Archive.Settings, ssOn.Archive.Settings = on(rs.Archive.Settings), on(ss.Archive.Settings)
+	for _, tt := range []struct {
+		name     string
+		off, got []invariants.Spec
+		tables   []string
+	}{
+		{"rules", app.InvariantSpecs(rules.Spec(), rs), app.InvariantSpecs(rules.Spec(), rsOn), []string{"rule_evaluations"}},
+		{"security", app.InvariantSpecs(security.Spec(), ss), app.InvariantSpecs(security.Spec(), ssOn), []string{"audit_log", "dead_letter_audit"}},
+	} {
+		watch := func(specs []invariants.Spec) []invariants.Spec {
+			return slices.DeleteFunc(slices.Clone(specs), func(s invariants.Spec) bool { return !strings.HasSuffix(s.Name, "_hot_window_overrun") })
+		}
+		off, got := watch(tt.off), watch(tt.got)
+		require.Len(t, got, len(tt.tables), tt.name)
+		for i, table := range tt.tables {
+			require.Equal(t, table+"_hot_window_overrun", got[i].Name)
+			require.Equal(t, table, got[i].Table)
+			require.Equal(t, 90+invariants.ArchiveOverrunGraceDays, got[i].ThresholdDays)
+			require.Equal(t, 97, got[i].ThresholdDays)
+			require.True(t, off[i].Disabled(), "%s: disabled while the archiver is off", table)
+		}
+	}
 }

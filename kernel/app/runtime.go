@@ -203,6 +203,16 @@ func InvariantSpecs[T any](spec Spec[T], cfg T) []invariants.Spec {
 	for _, p := range policies { // the future-dated watchdogs after every overrun one
 		out = append(out, invariants.FutureFromPolicy(p))
 	}
+	if spec.Archive != nil { // then the archived tables' watchdogs
+		as := spec.Archive.Settings(cfg)
+		hot := 0
+		if as.Enabled {
+			hot = as.HotWindowDays
+		}
+		for _, t := range spec.Archive.Tables() {
+			out = append(out, invariants.ForArchive(t.Table, t.AgeColumn, hot))
+		}
+	}
 	return out
 }
 

@@ -13,6 +13,7 @@ package invariants
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -150,4 +151,30 @@ func Violated(rs []Result) bool {
 		}
 	}
 	return false
+}
+
+// ArchiveOverrunGraceDays is the one grace of the archived tables'
+// watchdogs (seed B4): a week past the hot window, an hourly archiver has
+// had 168 passes to move a row.
+const ArchiveOverrunGraceDays = 7
+
+// errWatchOnly is what a watchdog's policy answers if anything ever asked
+// it to delete: it only counts.
+var errWatchOnly = errors.New("invariants: an archive watchdog never deletes")
+
+// ForArchive is the watchdog of an archived table: rows older than the hot
+// window + ArchiveOverrunGraceDays, which the archiver should have moved.
+// hotWindowDays 0 (the archiver is disabled) disables it.
+func ForArchive(table, ageColumn string, hotWindowDays int) Spec {
+	p := prune.Policy{Table: table, AgeColumn: ageColumn, Eligible: "TRUE", WindowDays: hotWindowDays,
+		DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) { return 0, errWatchOnly }}
+	s := Spec{Name: table + "_hot_window_overrun", Table: table, WindowDays: hotWindowDays, policy: p}
+	if s.Disabled() {
+		s.Description = fmt.Sprintf("%s rows past the hot window: archiver disabled, not checked", table)
+		return s
+	}
+	s.ThresholdDays = hotWindowDays + ArchiveOverrunGraceDays
+	s.Description = fmt.Sprintf("%s rows with %s older than %d days (hot window %d + grace %d): the archiver should have archived them",
+		table, ageColumn, s.ThresholdDays, hotWindowDays, ArchiveOverrunGraceDays)
+	return s
 }
