@@ -293,6 +293,22 @@ func TestArchiveFetchByID(t *testing.T) {
 	code, _, _ = call(t, "GET", u+"rows/rule_evaluations/"+ledger[0].FirstRecordID.String(), mint(t, "ops:x", "archive:run"), "")
 	require.Equal(t, http.StatusForbidden, code)
 
+	// Verify: clean, shallow and deep; an object no ledger row names is an orphan.
+	for _, deep := range []string{"false", "true"} {
+		code, _, body = call(t, "POST", u+"verify", tok, `{"deep": `+deep+`}`)
+		require.Equal(t, http.StatusOK, code, body)
+		require.Equal(t, 1.0, body["checked"])
+		require.Equal(t, 0.0, body["failed"], body)
+	}
+	orphan := "retention-archives/rules/rule_evaluations/2026/01/01/" + uuid.NewString() + ".ndjson"
+	require.NoError(t, st.PutCreate(ctx, orphan, []byte("{}\n"), store.ContentTypeNDJSON))
+	t.Cleanup(func() { _, _ = st.DeleteIfExists(context.Background(), orphan) })
+	code, _, body = call(t, "POST", u+"verify", tok, `{}`)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body["orphans"], orphan)
+	code, _, _ = call(t, "POST", u+"verify", tok, `{"limit": 0}`)
+	require.Equal(t, http.StatusBadRequest, code)
+
 	// Corrupt the object (same key, other bytes): refused, never served.
 	_, err = st.DeleteIfExists(ctx, ledger[0].DataKey)
 	require.NoError(t, err)
@@ -300,6 +316,16 @@ func TestArchiveFetchByID(t *testing.T) {
 	code, _, body = call(t, "GET", u+"rows/rule_evaluations/"+ledger[0].FirstRecordID.String(), tok, "")
 	require.Equal(t, http.StatusConflict, code)
 	require.Equal(t, map[string]any{"error": "archive_corrupt"}, body)
+	code, _, body = call(t, "POST", u+"verify", tok, `{"deep": true}`)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, 1.0, body["failed"])
+	failure := body["failures"].([]any)[0].(map[string]any)
+	require.Equal(t, ledger[0].ArchiveID.String(), failure["archive_id"])
+	require.Equal(t, "sha256", failure["kind"])
+	require.Equal(t, "1", s.metric(t, `archive_verify_failures_total{kind="sha256"}`))
+	code, _, body = call(t, "POST", u+"verify", tok, `{"deep": false}`)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, 0.0, body["failed"], "shallow: both objects exist")
 
 	// Purged: 410 with the time.
 	db.Exec(t, `UPDATE archive_ledger SET purged_at = now(), purged_by = 'ops:x' WHERE archive_id = $1`, ledger[0].ArchiveID)

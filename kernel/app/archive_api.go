@@ -37,6 +37,8 @@ type ArchiveAPI struct {
 	Knob   string
 	// Reader answers for archived rows (nil when the archiver is disabled).
 	Reader *archiveread.Reader
+	// VerifyMetrics count verification failures.
+	VerifyMetrics *metrics.Verify
 }
 
 // routes registers the archive API on mux.
@@ -50,6 +52,45 @@ func (a *ArchiveAPI) routes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/archive/purge", a.require(auth.ScopePurge, a.purge))
 	mux.Handle("POST /admin/archive/purges/{id}/approve", a.require(auth.ScopePurge, a.approve))
 	mux.Handle("GET /admin/archive/rows/{table}/{id}", a.require(auth.ScopeRead, a.row))
+	mux.Handle("POST /admin/archive/verify", a.require(auth.ScopeRead, a.verify))
+}
+
+// maxVerifyLimit bounds one verify call's archives.
+const maxVerifyLimit = 100_000
+
+// verify checks the ledger's archives against the store (deep: their
+// contents too) and reports failures, column drift and orphans.
+func (a *ArchiveAPI) verify(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
+	if a.disabled(w) {
+		return
+	}
+	var req struct {
+		Deep  bool `json:"deep"`
+		Limit *int `json:"limit"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	limit := 0
+	if req.Limit != nil {
+		if limit = *req.Limit; limit < 1 || limit > maxVerifyLimit {
+			writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("limit must be between 1 and %d", maxVerifyLimit), nil)
+			return
+		}
+	}
+	rep, err := a.Reader.Verify(r.Context(), req.Deep, limit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	for _, f := range rep.Failures {
+		a.VerifyMetrics.Failures.WithLabelValues(f.Kind).Inc()
+	}
+	a.VerifyMetrics.Last.SetToCurrentTime()
+	if rep.Failed > 0 {
+		a.Logger.WarnContext(r.Context(), "archive verification found failures", slog.Int("failed", rep.Failed), slog.Int("checked", rep.Checked))
+	}
+	writeJSON(w, http.StatusOK, rep)
 }
 
 // row answers for one row by id: hot table first, then the verified
@@ -423,6 +464,9 @@ func (r *runtime[T]) archiveAPI(ctx context.Context, pool *pgxpool.Pool, arch *a
 		Knob: settings.EnvVar(r.spec.Name, "archive.enabled")}
 	if arch.store != nil {
 		api.Reader = archiveread.New(pool, arch.store, r.spec.Name, r.spec.Archive.Tables())
+	}
+	if api.VerifyMetrics, err = metrics.NewVerify(reg); err != nil {
+		return nil, err
 	}
 	return api, nil
 }

@@ -271,6 +271,34 @@ func NewPurge(reg prometheus.Registerer) (*Purge, error) {
 	return m, nil
 }
 
+// Verify instruments archive verification.
+type Verify struct {
+	// Failures counts archives that failed verification, per kind
+	// (archive_verify_failures_total{kind}).
+	Failures *prometheus.CounterVec
+	// Last is when the last verification finished
+	// (archive_last_verify_timestamp_seconds).
+	Last prometheus.Gauge
+}
+
+// NewVerify creates the verification instruments and registers them on reg.
+func NewVerify(reg prometheus.Registerer) (*Verify, error) {
+	m := &Verify{
+		Failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "archive_verify_failures_total",
+			Help: "Archives that failed verification, per kind (missing_data, missing_manifest, manifest_mismatch, sha256, line_count, line_range).",
+		}, []string{"kind"}),
+		Last: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "archive_last_verify_timestamp_seconds",
+			Help: "Unix time at which the last archive verification finished.",
+		}),
+	}
+	if err := register(reg, m.Failures, m.Last); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // Admin instruments the archive API's authentication.
 type Admin struct {
 	// AuthFailures counts refused requests, per reason

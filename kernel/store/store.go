@@ -531,3 +531,38 @@ func (s *Store) Close() error {
 	}
 	return nil
 }
+
+// List returns the keys under prefix (a directory-like prefix ending in
+// "/"), sorted, at most max of them (0: all).
+func (s *Store) List(ctx context.Context, prefix string, max int) ([]string, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	var keys []string
+	for max == 0 || len(keys) < max {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return keys, fmt.Errorf("store: list %s: %w", prefix, timedOut(ctx, err))
+		}
+		keys = append(keys, obj.Key)
+	}
+	sort.Strings(keys)
+	return keys, nil
+}
+
+// Exists reports whether an object is stored under key (a HEAD).
+func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
+	if err := ValidateKey(key); err != nil {
+		return false, err
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	ok, err := s.bucket.Exists(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("store: exists %s: %w", key, timedOut(ctx, err))
+	}
+	return ok, nil
+}

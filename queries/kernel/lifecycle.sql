@@ -156,3 +156,20 @@ SELECT archive_id, data_key, data_sha256, purged_at
 FROM archive_ledger
 WHERE table_name = sqlc.arg(table_name) AND first_record_id <= sqlc.arg(record_id) AND sqlc.arg(record_id) <= last_record_id
 ORDER BY archived_at, archive_id;
+
+-- LedgerToVerify pages the unpurged ledger rows (by archive_id) with every
+-- fact a manifest repeats.
+-- name: LedgerToVerify :many
+SELECT archive_id, table_name, data_key, manifest_key, data_sha256, record_count, store_endpoint, store_bucket,
+       first_record_id, last_record_id, first_record_at, last_record_at, hot_window_days, archived_at, archived_by
+FROM archive_ledger
+WHERE purged_at IS NULL AND archive_id > sqlc.arg(after)::uuid
+ORDER BY archive_id
+LIMIT sqlc.arg(row_limit)::int;
+
+-- LedgerKeys returns every object key the ledger names (purged archives
+-- included: their keys are no orphans to collect, they are gone).
+-- name: LedgerKeys :many
+SELECT data_key AS object_key FROM archive_ledger
+UNION ALL
+SELECT manifest_key FROM archive_ledger;

@@ -201,6 +201,104 @@ func (q *Queries) InsertPurge(ctx context.Context, arg InsertPurgeParams) error 
 	return err
 }
 
+const ledgerKeys = `-- name: LedgerKeys :many
+SELECT data_key AS object_key FROM archive_ledger
+UNION ALL
+SELECT manifest_key FROM archive_ledger
+`
+
+// LedgerKeys returns every object key the ledger names (purged archives
+// included: their keys are no orphans to collect, they are gone).
+func (q *Queries) LedgerKeys(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, ledgerKeys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var object_key string
+		if err := rows.Scan(&object_key); err != nil {
+			return nil, err
+		}
+		items = append(items, object_key)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const ledgerToVerify = `-- name: LedgerToVerify :many
+SELECT archive_id, table_name, data_key, manifest_key, data_sha256, record_count, store_endpoint, store_bucket,
+       first_record_id, last_record_id, first_record_at, last_record_at, hot_window_days, archived_at, archived_by
+FROM archive_ledger
+WHERE purged_at IS NULL AND archive_id > $1::uuid
+ORDER BY archive_id
+LIMIT $2::int
+`
+
+type LedgerToVerifyParams struct {
+	After    pgtype.UUID
+	RowLimit int32
+}
+
+type LedgerToVerifyRow struct {
+	ArchiveID     pgtype.UUID
+	TableName     string
+	DataKey       string
+	ManifestKey   string
+	DataSha256    string
+	RecordCount   int32
+	StoreEndpoint string
+	StoreBucket   string
+	FirstRecordID pgtype.UUID
+	LastRecordID  pgtype.UUID
+	FirstRecordAt pgtype.Timestamptz
+	LastRecordAt  pgtype.Timestamptz
+	HotWindowDays int32
+	ArchivedAt    pgtype.Timestamptz
+	ArchivedBy    string
+}
+
+// LedgerToVerify pages the unpurged ledger rows (by archive_id) with every
+// fact a manifest repeats.
+func (q *Queries) LedgerToVerify(ctx context.Context, arg LedgerToVerifyParams) ([]LedgerToVerifyRow, error) {
+	rows, err := q.db.Query(ctx, ledgerToVerify, arg.After, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LedgerToVerifyRow
+	for rows.Next() {
+		var i LedgerToVerifyRow
+		if err := rows.Scan(
+			&i.ArchiveID,
+			&i.TableName,
+			&i.DataKey,
+			&i.ManifestKey,
+			&i.DataSha256,
+			&i.RecordCount,
+			&i.StoreEndpoint,
+			&i.StoreBucket,
+			&i.FirstRecordID,
+			&i.LastRecordID,
+			&i.FirstRecordAt,
+			&i.LastRecordAt,
+			&i.HotWindowDays,
+			&i.ArchivedAt,
+			&i.ArchivedBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listArchiveRecords = `-- name: ListArchiveRecords :many
 
 SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.record_count,

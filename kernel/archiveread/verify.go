@@ -1,0 +1,204 @@
+package archiveread
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/store"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Verify failure kinds (the label values of
+// archive_verify_failures_total{kind}).
+const (
+	KindMissingData     = "missing_data"
+	KindMissingManifest = "missing_manifest"
+	KindManifest        = "manifest_mismatch"
+	KindSHA256          = "sha256"
+	KindLineCount       = "line_count"
+	KindLineRange       = "line_range"
+)
+
+// maxOrphanList bounds the orphan keys a report names (it counts them all).
+const maxOrphanList = 1000
+
+// Failure is one archive that did not verify.
+type Failure struct {
+	ArchiveID uuid.UUID `json:"archive_id"`
+	Kind      string    `json:"kind"`
+	Detail    string    `json:"detail"`
+}
+
+// Report is a verification's result.
+type Report struct {
+	Deep     bool      `json:"deep"`
+	Checked  int       `json:"checked"`
+	Failed   int       `json:"failed"`
+	Failures []Failure `json:"failures"`
+	// ColumnDrift names the tables whose current columns differ from an
+	// archive's manifest (reported, not a failure: tables evolve).
+	ColumnDrift []string `json:"column_drift"`
+	// Orphans are objects under the service's prefix no ledger row names.
+	Orphans     []string `json:"orphans"`
+	OrphanCount int      `json:"orphan_count"`
+}
+
+// Verify checks up to limit unpurged ledger rows (0: all): both objects
+// exist and the manifest repeats the ledger's facts; deep also the data's
+// sha256, its line count and every line's id inside the recorded range; and
+// lists the orphans under the service's prefix.
+func (r *Reader) Verify(ctx context.Context, deep bool, limit int) (Report, error) {
+	rep := Report{Deep: deep, Failures: []Failure{}, ColumnDrift: []string{}, Orphans: []string{}}
+	drift := map[string]bool{}
+	after := uuid.Nil
+	for limit == 0 || rep.Checked < limit {
+		page := 500
+		if limit > 0 {
+			page = min(page, limit-rep.Checked)
+		}
+		rows, err := queries.New(r.pool).LedgerToVerify(ctx, queries.LedgerToVerifyParams{After: pgtype.UUID{Bytes: after, Valid: true}, RowLimit: int32(page)})
+		if err != nil {
+			return rep, fmt.Errorf("verify: read the ledger: %w", err)
+		}
+		for _, l := range rows {
+			if f := r.verifyOne(ctx, l, deep, drift); f != nil {
+				rep.Failures = append(rep.Failures, *f)
+			}
+			rep.Checked++
+			after = l.ArchiveID.Bytes
+		}
+		if len(rows) < page {
+			break
+		}
+	}
+	rep.Failed = len(rep.Failures)
+	for t := range drift {
+		rep.ColumnDrift = append(rep.ColumnDrift, t)
+	}
+	slices.Sort(rep.ColumnDrift)
+	return rep, r.orphans(ctx, &rep)
+}
+
+// verifyOne checks one archive; nil when it verifies.
+func (r *Reader) verifyOne(ctx context.Context, l queries.LedgerToVerifyRow, deep bool, drift map[string]bool) *Failure {
+	id := uuid.UUID(l.ArchiveID.Bytes)
+	fail := func(kind, format string, args ...any) *Failure {
+		return &Failure{ArchiveID: id, Kind: kind, Detail: fmt.Sprintf(format, args...)}
+	}
+	mb, err := r.store.Get(ctx, l.ManifestKey)
+	if err != nil {
+		return fail(KindMissingManifest, "%v", err)
+	}
+	var m archive.Manifest
+	if err := json.Unmarshal(mb, &m); err != nil {
+		return fail(KindManifest, "manifest does not parse: %v", err)
+	}
+	if bad := manifestDiffers(m, l); bad != "" {
+		return fail(KindManifest, "manifest %s differs from the ledger", bad)
+	}
+	if spec, ok := r.tables[l.TableName]; ok && !drift[l.TableName] {
+		if cols, err := archive.TableColumns(ctx, r.pool, spec.Table); err == nil && archive.Fingerprint(cols) != m.Fingerprint {
+			drift[l.TableName] = true
+		}
+	}
+	if !deep {
+		if ok, err := r.store.Exists(ctx, l.DataKey); err != nil || !ok {
+			return fail(KindMissingData, "data object %s missing (%v)", l.DataKey, err)
+		}
+		return nil
+	}
+	data, err := r.store.Get(ctx, l.DataKey)
+	if err != nil {
+		return fail(KindMissingData, "%v", err)
+	}
+	if archive.SHA256Hex(data) != l.DataSha256 {
+		return fail(KindSHA256, "data sha256 differs from the ledger's")
+	}
+	return checkLines(data, l, fail)
+}
+
+// manifestDiffers names the first field in which the manifest and the
+// ledger row disagree ("" when none).
+func manifestDiffers(m archive.Manifest, l queries.LedgerToVerifyRow) string {
+	for _, f := range []struct {
+		name string
+		same bool
+	}{
+		{"archive_id", m.ArchiveID == uuid.UUID(l.ArchiveID.Bytes)}, {"table", m.Table == l.TableName},
+		{"data_key", m.DataKey == l.DataKey}, {"manifest_key", m.ManifestKey == l.ManifestKey},
+		{"data_sha256", m.DataSHA256 == l.DataSha256}, {"record_count", m.RecordCount == int(l.RecordCount)},
+		{"endpoint", m.Endpoint == l.StoreEndpoint}, {"bucket", m.Bucket == l.StoreBucket},
+		{"first_record_id", m.FirstRecordID == uuid.UUID(l.FirstRecordID.Bytes)}, {"last_record_id", m.LastRecordID == uuid.UUID(l.LastRecordID.Bytes)},
+		{"first_record_at", m.FirstRecordAt.Equal(l.FirstRecordAt.Time)}, {"last_record_at", m.LastRecordAt.Equal(l.LastRecordAt.Time)},
+		{"hot_window_days", m.HotWindowDays == int(l.HotWindowDays)}, {"archived_by", m.ArchivedBy == l.ArchivedBy},
+		{"archived_at", m.ArchivedAt.Truncate(time.Microsecond).Equal(l.ArchivedAt.Time)},
+	} {
+		if !f.same {
+			return f.name
+		}
+	}
+	return ""
+}
+
+// checkLines: as many lines as the ledger counts, each id inside the range.
+func checkLines(data []byte, l queries.LedgerToVerifyRow, fail func(string, string, ...any) *Failure) *Failure {
+	first, last := uuid.UUID(l.FirstRecordID.Bytes), uuid.UUID(l.LastRecordID.Bytes)
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, len(data)+1)
+	n := 0
+	for sc.Scan() {
+		n++
+		var v struct {
+			ID uuid.UUID `json:"id"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			return fail(KindLineRange, "line %d has no id: %v", n, err)
+		}
+		if bytes.Compare(v.ID[:], first[:]) < 0 || bytes.Compare(v.ID[:], last[:]) > 0 {
+			return fail(KindLineRange, "line %d: id %s outside [%s, %s]", n, v.ID, first, last)
+		}
+	}
+	if n != int(l.RecordCount) {
+		return fail(KindLineCount, "%d lines, the ledger counts %d", n, l.RecordCount)
+	}
+	return nil
+}
+
+// orphans lists the objects under retention-archives/<service>/ (archive
+// keys, not the probe or purge certificates) that no ledger row names.
+func (r *Reader) orphans(ctx context.Context, rep *Report) error {
+	named, err := queries.New(r.pool).LedgerKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("verify: ledger keys: %w", err)
+	}
+	known := make(map[string]bool, len(named))
+	for _, k := range named {
+		known[k] = true
+	}
+	keys, err := r.store.List(ctx, store.Prefix+r.service+"/", 0)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	for _, k := range keys {
+		if known[k] || !isArchiveKey(k) {
+			continue
+		}
+		rep.OrphanCount++
+		if len(rep.Orphans) < maxOrphanList {
+			rep.Orphans = append(rep.Orphans, k)
+		}
+	}
+	return nil
+}
+
+func isArchiveKey(k string) bool {
+	return bytes.HasSuffix([]byte(k), []byte(".ndjson")) || bytes.HasSuffix([]byte(k), []byte(".manifest.json"))
+}
