@@ -308,6 +308,13 @@ func TestArchiveFetchByID(t *testing.T) {
 	require.Contains(t, body["orphans"], orphan)
 	code, _, _ = call(t, "POST", u+"verify", tok, `{"limit": 0}`)
 	require.Equal(t, http.StatusBadRequest, code)
+	code, _, body = call(t, "POST", u+"gc", tok, `{"older_than_days": 1, "dry_run": true}`)
+	require.Equal(t, http.StatusOK, code, body)
+	require.NotContains(t, body["orphans"], orphan, "a fresh orphan is never collected")
+	for _, bad := range []string{`{}`, `{"older_than_days": 0}`, `{"older_than_days": 3651}`} {
+		code, _, _ = call(t, "POST", u+"gc", tok, bad)
+		require.Equal(t, http.StatusBadRequest, code, bad)
+	}
 
 	// Corrupt the object (same key, other bytes): refused, never served.
 	_, err = st.DeleteIfExists(ctx, ledger[0].DataKey)

@@ -53,6 +53,37 @@ func (a *ArchiveAPI) routes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/archive/purges/{id}/approve", a.require(auth.ScopePurge, a.approve))
 	mux.Handle("GET /admin/archive/rows/{table}/{id}", a.require(auth.ScopeRead, a.row))
 	mux.Handle("POST /admin/archive/verify", a.require(auth.ScopeRead, a.verify))
+	mux.Handle("POST /admin/archive/gc", a.require(auth.ScopePurge, a.gc))
+}
+
+// gc collects the orphans under the service's prefix (objects no local
+// ledger row names, older than older_than_days ≥ 1), or lists them (dry run).
+func (a *ArchiveAPI) gc(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	if a.disabled(w) {
+		return
+	}
+	var req struct {
+		OlderThanDays *int `json:"older_than_days"`
+		DryRun        bool `json:"dry_run"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.OlderThanDays == nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "older_than_days is required (at least 1)", nil)
+		return
+	}
+	rep, err := a.Reader.CollectOrphans(r.Context(), *req.OlderThanDays, req.DryRun, p.Subject)
+	switch {
+	case errors.Is(err, archiveread.ErrGCInvalid):
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
+	case errors.Is(err, archiveread.ErrGCBusy):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "already_running"})
+	case err != nil:
+		a.fail(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, rep)
+	}
 }
 
 // maxVerifyLimit bounds one verify call's archives.

@@ -49,6 +49,15 @@ type Reader struct {
 	store   *store.Store
 	service string
 	tables  map[string]archive.TableSpec
+	now     func() time.Time
+}
+
+// WithClock returns a copy of the reader whose orphan GC measures ages from
+// now (tests; the default is time.Now).
+func (r *Reader) WithClock(now func() time.Time) *Reader {
+	c := *r
+	c.now = now
+	return &c
 }
 
 // New returns a reader over the service's archived tables.
@@ -57,7 +66,7 @@ func New(pool *pgxpool.Pool, st *store.Store, service string, specs []archive.Ta
 	for _, s := range specs {
 		tables[s.Table] = s
 	}
-	return &Reader{pool: pool, store: st, service: service, tables: tables}
+	return &Reader{pool: pool, store: st, service: service, tables: tables, now: time.Now}
 }
 
 // Found is a row and where it came from.

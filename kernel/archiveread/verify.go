@@ -175,28 +175,42 @@ func checkLines(data []byte, l queries.LedgerToVerifyRow, fail func(string, stri
 // orphans lists the objects under retention-archives/<service>/ (archive
 // keys, not the probe or purge certificates) that no ledger row names.
 func (r *Reader) orphans(ctx context.Context, rep *Report) error {
+	objs, err := r.orphanObjects(ctx)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	for _, o := range objs {
+		rep.OrphanCount++
+		if len(rep.Orphans) < maxOrphanList {
+			rep.Orphans = append(rep.Orphans, o.Key)
+		}
+	}
+	return nil
+}
+
+// orphanObjects are the archive objects under the service's prefix that no
+// local ledger row names (purged archives' keys included: never a key a
+// ledger row names, D8).
+func (r *Reader) orphanObjects(ctx context.Context) ([]store.Object, error) {
 	named, err := queries.New(r.pool).LedgerKeys(ctx)
 	if err != nil {
-		return fmt.Errorf("verify: ledger keys: %w", err)
+		return nil, fmt.Errorf("ledger keys: %w", err)
 	}
 	known := make(map[string]bool, len(named))
 	for _, k := range named {
 		known[k] = true
 	}
-	keys, err := r.store.List(ctx, store.Prefix+r.service+"/", 0)
+	objs, err := r.store.ListObjects(ctx, store.Prefix+r.service+"/")
 	if err != nil {
-		return fmt.Errorf("verify: %w", err)
+		return nil, err
 	}
-	for _, k := range keys {
-		if known[k] || !isArchiveKey(k) {
-			continue
-		}
-		rep.OrphanCount++
-		if len(rep.Orphans) < maxOrphanList {
-			rep.Orphans = append(rep.Orphans, k)
+	var out []store.Object
+	for _, o := range objs {
+		if !known[o.Key] && isArchiveKey(o.Key) {
+			out = append(out, o)
 		}
 	}
-	return nil
+	return out, nil
 }
 
 func isArchiveKey(k string) bool {

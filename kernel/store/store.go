@@ -566,3 +566,29 @@ func (s *Store) Exists(ctx context.Context, key string) (bool, error) {
 	}
 	return ok, nil
 }
+
+// Object is a listed object's key and modification time.
+type Object struct {
+	Key     string
+	ModTime time.Time
+}
+
+// ListObjects is List with each object's modification time.
+func (s *Store) ListObjects(ctx context.Context, prefix string) ([]Object, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	var out []Object
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return out, fmt.Errorf("store: list %s: %w", prefix, timedOut(ctx, err))
+		}
+		out = append(out, Object{Key: obj.Key, ModTime: obj.ModTime})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}

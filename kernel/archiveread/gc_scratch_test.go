@@ -1,0 +1,79 @@
+//go:build scratch
+
+package archiveread_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archiveread"
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/store"
+)
+
+// TestCollectOrphans (D8/S6): only objects under the service's prefix that
+// no LOCAL ledger row names, older than the bound, are collected — never a
+// key a ledger row names (a purged archive's included); a dry run deletes
+// nothing; a bound under a day is refused.
+func TestCollectOrphans(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := kerneltest.ServiceDB(t, "rules")
+	s3 := kerneltest.NewS3Scratch(t)
+	st, err := store.Open(ctx, s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+
+	put := func(id uuid.UUID) store.ArchiveKeys {
+		keys, err := store.NewArchiveKeys(s3.Service, "rule_evaluations", time.Now(), id.String())
+		require.NoError(t, err)
+		require.NoError(t, st.PutCreate(ctx, keys.Data, []byte("{}\n"), store.ContentTypeNDJSON))
+		require.NoError(t, st.PutCreate(ctx, keys.Manifest, []byte("{}"), store.ContentTypeJSON))
+		return keys
+	}
+	named := uuid.Must(uuid.NewV7())
+	namedKeys := put(named)
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	ident := st.Identity()
+	require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		return archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep(ctx, tx, archive.Manifest{
+			ArchiveID: named, Table: "rule_evaluations", DataKey: namedKeys.Data, ManifestKey: namedKeys.Manifest, DataSHA256: archive.SHA256Hex([]byte("{}\n")),
+			RecordCount: 1, Endpoint: ident.Endpoint, Bucket: ident.Bucket, FirstRecordID: named, LastRecordID: named,
+			FirstRecordAt: at, LastRecordAt: at, HotWindowDays: 90, ArchivedAt: at}, archive.SystemActor)
+	}))
+	db.Exec(t, `UPDATE archive_ledger SET purged_at = now(), purged_by = 'ops:x'`) // purged, but its keys are still named
+	orphanKeys := put(uuid.Must(uuid.NewV7()))
+
+	r := archiveread.New(db.Pool, st, s3.Service, nil)
+	_, err = r.CollectOrphans(ctx, 0, true, "ops:alice")
+	require.ErrorIs(t, err, archiveread.ErrGCInvalid)
+	fresh, err := r.CollectOrphans(ctx, 1, false, "ops:alice")
+	require.NoError(t, err)
+	require.Empty(t, fresh.Orphans, "objects younger than the bound are never collected (a pass in flight)")
+
+	later := r.WithClock(func() time.Time { return time.Now().Add(3 * 24 * time.Hour) })
+	dry, err := later.CollectOrphans(ctx, 2, true, "ops:alice")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{orphanKeys.Data, orphanKeys.Manifest}, dry.Orphans)
+	require.Empty(t, dry.Deleted)
+	ok, err := st.Exists(ctx, orphanKeys.Data)
+	require.NoError(t, err)
+	require.True(t, ok, "a dry run deletes nothing")
+
+	rep, err := later.CollectOrphans(ctx, 2, false, "ops:alice")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{orphanKeys.Data, orphanKeys.Manifest}, rep.Deleted)
+	for key, want := range map[string]bool{orphanKeys.Data: false, orphanKeys.Manifest: false, namedKeys.Data: true, namedKeys.Manifest: true} {
+		ok, err := st.Exists(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, want, ok, key)
+	}
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM archive_lifecycle_log WHERE action = 'archive_orphans_collected' AND actor = 'ops:alice'`))
+}
