@@ -293,6 +293,29 @@ func TestArchiveFetchByID(t *testing.T) {
 	code, _, _ = call(t, "GET", u+"rows/rule_evaluations/"+ledger[0].FirstRecordID.String(), mint(t, "ops:x", "archive:run"), "")
 	require.Equal(t, http.StatusForbidden, code)
 
+	// The range stream: every archived row of [from, to), verbatim.
+	req, err := http.NewRequest("GET", u+"rows/rule_evaluations?from="+time.Now().AddDate(0, 0, -200).UTC().Format(time.RFC3339)+"&to="+time.Now().UTC().Format(time.RFC3339), nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	streamed, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(streamed))
+	require.Equal(t, "application/x-ndjson", resp.Header.Get("Content-Type"))
+	lines := strings.Split(strings.TrimSpace(string(streamed)), "\n")
+	require.Len(t, lines, len(docs)-1, "every archived row, not the hot one")
+	for _, l := range lines {
+		var v struct {
+			ID uuid.UUID `json:"id"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &v))
+		require.JSONEq(t, docs[v.ID], l)
+	}
+	code, _, _ = call(t, "GET", u+"rows/rule_evaluations?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z", tok, "")
+	require.Equal(t, http.StatusBadRequest, code)
+
 	// Verify: clean, shallow and deep; an object no ledger row names is an orphan.
 	for _, deep := range []string{"false", "true"} {
 		code, _, body = call(t, "POST", u+"verify", tok, `{"deep": `+deep+`}`)
@@ -333,6 +356,9 @@ func TestArchiveFetchByID(t *testing.T) {
 	code, _, body = call(t, "POST", u+"verify", tok, `{"deep": false}`)
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, 0.0, body["failed"], "shallow: both objects exist")
+	code, _, body = call(t, "GET", u+"rows/rule_evaluations?from=2025-01-01T00:00:00Z&to=2030-01-01T00:00:00Z", tok, "")
+	require.Equal(t, http.StatusConflict, code, "a range never streams a line of a corrupt object")
+	require.Equal(t, map[string]any{"error": "archive_corrupt"}, body)
 
 	// Purged: 410 with the time.
 	db.Exec(t, `UPDATE archive_ledger SET purged_at = now(), purged_by = 'ops:x' WHERE archive_id = $1`, ledger[0].ArchiveID)

@@ -54,6 +54,61 @@ func (a *ArchiveAPI) routes(mux *http.ServeMux) {
 	mux.Handle("GET /admin/archive/rows/{table}/{id}", a.require(auth.ScopeRead, a.row))
 	mux.Handle("POST /admin/archive/verify", a.require(auth.ScopeRead, a.verify))
 	mux.Handle("POST /admin/archive/gc", a.require(auth.ScopePurge, a.gc))
+	mux.Handle("GET /admin/archive/rows/{table}", a.require(auth.ScopeRead, a.rows))
+}
+
+// countingWriter counts what reached the client.
+type countingWriter struct {
+	w http.ResponseWriter
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.n == 0 {
+		c.w.Header().Set("Content-Type", "application/x-ndjson")
+		c.w.WriteHeader(http.StatusOK)
+	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// rows streams, as NDJSON, every archived row of a table whose age is in
+// [from, to), each object verified before its lines are sent; an error after
+// the first line ends the stream with one {"error": …} line.
+func (a *ArchiveAPI) rows(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	if a.disabled(w) {
+		return
+	}
+	from, err1 := time.Parse(time.RFC3339Nano, r.URL.Query().Get("from"))
+	to, err2 := time.Parse(time.RFC3339Nano, r.URL.Query().Get("to"))
+	if err1 != nil || err2 != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "from and to are required RFC 3339 times", nil)
+		return
+	}
+	cw := &countingWriter{w: w}
+	_, n, err := a.Reader.Range(r.Context(), cw, r.PathValue("table"), from, to, p.Subject)
+	switch {
+	case err == nil && cw.n == 0:
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+	case err == nil:
+	case cw.n > 0:
+		a.Logger.ErrorContext(r.Context(), "archive range read stopped", slog.Int("rows_sent", n), slog.Any("error", err))
+		code := "internal"
+		if errors.Is(err, archiveread.ErrCorrupt) {
+			code = "archive_corrupt"
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": code})
+	case errors.Is(err, archiveread.ErrInvalidRange):
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
+	case errors.Is(err, archiveread.ErrUnknownTable):
+		writeError(w, http.StatusNotFound, "not_found", err.Error(), nil)
+	case errors.Is(err, archiveread.ErrCorrupt):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "archive_corrupt"})
+	default:
+		a.fail(w, r, err)
+	}
 }
 
 // gc collects the orphans under the service's prefix (objects no local

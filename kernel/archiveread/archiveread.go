@@ -155,6 +155,11 @@ func (r *Reader) announce(ctx context.Context, table string, id uuid.UUID, actor
 	if f.ArchiveID != nil {
 		detail["archive_ids"] = []uuid.UUID{*f.ArchiveID}
 	}
+	return r.stage(ctx, detail)
+}
+
+// stage stages <service>.archive_read with detail.
+func (r *Reader) stage(ctx context.Context, detail map[string]any) error {
 	payload, err := json.Marshal(detail)
 	if err != nil {
 		return err

@@ -173,3 +173,12 @@ LIMIT sqlc.arg(row_limit)::int;
 SELECT data_key AS object_key FROM archive_ledger
 UNION ALL
 SELECT manifest_key FROM archive_ledger;
+
+-- ArchivesInRange lists the unpurged archives of a table whose record
+-- times overlap [from, to), in record-time order.
+-- name: ArchivesInRange :many
+SELECT archive_id, data_key, data_sha256
+FROM archive_ledger
+WHERE table_name = sqlc.arg(table_name) AND purged_at IS NULL
+  AND first_record_at < sqlc.arg(to_at) AND last_record_at >= sqlc.arg(from_at)
+ORDER BY first_record_at, archive_id;

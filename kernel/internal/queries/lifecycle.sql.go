@@ -58,6 +58,48 @@ func (q *Queries) ArchiveCandidates(ctx context.Context, arg ArchiveCandidatesPa
 	return items, nil
 }
 
+const archivesInRange = `-- name: ArchivesInRange :many
+SELECT archive_id, data_key, data_sha256
+FROM archive_ledger
+WHERE table_name = $1 AND purged_at IS NULL
+  AND first_record_at < $2 AND last_record_at >= $3
+ORDER BY first_record_at, archive_id
+`
+
+type ArchivesInRangeParams struct {
+	TableName string
+	ToAt      pgtype.Timestamptz
+	FromAt    pgtype.Timestamptz
+}
+
+type ArchivesInRangeRow struct {
+	ArchiveID  pgtype.UUID
+	DataKey    string
+	DataSha256 string
+}
+
+// ArchivesInRange lists the unpurged archives of a table whose record
+// times overlap [from, to), in record-time order.
+func (q *Queries) ArchivesInRange(ctx context.Context, arg ArchivesInRangeParams) ([]ArchivesInRangeRow, error) {
+	rows, err := q.db.Query(ctx, archivesInRange, arg.TableName, arg.ToAt, arg.FromAt)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ArchivesInRangeRow
+	for rows.Next() {
+		var i ArchivesInRangeRow
+		if err := rows.Scan(&i.ArchiveID, &i.DataKey, &i.DataSha256); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const completePurge = `-- name: CompletePurge :exec
 UPDATE purges
 SET status = 'executed', approved_by = $1, executed_at = now(),
