@@ -507,7 +507,7 @@ func nonNilIDs(ids []uuid.UUID) []uuid.UUID {
 // archiveAPI builds the archive API of an archiving service with a token
 // key configured (nil otherwise: not served). Without a key, an archiving
 // service refuses to serve on a non-loopback address.
-func (r *runtime[T]) archiveAPI(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer) (*ArchiveAPI, error) {
+func (r *runtime[T]) archiveAPI(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer, reader *archiveReader) (*ArchiveAPI, error) {
 	as, ok := r.archiveSettings()
 	if !ok {
 		return nil, nil
@@ -546,13 +546,39 @@ func (r *runtime[T]) archiveAPI(ctx context.Context, pool *pgxpool.Pool, arch *a
 	}
 	r.logger.Info("archive API served", slog.Any("algorithms", v.Algorithms()), slog.Int("purge_approvals_required", as.Purge.ApprovalsRequired),
 		slog.Bool("store_object_lock", locked))
-	api := &ArchiveAPI{Verifier: v, Metrics: am, Logger: r.logger, Lifecycle: lm, Engine: arch.engine,
-		Knob: settings.EnvVar(r.spec.Name, "archive.enabled")}
-	if arch.store != nil {
-		api.Reader = archiveread.New(pool, arch.store, r.spec.Name, r.spec.Archive.Tables())
+	return &ArchiveAPI{Verifier: v, Metrics: am, Logger: r.logger, Lifecycle: lm, Engine: arch.engine,
+		Knob: settings.EnvVar(r.spec.Name, "archive.enabled"), Reader: reader.reader, VerifyMetrics: reader.metrics}, nil
+}
+
+// archiveReader is an archiving service's reader of its archives (nil
+// when the archiver is disabled) and the verification metrics.
+type archiveReader struct {
+	reader  *archiveread.Reader
+	metrics *metrics.Verify
+}
+
+// archiveReader builds the reader and, with archive.verify_interval_hours,
+// the scheduled verifier (nil: none).
+func (r *runtime[T]) archiveReader(pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer) (*archiveReader, func(context.Context) error, error) {
+	as, ok := r.archiveSettings()
+	if !ok {
+		return &archiveReader{}, nil, nil
 	}
-	if api.VerifyMetrics, err = metrics.NewVerify(reg); err != nil {
-		return nil, err
+	vm, err := metrics.NewVerify(reg)
+	if err != nil {
+		return nil, nil, err
 	}
-	return api, nil
+	out := &archiveReader{metrics: vm}
+	if arch.store == nil {
+		return out, nil, nil
+	}
+	out.reader = archiveread.New(pool, arch.store, r.spec.Name, r.spec.Archive.Tables())
+	if as.VerifyIntervalHours == 0 {
+		return out, nil, nil
+	}
+	every := time.Duration(as.VerifyIntervalHours) * time.Hour
+	return out, func(ctx context.Context) error {
+		out.reader.RunVerifier(ctx, every, vm, r.logger)
+		return nil
+	}, nil
 }

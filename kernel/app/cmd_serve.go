@@ -56,23 +56,15 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 		return err // the archiver was asked for and cannot run: refuse to boot (D10)
 	}
 	defer arch.close()
-	archiveAPI, err := r.archiveAPI(ctx, pool, arch, reg)
+	archiveAPI, verifier, err := r.archiveSide(ctx, pool, arch, reg)
 	if err != nil {
 		return err
 	}
-	// A broker outage must not stop the service: sweeps, the archiver and
-	// metrics go on, the publisher reconnects with backoff, and the outage
-	// shows in /readyz, the outbox gauges and OutboxNotDraining.
-	signer, err := loadSigner(r.spec.Name, r.tr.Events)
+	pub, err := r.publisher(ctx)
 	if err != nil {
 		return err
-	}
-	pub, err := rabbitmq.NewLazyPublisher(ctx, r.tr.AMQPURL, r.tr.AMQPExchange, r.logger)
-	if err != nil {
-		return fmt.Errorf("broker: %w", err)
 	}
 	defer func() { _ = pub.Close() }()
-	pub.SignWith(signer)
 	inbound, err := r.startInbound(pool, reg)
 	if err != nil {
 		return err
@@ -90,11 +82,38 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 		AdminToken: r.tr.AdminToken, Archive: archiveAPI, Logger: r.logger,
 	}), ln, DefaultServerLimits())
 	r.logger.Info("serving", slog.String("service", r.spec.Name), slog.String("addr", ln.Addr().String()))
-	if err := runServe(ctx, srv, ln, worker, arch.worker, inbound); err != nil {
+	if err := runServe(ctx, srv, ln, worker, arch.worker, inbound, verifier); err != nil {
 		return err
 	}
 	r.logger.Info("stopped", slog.String("service", r.spec.Name))
 	return nil
+}
+
+// publisher is serve's event publisher, signing with the configured key. A
+// broker outage must not stop the service: sweeps, the archiver and metrics
+// go on, the publisher reconnects with backoff, and the outage shows in
+// /readyz, the outbox gauges and OutboxNotDraining.
+func (r *runtime[T]) publisher(ctx context.Context) (*rabbitmq.Publisher, error) {
+	signer, err := loadSigner(r.spec.Name, r.tr.Events)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := rabbitmq.NewLazyPublisher(ctx, r.tr.AMQPURL, r.tr.AMQPExchange, r.logger)
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	return pub.SignWith(signer), nil
+}
+
+// archiveSide is serve's archive API (nil: not served) and its scheduled
+// archive verifier (nil: none).
+func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer) (*ArchiveAPI, func(context.Context) error, error) {
+	reader, verifier, err := r.archiveReader(pool, arch, reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	api, err := r.archiveAPI(ctx, pool, arch, reg, reader)
+	return api, verifier, err
 }
 
 // outboxWorker builds serve's worker: every tick drains the outbox (after
@@ -137,11 +156,12 @@ func (r *runtime[T]) outboxWorker(pool *pgxpool.Pool, pub *rabbitmq.Publisher, r
 	}, nil
 }
 
-// runServe runs the HTTP server, the worker, the archiver and the inbound
-// consumers (nil: none) until ctx ends or one of them fails, then shuts the
-// server down within shutdownTimeout and waits for all of them.
-// Cancellation is not an error.
-func runServe(ctx context.Context, srv *http.Server, ln net.Listener, worker *outbox.Worker, archiver *archive.Worker, inbound func(context.Context) error) error {
+// runServe runs the HTTP server, the worker, the archiver and the
+// background runners (the inbound consumers, the archive verifier; nil:
+// none) until ctx ends or one of them fails, then shuts the server down
+// within shutdownTimeout and waits for all of them. Cancellation is not an
+// error.
+func runServe(ctx context.Context, srv *http.Server, ln net.Listener, worker *outbox.Worker, archiver *archive.Worker, background ...func(context.Context) error) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
@@ -164,8 +184,10 @@ func runServe(ctx context.Context, srv *http.Server, ln net.Listener, worker *ou
 			return nil
 		})
 	}
-	if inbound != nil {
-		g.Go(func() error { return inbound(gctx) })
+	for _, run := range background {
+		if run != nil {
+			g.Go(func() error { return run(gctx) })
+		}
 	}
 	g.Go(func() error {
 		<-gctx.Done() // the caller stopped us, or a goroutine failed

@@ -39,6 +39,12 @@ const (
 	// that read the hot tables look (seed H13: 30 days); a hot window
 	// shorter than it archives rows those queries still expect to find.
 	DefaultDetectionLookbackDays = 30
+	// DefaultVerifyIntervalHours runs a verification of the archives a day
+	// (deep once a week): a store that lost or changed an object is noticed
+	// within a day, its contents within a week.
+	DefaultVerifyIntervalHours = 24
+	// MaxVerifyIntervalHours is a month.
+	MaxVerifyIntervalHours = 720
 	// DefaultStoreRequestTimeout bounds each store request (store.Open).
 	DefaultStoreRequestTimeout = store.DefaultRequestTimeout
 	// MinStoreRequestTimeout and MaxStoreRequestTimeout bound it: a put of
@@ -71,6 +77,9 @@ type Settings struct {
 	DetectionLookbackDays int `koanf:"detection_lookback_days"`
 	// Purge configures the archive API's purge.
 	Purge PurgeSettings `koanf:"purge"`
+	// VerifyIntervalHours between scheduled verifications of the archives
+	// (deep once a week); 0 disables them.
+	VerifyIntervalHours int `koanf:"verify_interval_hours"`
 }
 
 // PurgeSettings configure the purge (archive.purge.*).
@@ -99,6 +108,7 @@ func DefaultSettings() Settings {
 		Store:           StoreSettings{RequestTimeout: DefaultStoreRequestTimeout},
 
 		DetectionLookbackDays: DefaultDetectionLookbackDays,
+		VerifyIntervalHours:   DefaultVerifyIntervalHours,
 	}
 }
 
@@ -136,6 +146,9 @@ func (s Settings) Problems() []settings.Problem {
 	}
 	if s.DetectionLookbackDays < 0 || s.DetectionLookbackDays > MaxHotWindowDays {
 		ps = append(ps, settings.Problem{Key: "archive.detection_lookback_days", Value: s.DetectionLookbackDays, Reason: fmt.Sprintf("must be between 0 (no detection queries) and %d days", MaxHotWindowDays)})
+	}
+	if s.VerifyIntervalHours < 0 || s.VerifyIntervalHours > MaxVerifyIntervalHours {
+		ps = append(ps, settings.Problem{Key: "archive.verify_interval_hours", Value: s.VerifyIntervalHours, Reason: fmt.Sprintf("must be between 0 (no scheduled verification) and %d hours", MaxVerifyIntervalHours)})
 	}
 	if s.Purge.ApprovalsRequired < 0 || s.Purge.ApprovalsRequired > 1 {
 		ps = append(ps, settings.Problem{Key: "archive.purge.approvals_required", Value: s.Purge.ApprovalsRequired, Reason: "must be 0 (direct purge) or 1 (another operator approves)"})

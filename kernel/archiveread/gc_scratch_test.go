@@ -4,16 +4,21 @@ package archiveread_test
 
 import (
 	"context"
+	"encoding/json"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/store"
 )
 
@@ -76,4 +81,46 @@ func TestCollectOrphans(t *testing.T) {
 		require.Equal(t, want, ok, key)
 	}
 	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM archive_lifecycle_log WHERE action = 'archive_orphans_collected' AND actor = 'ops:alice'`))
+}
+
+// TestScheduledVerifier: the scheduled verifier's first run is deep, counts
+// each failure by kind and stamps its finish time; it stops with its context.
+func TestScheduledVerifier(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := kerneltest.ServiceDB(t, "rules")
+	s3 := kerneltest.NewS3Scratch(t)
+	st, err := store.Open(ctx, s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	id := uuid.Must(uuid.NewV7())
+	keys, err := store.NewArchiveKeys(s3.Service, "rule_evaluations", time.Now(), id.String())
+	require.NoError(t, err)
+	require.NoError(t, st.PutCreate(ctx, keys.Data, []byte("{}\n"), store.ContentTypeNDJSON))
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	m := archive.Manifest{ArchiveID: id, Table: "rule_evaluations", DataKey: keys.Data, ManifestKey: keys.Manifest,
+		DataSHA256: archive.SHA256Hex([]byte("something else\n")), RecordCount: 1, Endpoint: st.Identity().Endpoint, Bucket: st.Identity().Bucket,
+		FirstRecordID: id, LastRecordID: id, FirstRecordAt: at, LastRecordAt: at, HotWindowDays: 90, ArchivedAt: at, ArchivedBy: archive.SystemActor}
+	mb, err := json.Marshal(m)
+	require.NoError(t, err)
+	require.NoError(t, st.PutCreate(ctx, keys.Manifest, mb, store.ContentTypeJSON))
+	require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		return archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep(ctx, tx, m, archive.SystemActor)
+	}))
+	vm, err := metrics.NewVerify(prometheus.NewRegistry())
+	require.NoError(t, err)
+	r := archiveread.New(db.Pool, st, s3.Service, archiveTables())
+	vctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { r.RunVerifier(vctx, 20*time.Millisecond, vm, slog.New(&kerneltest.LogRecorder{})); close(done) }()
+	require.Eventually(t, func() bool { return testutil.ToFloat64(vm.Last) > 0 }, 30*time.Second, 10*time.Millisecond)
+	stop()
+	<-done
+	require.GreaterOrEqual(t, testutil.ToFloat64(vm.Failures.WithLabelValues(archiveread.KindSHA256)), 1.0, "the first run is deep: the wrong sha256 is found")
+}
+
+// archiveTables is rule_evaluations as the reader needs it (its age column).
+func archiveTables() []archive.TableSpec {
+	return []archive.TableSpec{{Table: "rule_evaluations", AgeColumn: "evaluated_at"}}
 }
