@@ -507,29 +507,20 @@ func nonNilIDs(ids []uuid.UUID) []uuid.UUID {
 // archiveAPI builds the archive API of an archiving service with a token
 // key configured (nil otherwise: not served). Without a key, an archiving
 // service refuses to serve on a non-loopback address.
-func (r *runtime[T]) archiveAPI(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer, reader *archiveReader) (*ArchiveAPI, error) {
+func (r *runtime[T]) archiveAPI(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer, reader *archiveReader, keys adminKeys) (*ArchiveAPI, error) {
 	as, ok := r.archiveSettings()
 	if !ok {
 		return nil, nil
 	}
-	if !r.tr.Auth.Configured() {
+	if keys.verifier == nil {
 		if !settings.LoopbackAddr(r.tr.HTTPAddr) {
 			return nil, fmt.Errorf("http_addr %s is not loopback and no archive API key is configured: set auth.jwt_public_key_file (%s), auth.jwks_file or auth.jwt_hs256_secret_file",
 				r.tr.HTTPAddr, settings.EnvVar(r.spec.Name, "auth.jwt_public_key_file"))
 		}
 		return nil, nil
 	}
-	v, err := auth.NewVerifier(auth.Config{
-		HS256Secret: r.tr.Auth.JWTHS256Secret, HS256SecretFile: r.tr.Auth.JWTHS256SecretFile, PublicKeyFile: r.tr.Auth.JWTPublicKeyFile,
-		JWKSFile: r.tr.Auth.JWKSFile, Issuer: r.tr.Auth.Issuer, Audience: r.tr.Auth.Audience,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("archive API key (%s): %w", settings.EnvVar(r.spec.Name, "auth.*"), err)
-	}
-	am, err := metrics.NewAdmin(reg)
-	if err != nil {
-		return nil, err
-	}
+	v, am := keys.verifier, keys.metrics
+	var err error
 	pm, err := metrics.NewPurge(reg)
 	if err != nil {
 		return nil, err

@@ -56,7 +56,11 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 		return err // the archiver was asked for and cannot run: refuse to boot (D10)
 	}
 	defer arch.close()
-	archiveAPI, verifier, err := r.archiveSide(ctx, pool, arch, reg)
+	keys, err := r.adminKeys(reg)
+	if err != nil {
+		return err
+	}
+	archiveAPI, verifier, err := r.archiveSide(ctx, pool, arch, reg, keys)
 	if err != nil {
 		return err
 	}
@@ -80,6 +84,7 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	srv, ln := NewServer(Handler(HandlerDeps{
 		Pool: pool, Gatherer: reg, Replay: ReplayLimits(r.tr), Broker: pub,
 		AdminToken: r.tr.AdminToken, Archive: archiveAPI, Logger: r.logger,
+		Retention: &RetentionAPI{Retention: r.retention(), Verifier: keys.verifier, AdminToken: r.tr.AdminToken, Metrics: keys.metrics, Logger: r.logger},
 	}), ln, DefaultServerLimits())
 	r.logger.Info("serving", slog.String("service", r.spec.Name), slog.String("addr", ln.Addr().String()))
 	if err := runServe(ctx, srv, ln, worker, arch.worker, inbound, verifier); err != nil {
@@ -107,12 +112,12 @@ func (r *runtime[T]) publisher(ctx context.Context) (*rabbitmq.Publisher, error)
 
 // archiveSide is serve's archive API (nil: not served) and its scheduled
 // archive verifier (nil: none).
-func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer) (*ArchiveAPI, func(context.Context) error, error) {
+func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer, keys adminKeys) (*ArchiveAPI, func(context.Context) error, error) {
 	reader, verifier, err := r.archiveReader(pool, arch, reg)
 	if err != nil {
 		return nil, nil, err
 	}
-	api, err := r.archiveAPI(ctx, pool, arch, reg, reader)
+	api, err := r.archiveAPI(ctx, pool, arch, reg, reader, keys)
 	return api, verifier, err
 }
 

@@ -39,6 +39,8 @@ type HandlerDeps struct {
 	AdminToken string
 	// Archive, when set, serves the authenticated archive API.
 	Archive *ArchiveAPI
+	// Retention, when set, serves GET /admin/retention.
+	Retention *RetentionAPI
 	Logger  *slog.Logger
 }
 
@@ -65,6 +67,9 @@ func Handler(d HandlerDeps) http.Handler {
 	mux.Handle("POST /admin/events/replay", d.admin(http.HandlerFunc(d.replay)))
 	if d.Archive != nil {
 		d.Archive.routes(mux)
+	}
+	if d.Retention != nil {
+		d.Retention.routes(mux)
 	}
 	return mux
 }

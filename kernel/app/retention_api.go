@@ -1,0 +1,167 @@
+package app
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/craig/retention/kernel/auth"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/kernel/sweep"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Retention is a service's effective windows, served at GET
+// /admin/retention: what `craigctl fleet check` compares across services,
+// since no single service can see its consumers' inbox windows (seed D3.1).
+type Retention struct {
+	Service string `json:"service"`
+	// EventOutboxRetentionDays: published outbox rows older than this are
+	// swept (0: never).
+	EventOutboxRetentionDays int `json:"event_outbox_retention_days"`
+	// EventInboxRetentionDays: inbox dedup records older than this are
+	// swept (0: never).
+	EventInboxRetentionDays int `json:"event_inbox_retention_days"`
+	// ReplayMaxAgeDays is the oldest an admin replay may reach.
+	ReplayMaxAgeDays int `json:"replay_max_age_days"`
+	// Tables is every swept table's window in days (0: its sweep is off).
+	Tables map[string]int `json:"tables"`
+	// Archive is the archiver's windows (absent for a service that archives
+	// nothing).
+	Archive *ArchiveRetention `json:"archive,omitempty"`
+}
+
+// ArchiveRetention is an archiving service's hot window and retention
+// schedule.
+type ArchiveRetention struct {
+	Enabled       bool `json:"enabled"`
+	HotWindowDays int  `json:"hot_window_days"`
+	// RetentionDays: archived table → days after an archive's newest record
+	// that it becomes purgeable (0: never).
+	RetentionDays map[string]int `json:"retention_days"`
+}
+
+// retention is the service's effective windows.
+func (r *runtime[T]) retention() Retention {
+	out := Retention{
+		Service: r.spec.Name, EventOutboxRetentionDays: r.tr.EventOutboxRetentionDays,
+		EventInboxRetentionDays: r.tr.EventInboxRetentionDays, ReplayMaxAgeDays: r.tr.ReplayMaxAgeDays,
+		Tables: map[string]int{},
+	}
+	for _, p := range sweep.Policies(Groups(r.spec, r.cfg)) {
+		out.Tables[p.Table] = p.WindowDays
+	}
+	if as, ok := r.archiveSettings(); ok {
+		days := map[string]int{}
+		if r.spec.Archive.Retention != nil {
+			days = r.spec.Archive.Retention(r.cfg)
+		}
+		for _, t := range r.spec.Archive.Tables() {
+			days[t.Table] += 0 // every archived table appears, 0 when unscheduled
+		}
+		out.Archive = &ArchiveRetention{Enabled: as.Enabled, HotWindowDays: as.HotWindowDays, RetentionDays: days}
+	}
+	return out
+}
+
+// adminKeys are the admin API's token verifier (nil: no key configured)
+// and its refusal metrics.
+type adminKeys struct {
+	verifier *auth.Verifier
+	metrics  *metrics.Admin
+}
+
+func (r *runtime[T]) adminKeys(reg prometheus.Registerer) (adminKeys, error) {
+	am, err := metrics.NewAdmin(reg)
+	if err != nil {
+		return adminKeys{}, err
+	}
+	v, err := r.verifier()
+	return adminKeys{verifier: v, metrics: am}, err
+}
+
+// verifier is the service's archive API token verifier (nil: no key
+// configured).
+func (r *runtime[T]) verifier() (*auth.Verifier, error) {
+	if !r.tr.Auth.Configured() {
+		return nil, nil
+	}
+	v, err := auth.NewVerifier(auth.Config{
+		HS256Secret: r.tr.Auth.JWTHS256Secret, HS256SecretFile: r.tr.Auth.JWTHS256SecretFile, PublicKeyFile: r.tr.Auth.JWTPublicKeyFile,
+		JWKSFile: r.tr.Auth.JWKSFile, Issuer: r.tr.Auth.Issuer, Audience: r.tr.Auth.Audience,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("archive API key (%s): %w", settings.EnvVar(r.spec.Name, "auth.*"), err)
+	}
+	return v, nil
+}
+
+// RetentionAPI serves GET /admin/retention. It answers a bearer token that
+// is either a JWT with archive:read (when a key is configured) or the
+// admin_token (when one is set); with neither configured the service is on
+// loopback only (settings refuse otherwise) and the call is open, like the
+// rest of its admin API.
+type RetentionAPI struct {
+	Retention  Retention
+	Verifier   *auth.Verifier
+	AdminToken string
+	Metrics    *metrics.Admin
+	Logger     *slog.Logger
+}
+
+func (a *RetentionAPI) routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /admin/retention", a.serve)
+}
+
+func (a *RetentionAPI) serve(w http.ResponseWriter, r *http.Request) {
+	if err := a.authenticate(r); err != nil {
+		if a.Metrics != nil {
+			a.Metrics.AuthFailures.WithLabelValues(err.Reason).Inc()
+		}
+		a.Logger.WarnContext(r.Context(), "retention API request refused", slog.String("reason", err.Reason),
+			slog.String("remote", r.RemoteAddr), slog.String("error", err.Error()))
+		if err.Reason == auth.ReasonScope {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "insufficient_scope", "required": auth.ScopeRead})
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_token"})
+		return
+	}
+	writeJSON(w, http.StatusOK, a.Retention)
+}
+
+// authenticate returns nil when the request may read the windows.
+func (a *RetentionAPI) authenticate(r *http.Request) *auth.Error {
+	if a.Verifier == nil && a.AdminToken == "" {
+		return nil
+	}
+	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	raw = strings.TrimSpace(raw)
+	if !ok || raw == "" {
+		return &auth.Error{Reason: auth.ReasonMissing, Err: errors.New("no bearer token")}
+	}
+	if a.AdminToken != "" && subtle.ConstantTimeCompare([]byte(raw), []byte(a.AdminToken)) == 1 {
+		return nil
+	}
+	if a.Verifier == nil {
+		return &auth.Error{Reason: auth.ReasonSignature, Err: errors.New("the bearer token is not the admin token")}
+	}
+	p, err := a.Verifier.Verify(r.Context(), raw)
+	var ae *auth.Error
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case err != nil:
+		return &auth.Error{Reason: auth.ReasonMalformed, Err: err}
+	case reservedActor(p.Subject):
+		return &auth.Error{Reason: auth.ReasonClaims, Err: fmt.Errorf("sub %q is reserved", p.Subject)}
+	case !p.Has(auth.ScopeRead):
+		return &auth.Error{Reason: auth.ReasonScope, Err: fmt.Errorf("%s lacks %s", p.Subject, auth.ScopeRead)}
+	}
+	return nil
+}
