@@ -41,7 +41,7 @@ type HandlerDeps struct {
 	Archive *ArchiveAPI
 	// Retention, when set, serves GET /admin/retention.
 	Retention *RetentionAPI
-	Logger  *slog.Logger
+	Logger    *slog.Logger
 }
 
 // Handler serves /metrics, /healthz, /readyz and the admin API.
