@@ -1,0 +1,198 @@
+package craigctl
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// newArchiveCmd is `craigctl archive …`.
+func newArchiveCmd(o *options) *cobra.Command {
+	return group("archive", "A service's archives: run, purge, holds, retention, records, fetch, verify, gc",
+		newRunCmd(o), newPurgeCmd(o), group("purges", "Purge requests awaiting approval", newApproveCmd(o)),
+		group("hold", "Legal holds", newHoldCreateCmd(o), newHoldReleaseCmd(o), newHoldListCmd(o)),
+		group("retention", "Retention dates", newRetentionSetCmd(o)),
+		group("records", "The archive ledger", newRecordsListCmd(o)),
+		newFetchCmd(o), newVerifyCmd(o), newGCCmd(o))
+}
+
+// passReport is the answer of POST /admin/archive/run.
+type passReport struct {
+	More   bool `json:"more"`
+	Tables []struct {
+		Table       string    `json:"table"`
+		Archived    int64     `json:"archived"`
+		Quarantined int       `json:"quarantined"`
+		Archives    []archRef `json:"archives"`
+		Error       *string   `json:"error"`
+	} `json:"tables"`
+}
+
+type archRef struct {
+	ArchiveID string `json:"archive_id"`
+}
+
+func newRunCmd(o *options) *cobra.Command {
+	var budget int
+	bf := &decimal{v: &budget}
+	c := &cobra.Command{
+		Use: "run", Short: "Run one archive pass now, attributed to the token's subject", Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := o.target()
+			if err != nil {
+				return err
+			}
+			body := map[string]any{}
+			if bf.set {
+				if budget < 1 {
+					return usageErr("--budget %d: at least 1 batch", budget)
+				}
+				body["budget"] = budget
+			}
+			var rep passReport
+			raw, err := cl.do(cmd.Context(), http.MethodPost, "/admin/archive/run", nil, body, &rep)
+			if err != nil {
+				return err
+			}
+			return o.show(raw, func(w io.Writer) {
+				row(w, "TABLE", "ARCHIVED", "QUARANTINED", "ARCHIVES", "ERROR")
+				for _, t := range rep.Tables {
+					row(w, t.Table, t.Archived, t.Quarantined, len(t.Archives), orDash(t.Error))
+				}
+				if rep.More {
+					row(w, "(more rows are due: run again or let the scheduled archiver go on)")
+				}
+			})
+		},
+	}
+	c.Flags().Var(bf, "budget", "the most batches this pass archives (the service bounds it; default its own)")
+	return c
+}
+
+// purgeAnswer is the answer of POST /admin/archive/purge and of an approval.
+type purgeAnswer struct {
+	Candidates  []string `json:"candidates"`
+	Purged      []string `json:"purged"`
+	Skipped     []string `json:"skipped"`
+	More        bool     `json:"more"`
+	PurgeID     string   `json:"purge_id"`
+	Status      string   `json:"status"`
+	Certificate string   `json:"certificate"`
+}
+
+func newPurgeCmd(o *options) *cobra.Command {
+	var limit int
+	var dryRun, yes bool
+	lf := &decimal{v: &limit}
+	c := &cobra.Command{
+		Use:   "purge --limit N [--dry-run] [--yes]",
+		Short: "Destroy up to N archives past their retention date and not held (asks to type yes)",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !lf.set || limit < 1 {
+				return usageErr("--limit N (at least 1) is required: a purge is always bounded")
+			}
+			cl, err := o.target()
+			if err != nil {
+				return err
+			}
+			var plan purgeAnswer
+			raw, err := cl.do(cmd.Context(), http.MethodPost, "/admin/archive/purge", nil, map[string]any{"limit": limit, "dry_run": true}, &plan)
+			if err != nil || dryRun || len(plan.Candidates) == 0 {
+				return o.purgePlan(raw, plan, err)
+			}
+			if err := o.confirm(yes, fmt.Sprintf("This destroys %d archive(s) of %s, every version of their objects:\n  %s",
+				len(plan.Candidates), cl.service, strings.Join(plan.Candidates, "\n  "))); err != nil {
+				return err
+			}
+			sp := o.spinner("purging", "archives")
+			var res purgeAnswer
+			raw, err = cl.do(cmd.Context(), http.MethodPost, "/admin/archive/purge", nil, map[string]any{"limit": limit}, &res)
+			sp.done()
+			if err != nil {
+				return err
+			}
+			return o.show(raw, func(w io.Writer) { purgeResult(w, res) })
+		},
+	}
+	c.Flags().Var(lf, "limit", "the most archives to purge (required; the service bounds it)")
+	c.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be purged; destroy nothing")
+	c.Flags().BoolVar(&yes, "yes", false, "do not ask (required when stdin is not a terminal)")
+	return c
+}
+
+// purgePlan prints a dry run's candidates (or the error that stopped it).
+func (o *options) purgePlan(raw []byte, plan purgeAnswer, err error) error {
+	if err != nil {
+		return err
+	}
+	return o.show(raw, func(w io.Writer) {
+		if len(plan.Candidates) == 0 {
+			row(w, "nothing to purge: no archive is past its retention date and free of holds")
+			return
+		}
+		row(w, "WOULD PURGE")
+		for _, id := range plan.Candidates {
+			row(w, id)
+		}
+		if plan.More {
+			row(w, "(more are purgeable beyond --limit)")
+		}
+	})
+}
+
+func purgeResult(w io.Writer, res purgeAnswer) {
+	if res.Status == "awaiting_approval" {
+		row(w, "purge request "+res.PurgeID+" awaits approval by another operator:")
+		row(w, "  craigctl archive purges approve "+res.PurgeID)
+		for _, id := range res.Candidates {
+			row(w, "  "+id)
+		}
+		return
+	}
+	row(w, "PURGED")
+	for _, id := range res.Purged {
+		row(w, id)
+	}
+	for _, id := range res.Skipped {
+		row(w, id+"  (skipped: held or no longer purgeable)")
+	}
+	if res.PurgeID != "" {
+		row(w, "purge "+res.PurgeID+" certificate:")
+		row(w, res.Certificate)
+	}
+}
+
+func newApproveCmd(o *options) *cobra.Command {
+	var yes bool
+	c := &cobra.Command{
+		Use: "approve PURGE_ID [--yes]", Short: "Approve (and so execute) another operator's purge request (asks to type yes)",
+		Args: exactArgs(1, "PURGE_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseUUID("PURGE_ID", args[0])
+			if err != nil {
+				return err
+			}
+			cl, err := o.target()
+			if err != nil {
+				return err
+			}
+			if err := o.confirm(yes, fmt.Sprintf("Approving purge %s on %s executes it now: it destroys every archive the request froze that is still purgeable.", id, cl.service)); err != nil {
+				return err
+			}
+			sp := o.spinner("purging", "archives")
+			var res purgeAnswer
+			raw, err := cl.do(cmd.Context(), http.MethodPost, "/admin/archive/purges/"+id.String()+"/approve", nil, map[string]any{}, &res)
+			sp.done()
+			if err != nil {
+				return err
+			}
+			return o.show(raw, func(w io.Writer) { purgeResult(w, res) })
+		},
+	}
+	c.Flags().BoolVar(&yes, "yes", false, "do not ask (required when stdin is not a terminal)")
+	return c
+}

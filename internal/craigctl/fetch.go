@@ -1,0 +1,186 @@
+package craigctl
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// tableName is what a table argument may be.
+var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// maxLine bounds one NDJSON line of a range fetch (a row of the largest
+// archive batch the engine writes is far below it).
+const maxLine = 64 << 20
+
+type fetchFlags struct {
+	id, from, to, out string
+}
+
+func newFetchCmd(o *options) *cobra.Command {
+	var f fetchFlags
+	c := &cobra.Command{
+		Use:   "fetch TABLE (--id ID | --from T --to T) [--out FILE]",
+		Short: "Fetch an archived (or still hot) row by id, or every archived row of [from, to) as NDJSON, each object verified",
+		Args:  exactArgs(1, "TABLE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !tableName.MatchString(args[0]) {
+				return usageErr("TABLE %q: a table name", args[0])
+			}
+			switch {
+			case f.id != "" && (f.from != "" || f.to != ""):
+				return usageErr("--id or --from/--to, not both")
+			case f.id != "":
+				return o.fetchOne(cmd, args[0], f)
+			case f.from != "" && f.to != "":
+				return o.fetchRange(cmd, args[0], f)
+			default:
+				return usageErr("--id ID, or both --from and --to")
+			}
+		},
+	}
+	c.Flags().StringVar(&f.id, "id", "", "the row's id")
+	c.Flags().StringVar(&f.from, "from", "", "range start (RFC 3339 or a date), inclusive, on the table's age column")
+	c.Flags().StringVar(&f.to, "to", "", "range end, exclusive")
+	c.Flags().StringVarP(&f.out, "out", "o", "", "write to FILE (written whole or not at all) instead of stdout")
+	return c
+}
+
+// fetched is the answer for one row.
+type fetched struct {
+	Source    string          `json:"source"`
+	ArchiveID *string         `json:"archive_id"`
+	Row       json.RawMessage `json:"row"`
+}
+
+func (o *options) fetchOne(cmd *cobra.Command, table string, f fetchFlags) error {
+	id, err := parseUUID("--id", f.id)
+	if err != nil {
+		return err
+	}
+	cl, err := o.target()
+	if err != nil {
+		return err
+	}
+	var ans fetched
+	raw, err := cl.do(cmd.Context(), http.MethodGet, "/admin/archive/rows/"+url.PathEscape(table)+"/"+id.String(), nil, nil, &ans)
+	if err != nil {
+		return err
+	}
+	out := raw
+	if !o.json {
+		var pretty bytes.Buffer
+		if err := json.Indent(&pretty, ans.Row, "", "  "); err != nil {
+			return fmt.Errorf("the row is not JSON: %w", err)
+		}
+		out = pretty.Bytes()
+		where := "the hot table"
+		if ans.ArchiveID != nil {
+			where = "archive " + *ans.ArchiveID + " (verified against its ledger sha256)"
+		}
+		_, _ = fmt.Fprintf(o.io.Err, "%s %s: from %s\n", table, id, where)
+	}
+	return o.writeOut(f.out, func(w io.Writer) (int, error) {
+		_, err := fmt.Fprintf(w, "%s\n", out)
+		return 1, err
+	})
+}
+
+func (o *options) fetchRange(cmd *cobra.Command, table string, f fetchFlags) error {
+	from, err := parseTime("from", f.from)
+	if err != nil {
+		return err
+	}
+	to, err := parseTime("to", f.to)
+	if err != nil {
+		return err
+	}
+	if !from.Before(to) {
+		return usageErr("--from must be before --to")
+	}
+	cl, err := o.target()
+	if err != nil {
+		return err
+	}
+	q := url.Values{"from": {from.Format(time.RFC3339Nano)}, "to": {to.Format(time.RFC3339Nano)}}
+	sp := o.spinner("fetching "+table, "rows")
+	rows := 0
+	err = o.writeOut(f.out, func(w io.Writer) (int, error) {
+		err := cl.stream(cmd.Context(), "/admin/archive/rows/"+url.PathEscape(table), q, func(r io.Reader) error {
+			var err error
+			rows, err = copyRows(w, r, sp)
+			return err
+		})
+		return rows, err
+	})
+	sp.done()
+	if err == nil && !o.json {
+		_, _ = fmt.Fprintf(o.io.Err, "%d row(s) of %s in [%s, %s)\n", rows, table, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	return err
+}
+
+// errStreamStopped: the service ended a stream with an error line.
+var errStreamStopped = errors.New("the service stopped the stream")
+
+// copyRows copies NDJSON rows until the end or the service's error line
+// ({"error": …} alone, which a row, having an id, never is).
+func copyRows(w io.Writer, r io.Reader, sp *progress) (int, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	n := 0
+	for sc.Scan() {
+		line := sc.Bytes()
+		var stop map[string]json.RawMessage
+		if json.Unmarshal(line, &stop) == nil && len(stop) == 1 && stop["error"] != nil {
+			return n, fmt.Errorf("%w after %d row(s): %s", errStreamStopped, n, stop["error"])
+		}
+		if _, err := w.Write(append(line, '\n')); err != nil {
+			return n, err
+		}
+		n++
+		sp.add(1)
+	}
+	return n, sc.Err()
+}
+
+// writeOut runs write on stdout, or on a temporary file renamed to path
+// only when it succeeded: a fetch for a hearing is whole or absent.
+func (o *options) writeOut(path string, write func(io.Writer) (int, error)) error {
+	if path == "" {
+		_, err := write(o.io.Out)
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".craigctl-fetch-*")
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	_, err = write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("nothing written to %s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
+}
+

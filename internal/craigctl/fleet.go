@@ -1,0 +1,217 @@
+package craigctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+
+	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
+)
+
+// inboxMarginDays is how much longer a consumer's inbox window must be
+// than a producer's outbox window, and how much shorter a producer's
+// replay clamp than a consumer's inbox window: the margin each service
+// enforces on its own windows (settings.MinInboxMarginDays, seed D3.1),
+// here across services.
+const inboxMarginDays = 1
+
+// maxFleetFile bounds fleet.yaml.
+const maxFleetFile = 1 << 20
+
+// fleetFile is fleet.yaml: the services and where their admin APIs are.
+type fleetFile struct {
+	Services []fleetService `yaml:"services"`
+}
+
+type fleetService struct {
+	Name string `yaml:"name"`
+	URL  string `yaml:"url"`
+	// TokenFile is this service's token (default: --token-file or
+	// $CRAIG_TOKEN; none when neither, for a loopback service without keys).
+	TokenFile string `yaml:"token_file"`
+}
+
+// Windows is a service's answer of GET /admin/retention.
+type Windows struct {
+	Service                  string         `json:"service"`
+	EventOutboxRetentionDays int            `json:"event_outbox_retention_days"`
+	EventInboxRetentionDays  int            `json:"event_inbox_retention_days"`
+	ReplayMaxAgeDays         int            `json:"replay_max_age_days"`
+	Tables                   map[string]int `json:"tables"`
+}
+
+// Violation is one broken fleet rule.
+type Violation struct {
+	Rule     string `json:"rule"`
+	Producer string `json:"producer"`
+	Consumer string `json:"consumer"`
+	Detail   string `json:"detail"`
+}
+
+// Fleet-check rules.
+const (
+	RuleInboxOutlivesOutbox = "inbox_outlives_outbox"
+	RuleReplayWithinInbox   = "replay_within_inbox"
+)
+
+func newFleetCmd(o *options) *cobra.Command {
+	var path string
+	check := &cobra.Command{
+		Use:   "check --config fleet.yaml",
+		Short: "Check the windows across services: every inbox outlives every outbox, no replay reaches past an inbox",
+		Args:  exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if path == "" {
+				return usageErr("--config fleet.yaml is required")
+			}
+			ff, err := readFleet(path)
+			if err != nil {
+				return err
+			}
+			ws, err := o.fetchWindows(cmd.Context(), ff)
+			if err != nil {
+				return err
+			}
+			return o.reportFleet(ws, CheckFleet(ws))
+		},
+	}
+	check.Flags().StringVar(&path, "config", "", "the fleet file: services: [{name, url, token_file?}]")
+	return group("fleet", "Checks across every service of the fleet", check)
+}
+
+// readFleet reads and checks fleet.yaml (unknown keys refused).
+func readFleet(path string) (fleetFile, error) {
+	var ff fleetFile
+	fi, err := os.Stat(path)
+	if err != nil {
+		return ff, usageErr("--config: %w", err)
+	}
+	if fi.Size() > maxFleetFile {
+		return ff, usageErr("--config %s: larger than %d bytes", path, maxFleetFile)
+	}
+	b, err := os.ReadFile(path) //nolint:gosec // the operator names the file
+	if err != nil {
+		return ff, usageErr("--config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&ff); err != nil && !errors.Is(err, io.EOF) {
+		return ff, usageErr("--config %s: %w", path, err)
+	}
+	if len(ff.Services) == 0 {
+		return ff, usageErr("--config %s: no services (services: [{name, url}])", path)
+	}
+	seen := map[string]bool{}
+	for i, s := range ff.Services {
+		switch {
+		case !serviceName.MatchString(s.Name):
+			return ff, usageErr("--config %s: services[%d].name %q: a service name", path, i, s.Name)
+		case seen[s.Name]:
+			return ff, usageErr("--config %s: service %s is listed twice", path, s.Name)
+		}
+		if _, err := parseBase(s.URL); err != nil {
+			return ff, usageErr("--config %s: services[%d].url: %w", path, i, err)
+		}
+		seen[s.Name] = true
+	}
+	return ff, nil
+}
+
+// fetchWindows reads every service's Windows; a service that cannot be
+// read fails the check (an unchecked fleet is not a passing one).
+func (o *options) fetchWindows(ctx context.Context, ff fleetFile) ([]Windows, error) {
+	var out []Windows
+	for _, s := range ff.Services {
+		token, err := o.token()
+		if s.TokenFile != "" {
+			token, err = readToken(s.TokenFile)
+		}
+		if err != nil {
+			return nil, err
+		}
+		base, _ := parseBase(s.URL) // checked by readFleet
+		cl, err := o.client(s.Name, base, token)
+		if err != nil {
+			return nil, err
+		}
+		var w Windows
+		if _, err := cl.do(ctx, http.MethodGet, "/admin/retention", nil, nil, &w); err != nil {
+			return nil, fmt.Errorf("%s (%s): %w", s.Name, base, err)
+		}
+		if w.Service != s.Name {
+			return nil, fmt.Errorf("%s (%s) answers as service %q: fleet.yaml points at the wrong service", s.Name, base, w.Service)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+// CheckFleet applies the cross-service rules of seed D3.1 to every
+// producer/consumer pair (every service publishes to the exchange and every
+// service's inbox dedups what it consumes, so every pair counts):
+//
+//   - a consumer's event_inbox_retention_days ≥ a producer's
+//     event_outbox_retention_days + 1: the dedup record outlives every
+//     replayable outbox row;
+//   - a producer's replay_max_age_days ≤ a consumer's
+//     event_inbox_retention_days − 1: no replay reaches events whose dedup
+//     records are gone.
+//
+// A window of 0 (that sweep off: kept forever) satisfies both sides.
+func CheckFleet(ws []Windows) []Violation {
+	var vs []Violation
+	for _, p := range ws {
+		for _, c := range ws {
+			if c.EventInboxRetentionDays == 0 {
+				continue
+			}
+			if p.EventOutboxRetentionDays > 0 && c.EventInboxRetentionDays < p.EventOutboxRetentionDays+inboxMarginDays {
+				vs = append(vs, Violation{Rule: RuleInboxOutlivesOutbox, Producer: p.Service, Consumer: c.Service,
+					Detail: fmt.Sprintf("%s event_inbox_retention_days=%d < %s event_outbox_retention_days=%d + %d",
+						c.Service, c.EventInboxRetentionDays, p.Service, p.EventOutboxRetentionDays, inboxMarginDays)})
+			}
+			if p.ReplayMaxAgeDays > c.EventInboxRetentionDays-inboxMarginDays {
+				vs = append(vs, Violation{Rule: RuleReplayWithinInbox, Producer: p.Service, Consumer: c.Service,
+					Detail: fmt.Sprintf("%s replay_max_age_days=%d > %s event_inbox_retention_days=%d - %d",
+						p.Service, p.ReplayMaxAgeDays, c.Service, c.EventInboxRetentionDays, inboxMarginDays)})
+			}
+		}
+	}
+	sort.SliceStable(vs, func(i, j int) bool { return vs[i].Rule < vs[j].Rule })
+	return vs
+}
+
+func (o *options) reportFleet(ws []Windows, vs []Violation) error {
+	if vs == nil {
+		vs = []Violation{}
+	}
+	raw, err := json.Marshal(map[string]any{"ok": len(vs) == 0, "services": ws, "violations": vs})
+	if err != nil {
+		return err
+	}
+	if err := o.show(raw, func(w io.Writer) {
+		row(w, "SERVICE", "OUTBOX_DAYS", "INBOX_DAYS", "REPLAY_MAX_AGE_DAYS")
+		for _, s := range ws {
+			row(w, s.Service, s.EventOutboxRetentionDays, s.EventInboxRetentionDays, s.ReplayMaxAgeDays)
+		}
+		for _, v := range vs {
+			row(w, "VIOLATION "+v.Rule+": "+v.Detail)
+		}
+		if len(vs) == 0 {
+			row(w, fmt.Sprintf("ok: %d service(s), every inbox outlives every outbox and no replay reaches past an inbox", len(ws)))
+		}
+	}); err != nil {
+		return err
+	}
+	if len(vs) > 0 {
+		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("%d fleet window violation(s)", len(vs))}
+	}
+	return nil
+}
