@@ -8,6 +8,11 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/craig/retention/internal/configdoc"
+	"github.com/craig/retention/services/exchange"
+	"github.com/craig/retention/services/financial"
+	"github.com/craig/retention/services/rules"
+	"github.com/craig/retention/services/security"
 	"github.com/magefile/mage/mg"
 	"github.com/magefile/mage/sh"
 	"gopkg.in/yaml.v3"
@@ -22,12 +27,32 @@ func Generate() error {
 	return nil
 }
 
+// configurationDoc is the generated configuration reference.
+const configurationDoc = "docs/configuration.md"
+
+// Docs regenerates docs/configuration.md from the settings structs (every
+// key, its environment variable, type, default and doc comment).
+func Docs() error {
+	fmt.Println("==> render " + configurationDoc)
+	doc, err := configdoc.Render(".", []configdoc.Service{
+		{Name: exchange.Name, Defaults: exchange.DefaultSettings()},
+		{Name: financial.Name, Defaults: financial.DefaultSettings()},
+		{Name: rules.Name, Defaults: rules.DefaultSettings()},
+		{Name: security.Name, Defaults: security.DefaultSettings()},
+	})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(configurationDoc, doc, 0o644) //nolint:gosec // a document in the repository
+}
+
 // Gen groups the code-generation checks.
 type Gen mg.Namespace
 
-// Verify fails when the committed sqlc code or any module's go.mod/go.sum is stale.
+// Verify fails when the committed sqlc code, docs/configuration.md or any
+// module's go.mod/go.sum is stale.
 func (Gen) Verify() error {
-	mg.Deps(Generate)
+	mg.Deps(Generate, Docs)
 	mods, err := workspaceModules()
 	if err != nil {
 		return err
@@ -71,7 +96,7 @@ func changedSinceCommit(paths []string) error {
 }
 
 // generatedPaths lists what gen:verify checks: every module's go.mod and
-// go.sum and every sqlc output directory.
+// go.sum, every sqlc output directory and the configuration reference.
 func generatedPaths(mods []string) ([]string, error) {
 	var paths []string
 	for _, dir := range mods {
@@ -81,7 +106,7 @@ func generatedPaths(mods []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(paths, outs...), nil
+	return append(append(paths, outs...), configurationDoc), nil
 }
 
 // sqlcOutputDirs returns the gen.go.out directory of every sqlc package.

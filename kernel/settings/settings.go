@@ -262,13 +262,23 @@ func decode(in, out any) error {
 	return d.Decode(in)
 }
 
-// collectKeys walks a settings struct type and records each leaf key with its
-// Go type. Embedded structs tagged ",squash" contribute their keys at the
-// same level; other struct fields nest under their key.
+// collectKeys records each leaf key of a settings struct type with its Go
+// type.
 func collectKeys(t reflect.Type, prefix string, out map[string]reflect.Type) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	walk(reflect.New(t).Elem(), prefix, func(key string, _ reflect.Type, f reflect.StructField, _ reflect.Value) {
+		out[key] = f.Type
+	})
+}
+
+// walk visits each leaf key of a settings struct value with the struct type
+// declaring it, its field and its value. Embedded structs tagged ",squash"
+// contribute their keys at the same level; other struct fields nest under
+// their key.
+func walk(v reflect.Value, prefix string, fn func(key string, owner reflect.Type, f reflect.StructField, val reflect.Value)) {
+	for v.Kind() == reflect.Pointer {
+		v = reflect.New(v.Type().Elem()).Elem()
 	}
+	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
@@ -280,7 +290,7 @@ func collectKeys(t reflect.Type, prefix string, out map[string]reflect.Type) {
 		}
 		ft := f.Type
 		if strings.Contains(opts, "squash") && ft.Kind() == reflect.Struct {
-			collectKeys(ft, prefix, out)
+			walk(v.Field(i), prefix, fn)
 			continue
 		}
 		if name == "" {
@@ -288,9 +298,40 @@ func collectKeys(t reflect.Type, prefix string, out map[string]reflect.Type) {
 		}
 		key := prefix + name
 		if ft.Kind() == reflect.Struct && ft.PkgPath() != "time" {
-			collectKeys(ft, key+".", out)
+			walk(v.Field(i), key+".", fn)
 			continue
 		}
-		out[key] = ft
+		fn(key, t, f, v.Field(i))
 	}
+}
+
+// Field is one settings key of a settings value, for a configuration
+// reference generated from the structs.
+type Field struct {
+	Key string
+	// Type is the value's kind as errors name it (integer, boolean,
+	// duration, string).
+	Type string
+	// Default is the value shown as errors show values: a secret only as
+	// set or not, a URL redacted.
+	Default string
+	// Owner is the struct type declaring the field, GoName the field's name
+	// (where its doc comment is).
+	Owner  reflect.Type
+	GoName string
+}
+
+// Fields lists every key of a settings value (its defaults, typically),
+// sorted by key.
+func Fields(v any) []Field {
+	var out []Field
+	walk(reflect.ValueOf(v), "", func(key string, owner reflect.Type, f reflect.StructField, val reflect.Value) {
+		def := displayValue(key, val.Interface())
+		if def == "" {
+			def = `""`
+		}
+		out = append(out, Field{Key: key, Type: typeName(f.Type), Default: def, Owner: owner, GoName: f.Name})
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
 }

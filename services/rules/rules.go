@@ -32,6 +32,9 @@ type ArchiveSettings struct {
 // archive's newest record it becomes purgeable; 0: no date, never
 // purgeable, the default: the schedule is the records officer's to set).
 type Retention struct {
+	// RuleEvaluationsDays: a rule_evaluations archive becomes purgeable this
+	// many days after its newest record (0: never; the records officer sets
+	// it).
 	RuleEvaluationsDays int `koanf:"rule_evaluations_days"`
 }
 

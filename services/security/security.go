@@ -34,7 +34,10 @@ type ArchiveSettings struct {
 // an archive's newest record it becomes purgeable; 0: no date, never
 // purgeable, the default).
 type Retention struct {
-	AuditLogDays        int `koanf:"audit_log_days"`
+	// AuditLogDays: an audit_log archive becomes purgeable this many days
+	// after its newest record (0: never; the records officer sets it).
+	AuditLogDays int `koanf:"audit_log_days"`
+	// DeadLetterAuditDays: the same for dead_letter_audit archives.
 	DeadLetterAuditDays int `koanf:"dead_letter_audit_days"`
 }
 
