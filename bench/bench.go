@@ -85,7 +85,7 @@ func newRunner(cfg Config) (*runner, error) {
 		return nil, errors.New("the rules service's first sweep policy is not the outbox's")
 	}
 	r.outbox = r.groups[0].Policies[0]
-	if (cfg.runs(ScenarioArchive) || cfg.runs(ScenarioSecurityArchive) || cfg.runs(ScenarioPurge)) && os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_SECRET_ACCESS_KEY") == "" {
+	if (cfg.runs(ScenarioArchive) || cfg.runs(ScenarioSecurityArchive) || cfg.runs(ScenarioPurge) || cfg.runs(ScenarioRead)) && os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_SECRET_ACCESS_KEY") == "" {
 		_ = os.Setenv("AWS_ACCESS_KEY_ID", localS3AccessKey)
 		_ = os.Setenv("AWS_SECRET_ACCESS_KEY", localS3SecretKey)
 	}
@@ -150,6 +150,11 @@ func (r *runner) runScenarios(ctx context.Context, res *Results) error {
 	}
 	if r.cfg.runs(ScenarioPurge) {
 		if res.Purge, err = r.runPurge(ctx); err != nil {
+			return err
+		}
+	}
+	if r.cfg.runs(ScenarioRead) {
+		if res.Read, err = r.runRead(ctx); err != nil {
 			return err
 		}
 	}

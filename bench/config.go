@@ -51,10 +51,13 @@ const (
 	ScenarioFleet = "fleet"
 	// ScenarioPurge is the lifecycle purge of 100 due archives.
 	ScenarioPurge = "purge"
+	// ScenarioRead is the read side: fetch by id and deep verify through
+	// the archive API.
+	ScenarioRead = "read"
 )
 
 // AllScenarios lists every scenario in run order.
-var AllScenarios = []string{ScenarioDrain, ScenarioSteady, ScenarioWriter, ScenarioArchive, ScenarioSecurityArchive, ScenarioFleet, ScenarioPurge}
+var AllScenarios = []string{ScenarioDrain, ScenarioSteady, ScenarioWriter, ScenarioArchive, ScenarioSecurityArchive, ScenarioFleet, ScenarioPurge, ScenarioRead}
 
 // Environment variables of the benchmark (the cmd's flags override them).
 const (
@@ -71,6 +74,7 @@ const (
 	EnvScenarios      = "CRAIG_BENCH_SCENARIOS"
 	EnvSmoke          = "CRAIG_BENCH_SMOKE"
 	EnvFleetEvents    = "CRAIG_BENCH_FLEET_EVENTS"
+	EnvReadArchives   = "CRAIG_BENCH_READ_ARCHIVES"
 	EnvAMQPURL        = "CRAIG_BENCH_AMQP_URL" // broker; default CRAIG_TEST_AMQP_URL, then the local one
 )
 
@@ -99,6 +103,12 @@ type Config struct {
 	// FleetEvents is how many signed archive events one fleet round
 	// publishes.
 	FleetEvents int
+	// ReadArchives is how many archives the read scenario books (ledger
+	// rows and objects), each of ReadRowsPerArchive rows; ReadFetches rows
+	// are fetched by id.
+	ReadArchives       int
+	ReadRowsPerArchive int
+	ReadFetches        int
 	// Rounds is how many interleaved rounds every configuration runs (≥ 3).
 	Rounds int
 	// DrainRows is the event_outbox size of the drain and writer scenarios
@@ -140,6 +150,8 @@ func Default() Config {
 		ArchiveRows:    200_000,
 		ArchiveBigRows: 1_000,
 		FleetEvents:    20_000,
+		// The sizes: 10,000 ledger rows of 1,000 rows, 200 ids.
+		ReadArchives: 10_000, ReadRowsPerArchive: 1_000, ReadFetches: 200,
 		AMQPURL:        DefaultAMQPURL,
 		WriterRate:     200,
 		TimeBox:        15 * time.Second,
@@ -154,6 +166,7 @@ func Smoke() Config {
 	c.Rounds = 3
 	c.DrainRows, c.SteadyRows, c.ArchiveRows, c.ArchiveBigRows, c.FleetEvents = 20_000, 30_000, 2_000, 100, 300
 	c.WriterRate = 100
+	c.ReadArchives, c.ReadRowsPerArchive, c.ReadFetches = 30, 50, 20
 	c.TimeBox = 300 * time.Millisecond
 	c.Smoke = true
 	return c
@@ -183,7 +196,7 @@ func FromEnv(base Config, getenv func(string) string) (Config, error) {
 	}{
 		{EnvRounds, &c.Rounds}, {EnvDrainRows, &c.DrainRows}, {EnvSteadyRows, &c.SteadyRows},
 		{EnvArchiveRows, &c.ArchiveRows}, {EnvArchiveBigRows, &c.ArchiveBigRows}, {EnvWriterRate, &c.WriterRate},
-		{EnvFleetEvents, &c.FleetEvents},
+		{EnvFleetEvents, &c.FleetEvents}, {EnvReadArchives, &c.ReadArchives},
 	} {
 		if v := getenv(iv.env); v != "" {
 			n, err := strconv.Atoi(strings.ReplaceAll(v, "_", ""))
@@ -232,7 +245,8 @@ func (c Config) Validate() error {
 		name string
 		v    int
 		min  int
-	}{{"drain rows", c.DrainRows, 1000}, {"steady rows", c.SteadyRows, 1000}, {"archive rows", c.ArchiveRows, 100}, {"archive big rows", c.ArchiveBigRows, 10}, {"writer rate", c.WriterRate, 1}, {"fleet events", c.FleetEvents, 10}} {
+	}{{"drain rows", c.DrainRows, 1000}, {"steady rows", c.SteadyRows, 1000}, {"archive rows", c.ArchiveRows, 100}, {"archive big rows", c.ArchiveBigRows, 10}, {"writer rate", c.WriterRate, 1}, {"fleet events", c.FleetEvents, 10},
+		{"read archives", c.ReadArchives, 10}, {"read rows per archive", c.ReadRowsPerArchive, 1}, {"read fetches", c.ReadFetches, 10}} {
 		if b.v < b.min {
 			errs = append(errs, fmt.Errorf("%s %d: at least %d", b.name, b.v, b.min))
 		}

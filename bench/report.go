@@ -59,10 +59,15 @@ func summarize(res *Results) (Summary, []Goal) {
 	if res.Purge != nil {
 		s.PurgeArchivesPerS = ptr(res.Purge.ArchivesPerSec)
 	}
+	if res.Read != nil {
+		s.FetchByIDP99MS, s.VerifyDeepVsGetRatio = ptr(res.Read.FetchP99MS), ptr(res.Read.VerifyVsGetRatio)
+	}
 	goals = append(goals,
 		goal("purge of 100 archives against the local store", "≥ 50/s", s.PurgeArchivesPerS, "archives/s", func(v float64) bool { return v >= 50 }),
 		goal("security archive pass of audit_log (ratio to COPY)", "≥ 0.5×", s.SecurityArchiveVsCopyRatio, "×", func(v float64) bool { return v >= 0.5 }),
-		goal("inbound signed archive events into archive_records", "≥ 1,000/s", s.FleetEventsPerS, "events/s", func(v float64) bool { return v >= 1000 }))
+		goal("inbound signed archive events into archive_records", "≥ 1,000/s", s.FleetEventsPerS, "events/s", func(v float64) bool { return v >= 1000 }),
+		goal("fetch an archived row by id through the API (p99)", "≤ 100 ms", s.FetchByIDP99MS, "ms", func(v float64) bool { return v <= 100 }),
+		goal("deep verify (ratio to GET + sha256 of the same objects)", "≥ 0.7×", s.VerifyDeepVsGetRatio, "×", func(v float64) bool { return v >= 0.7 }))
 	if res.Archive != nil && res.Archive.BigRows != nil && res.Archive.BigRows.PeakRSSMiB > 0 {
 		big := res.Archive.BigRows
 		goals = append(goals, goal(fmt.Sprintf("archive peak RSS, %d KiB rows at batch size %s", big.RowBytes>>10, thousands(int64(big.BatchSize))),
@@ -128,6 +133,11 @@ func Markdown(res *Results) string {
 	if p := res.Purge; p != nil {
 		fmt.Fprintf(&b, "\nPurge: %d due archives destroyed by one call (re-check under a row lock, manifest then data deleted, stamp; then the certificate): median %s archives/s.\n",
 			p.Archives, trim(p.ArchivesPerSec, 0))
+	}
+	if rd := res.Read; rd != nil {
+		fmt.Fprintf(&b, "\nRead: %s ledger rows of %s rows on the S3 server; %d random archived rows fetched by id through the archive API (JWT, ledger range, GET, sha256, line): p50 %s ms, p99 %s ms; a deep verify of %s archives through the API against a GET + sha256 of the same data objects: median ratio %s.\n",
+			thousands(int64(rd.Archives)), thousands(int64(rd.RowsPerArchive)), rd.Fetches, trim(rd.FetchP50MS, 2), trim(rd.FetchP99MS, 2),
+			thousands(int64(rd.VerifyArchives)), trim(rd.VerifyVsGetRatio, 3))
 	}
 	if f := res.Fleet; f != nil {
 		fmt.Fprintf(&b, "\nFleet ledger: %s signed rules.evaluations_archived events per round through RabbitMQ into security's archive_records: median %s events/s.\n",

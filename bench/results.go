@@ -33,6 +33,13 @@ type Summary struct {
 	// PurgeArchivesPerS is archives destroyed per second by one purge call
 	// of 100 against the local store.
 	PurgeArchivesPerS *float64 `json:"purge_archives_per_s"`
+	// FetchByIDP99MS is the p99 of fetching one archived row by id through
+	// the archive API (auth included), with 10,000 ledger rows of 1,000
+	// rows.
+	FetchByIDP99MS *float64 `json:"fetch_by_id_p99_ms"`
+	// VerifyDeepVsGetRatio is a deep verify's archives/s ÷ a plain GET +
+	// sha256 of the same objects.
+	VerifyDeepVsGetRatio *float64 `json:"verify_deep_vs_get_ratio"`
 }
 
 // SummaryKeys returns the summary's JSON keys, sorted.
@@ -66,6 +73,7 @@ type Results struct {
 	SecurityArchive *ArchiveResult `json:"security_archive"`
 	Fleet           *FleetResult   `json:"fleet"`
 	Purge           *PurgeResult   `json:"purge"`
+	Read            *ReadResult    `json:"read"`
 	Notes           []string       `json:"notes"`
 }
 
@@ -367,4 +375,28 @@ type PurgeRun struct {
 	Archives       int     `json:"archives"`
 	Seconds        float64 `json:"seconds"`
 	ArchivesPerSec float64 `json:"archives_per_s"`
+}
+
+// ReadResult is the read scenario.
+type ReadResult struct {
+	Archives       int     `json:"archives"`
+	RowsPerArchive int     `json:"rows_per_archive"`
+	SeedSeconds    float64 `json:"seed_s"`
+	Fetches        int     `json:"fetches"`
+	FetchP50MS     float64 `json:"fetch_p50_ms"`
+	FetchP99MS     float64 `json:"fetch_p99_ms"`
+	// VerifyArchives is how many archives each verify round checks.
+	VerifyArchives   int       `json:"verify_archives"`
+	VerifyVsGetRatio float64   `json:"verify_deep_vs_get_ratio"`
+	Runs             []ReadRun `json:"runs"`
+}
+
+// ReadRun is one verify round.
+type ReadRun struct {
+	Round                int     `json:"round"`
+	VerifySeconds        float64 `json:"verify_s"`
+	GetSeconds           float64 `json:"get_sha256_s"`
+	VerifyArchivesPerSec float64 `json:"verify_archives_per_s"`
+	GetArchivesPerSec    float64 `json:"get_sha256_archives_per_s"`
+	Ratio                float64 `json:"ratio"`
 }

@@ -176,3 +176,11 @@ SELECT count(*) FROM audit_log WHERE occurred_at < now() - make_interval(days =>
 // copyAgedAuditLog is the security archive's ceiling (the window literal
 // as in copyAgedEvaluations).
 const copyAgedAuditLog = `COPY (SELECT to_jsonb(t) FROM audit_log AS t WHERE t.occurred_at < now() - interval '90 days') TO STDOUT`
+
+// firstDataKeys lists the data objects of the first $1 unpurged archives in
+// the order a verification walks the ledger (LedgerToVerify: by archive_id).
+const sqlFirstDataKeys = `
+SELECT data_key, data_sha256 FROM archive_ledger
+WHERE purged_at IS NULL
+ORDER BY archive_id
+LIMIT $1`

@@ -183,4 +183,3 @@ func (o *options) writeOut(path string, write func(io.Writer) (int, error)) erro
 	}
 	return os.Rename(tmp.Name(), path)
 }
-

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/craig/retention/kernel/archive"
@@ -54,10 +56,23 @@ type Report struct {
 // Verify checks up to limit unpurged ledger rows (0: all): both objects
 // exist and the manifest repeats the ledger's facts; deep also the data's
 // sha256, its line count and every line's id inside the recorded range; and
-// lists the orphans under the service's prefix.
+// lists the orphans under the service's prefix (listed while the archives
+// are checked: the two are independent).
 func (r *Reader) Verify(ctx context.Context, deep bool, limit int) (Report, error) {
-	rep := Report{Deep: deep, Failures: []Failure{}, ColumnDrift: []string{}, Orphans: []string{}}
-	drift := map[string]bool{}
+	orphans := Report{Orphans: []string{}}
+	var orphanErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { orphanErr = r.orphans(ctx, &orphans) })
+	rep, err := r.verifyLedger(ctx, deep, limit)
+	wg.Wait()
+	rep.Orphans, rep.OrphanCount = orphans.Orphans, orphans.OrphanCount
+	return rep, errors.Join(err, orphanErr)
+}
+
+// verifyLedger checks up to limit unpurged ledger rows (0: all).
+func (r *Reader) verifyLedger(ctx context.Context, deep bool, limit int) (Report, error) {
+	rep := Report{Deep: deep, Failures: []Failure{}, ColumnDrift: []string{}}
+	drift := &columnDrift{current: map[string]string{}, drifted: map[string]bool{}}
 	after := uuid.Nil
 	for limit == 0 || rep.Checked < limit {
 		page := 500
@@ -68,8 +83,18 @@ func (r *Reader) Verify(ctx context.Context, deep bool, limit int) (Report, erro
 		if err != nil {
 			return rep, fmt.Errorf("verify: read the ledger: %w", err)
 		}
-		for _, l := range rows {
-			if f := r.verifyOne(ctx, l, deep, drift); f != nil {
+		// Read-ahead of one archive: the next archive's objects are read
+		// while this one's are hashed and scanned (at most two in memory).
+		var next *objects
+		if len(rows) > 0 {
+			next = r.read(ctx, rows[0], deep)
+		}
+		for i, l := range rows {
+			cur := next
+			if i+1 < len(rows) {
+				next = r.read(ctx, rows[i+1], deep)
+			}
+			if f := r.check(ctx, l, cur, deep, drift); f != nil {
 				rep.Failures = append(rep.Failures, *f)
 			}
 			rep.Checked++
@@ -80,49 +105,95 @@ func (r *Reader) Verify(ctx context.Context, deep bool, limit int) (Report, erro
 		}
 	}
 	rep.Failed = len(rep.Failures)
-	for t := range drift {
+	for t := range drift.drifted {
 		rep.ColumnDrift = append(rep.ColumnDrift, t)
 	}
 	slices.Sort(rep.ColumnDrift)
-	return rep, r.orphans(ctx, &rep)
+	return rep, nil
 }
 
-// verifyOne checks one archive; nil when it verifies.
-func (r *Reader) verifyOne(ctx context.Context, l queries.LedgerToVerifyRow, deep bool, drift map[string]bool) *Failure {
+// objects are one archive's reads, started ahead of its checks: the
+// manifest, and the data object (deep) or whether it exists.
+type objects struct {
+	wg             sync.WaitGroup
+	manifest, data []byte
+	merr, derr     error
+	exists         bool
+}
+
+// read starts reading an archive's objects (both at once).
+func (r *Reader) read(ctx context.Context, l queries.LedgerToVerifyRow, deep bool) *objects {
+	o := &objects{}
+	o.wg.Go(func() { o.manifest, o.merr = r.store.Get(ctx, l.ManifestKey) })
+	o.wg.Go(func() {
+		if deep {
+			o.data, o.derr = r.store.Get(ctx, l.DataKey)
+		} else {
+			o.exists, o.derr = r.store.Exists(ctx, l.DataKey)
+		}
+	})
+	return o
+}
+
+// check waits for an archive's reads and checks them; nil when it
+// verifies.
+func (r *Reader) check(ctx context.Context, l queries.LedgerToVerifyRow, o *objects, deep bool, drift *columnDrift) *Failure {
+	o.wg.Wait()
 	id := uuid.UUID(l.ArchiveID.Bytes)
 	fail := func(kind, format string, args ...any) *Failure {
 		return &Failure{ArchiveID: id, Kind: kind, Detail: fmt.Sprintf(format, args...)}
 	}
-	mb, err := r.store.Get(ctx, l.ManifestKey)
-	if err != nil {
-		return fail(KindMissingManifest, "%v", err)
+	if o.merr != nil {
+		return fail(KindMissingManifest, "%v", o.merr)
 	}
 	var m archive.Manifest
-	if err := json.Unmarshal(mb, &m); err != nil {
+	if err := json.Unmarshal(o.manifest, &m); err != nil {
 		return fail(KindManifest, "manifest does not parse: %v", err)
 	}
 	if bad := manifestDiffers(m, l); bad != "" {
 		return fail(KindManifest, "manifest %s differs from the ledger", bad)
 	}
-	if spec, ok := r.tables[l.TableName]; ok && !drift[l.TableName] {
-		if cols, err := archive.TableColumns(ctx, r.pool, spec.Table); err == nil && archive.Fingerprint(cols) != m.Fingerprint {
-			drift[l.TableName] = true
-		}
-	}
-	if !deep {
-		if ok, err := r.store.Exists(ctx, l.DataKey); err != nil || !ok {
-			return fail(KindMissingData, "data object %s missing (%v)", l.DataKey, err)
-		}
+	r.noteDrift(ctx, l.TableName, m.Fingerprint, drift)
+	switch {
+	case !deep && (o.derr != nil || !o.exists):
+		return fail(KindMissingData, "data object %s missing (%v)", l.DataKey, o.derr)
+	case !deep:
 		return nil
-	}
-	data, err := r.store.Get(ctx, l.DataKey)
-	if err != nil {
-		return fail(KindMissingData, "%v", err)
-	}
-	if archive.SHA256Hex(data) != l.DataSha256 {
+	case o.derr != nil:
+		return fail(KindMissingData, "%v", o.derr)
+	case archive.SHA256Hex(o.data) != l.DataSha256:
 		return fail(KindSHA256, "data sha256 differs from the ledger's")
 	}
-	return checkLines(data, l, fail)
+	return checkLines(o.data, l, fail)
+}
+
+// columnDrift is one verification's current column fingerprint of each
+// table (read once, not once per archive) and the tables some archive's
+// manifest differs from.
+type columnDrift struct {
+	current map[string]string
+	drifted map[string]bool
+}
+
+// noteDrift records whether an archive's manifest fingerprint differs from
+// its table's current columns.
+func (r *Reader) noteDrift(ctx context.Context, table, fingerprint string, d *columnDrift) {
+	spec, ok := r.tables[table]
+	if !ok || d.drifted[table] {
+		return
+	}
+	cur, ok := d.current[table]
+	if !ok {
+		cols, err := archive.TableColumns(ctx, r.pool, spec.Table)
+		if err != nil {
+			return // reported as nothing: drift is informational
+		}
+		cur = archive.Fingerprint(cols)
+		d.current[table] = cur
+	}
+	if cur != fingerprint {
+		d.drifted[table] = true
+	}
 }
 
 // manifestDiffers names the first field in which the manifest and the
@@ -156,14 +227,12 @@ func checkLines(data []byte, l queries.LedgerToVerifyRow, fail func(string, stri
 	n := 0
 	for sc.Scan() {
 		n++
-		var v struct {
-			ID uuid.UUID `json:"id"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+		id, err := lineID(sc.Bytes())
+		if err != nil {
 			return fail(KindLineRange, "line %d has no id: %v", n, err)
 		}
-		if bytes.Compare(v.ID[:], first[:]) < 0 || bytes.Compare(v.ID[:], last[:]) > 0 {
-			return fail(KindLineRange, "line %d: id %s outside [%s, %s]", n, v.ID, first, last)
+		if bytes.Compare(id[:], first[:]) < 0 || bytes.Compare(id[:], last[:]) > 0 {
+			return fail(KindLineRange, "line %d: id %s outside [%s, %s]", n, id, first, last)
 		}
 	}
 	if n != int(l.RecordCount) {
