@@ -97,7 +97,15 @@ func TestBenchSmoke(t *testing.T) {
 		require.Equal(t, 100, run.Archives, "round %d destroys every due archive", run.Round)
 	}
 
-	require.Len(t, res.Goals, 10)
+	require.NotNil(t, res.Read)
+	require.Equal(t, cfg.ReadArchives, res.Read.VerifyArchives, "every booked archive is verified")
+	require.Len(t, res.Read.Runs, cfg.Rounds)
+	require.Positive(t, res.Read.FetchP99MS)
+	for _, run := range res.Read.Runs {
+		require.Positive(t, run.Ratio, "round %d", run.Round)
+	}
+
+	require.Len(t, res.Goals, 12)
 	for _, g := range res.Goals {
 		require.NotNil(t, g.Measured, g.What)
 		require.NotNil(t, g.Met, g.What)

@@ -28,8 +28,8 @@ func TestSummaryKeysAreNullWhenNotMeasured(t *testing.T) {
 	slices.Sort(keys)
 	require.Equal(t, SummaryKeys(), keys)
 	require.Equal(t, []string{
-		"archive_peak_rss_mib", "archive_vs_copy_ratio", "backlog_drain_ratio", "fleet_events_per_s",
-		"purge_archives_per_s", "security_archive_vs_copy_ratio", "steady_idle_cycle_ms", "worst_batch_ms", "writer_p99_ratio",
+		"archive_peak_rss_mib", "archive_vs_copy_ratio", "backlog_drain_ratio", "fetch_by_id_p99_ms", "fleet_events_per_s",
+		"purge_archives_per_s", "security_archive_vs_copy_ratio", "steady_idle_cycle_ms", "verify_deep_vs_get_ratio", "worst_batch_ms", "writer_p99_ratio",
 	}, keys)
 }
 
@@ -39,6 +39,7 @@ func TestSummarizeMarksGoals(t *testing.T) {
 		Drain:  &DrainResult{Configs: []DrainConfig{{Name: cfgKernel, Ratio: 0.93, WorstBatchMS: 30}}},
 		Writer: &WriterResult{P99Ratio: 1.4},
 		Fleet:  &FleetResult{EventsPerSec: 850},
+		Read:   &ReadResult{FetchP99MS: 6.1, VerifyVsGetRatio: 0.69},
 	}
 	s, goals := summarize(res)
 	require.Equal(t, 0.93, *s.BacklogDrainRatio)
@@ -49,7 +50,9 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	require.Nil(t, s.ArchivePeakRSSMiB)
 	require.Equal(t, 850.0, *s.FleetEventsPerS)
 	require.Nil(t, s.SecurityArchiveVsCopyRatio)
-	require.Len(t, goals, 9)
+	require.Equal(t, 6.1, *s.FetchByIDP99MS)
+	require.Equal(t, 0.69, *s.VerifyDeepVsGetRatio)
+	require.Len(t, goals, 11)
 	met := map[string]*bool{}
 	for _, g := range goals {
 		met[g.What] = g.Met
@@ -59,6 +62,8 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	require.False(t, *met["writer p99 during a drain (ratio to no sweep)"])
 	require.Nil(t, met["archive pass (ratio to COPY)"], "not measured: no verdict")
 	require.False(t, *met["inbound signed archive events into archive_records"], "850/s is under the goal")
+	require.True(t, *met["fetch an archived row by id through the API (p99)"])
+	require.False(t, *met["deep verify (ratio to GET + sha256 of the same objects)"], "0.69 is under 0.7")
 }
 
 func TestMedianAndPercentile(t *testing.T) {

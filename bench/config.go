@@ -152,10 +152,10 @@ func Default() Config {
 		FleetEvents:    20_000,
 		// The sizes: 10,000 ledger rows of 1,000 rows, 200 ids.
 		ReadArchives: 10_000, ReadRowsPerArchive: 1_000, ReadFetches: 200,
-		AMQPURL:        DefaultAMQPURL,
-		WriterRate:     200,
-		TimeBox:        15 * time.Second,
-		Scenarios:      slices.Clone(AllScenarios),
+		AMQPURL:    DefaultAMQPURL,
+		WriterRate: 200,
+		TimeBox:    15 * time.Second,
+		Scenarios:  slices.Clone(AllScenarios),
 	}
 }
 
