@@ -323,8 +323,11 @@ func (w *readWorld) fetchRandom(ctx context.Context, n, archives, rows int) ([]t
 				ID uuid.UUID `json:"id"`
 			} `json:"row"`
 		}
-		if err := json.Unmarshal(body, &f); err != nil || f.Source != "archive" || f.Row.ID != id {
-			return nil, fmt.Errorf("fetch %s: got %.200s (%v)", id, body, err)
+		if err := json.Unmarshal(body, &f); err != nil {
+			return nil, fmt.Errorf("fetch %s: %w", id, err)
+		}
+		if f.Source != "archive" || f.Row.ID != id {
+			return nil, fmt.Errorf("fetch %s: got %.200s", id, body)
 		}
 	}
 	return lat, nil

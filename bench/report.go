@@ -50,18 +50,7 @@ func summarize(res *Results) (Summary, []Goal) {
 			return res.Archive != nil && v <= res.Archive.RSSGoalMiB
 		}),
 	}
-	if res.SecurityArchive != nil {
-		s.SecurityArchiveVsCopyRatio = ptr(res.SecurityArchive.Ratio)
-	}
-	if res.Fleet != nil {
-		s.FleetEventsPerS = ptr(res.Fleet.EventsPerSec)
-	}
-	if res.Purge != nil {
-		s.PurgeArchivesPerS = ptr(res.Purge.ArchivesPerSec)
-	}
-	if res.Read != nil {
-		s.FetchByIDP99MS, s.VerifyDeepVsGetRatio = ptr(res.Read.FetchP99MS), ptr(res.Read.VerifyVsGetRatio)
-	}
+	summarizeLifecycle(res, &s)
 	goals = append(goals,
 		goal("purge of 100 archives against the local store", "≥ 50/s", s.PurgeArchivesPerS, "archives/s", func(v float64) bool { return v >= 50 }),
 		goal("security archive pass of audit_log (ratio to COPY)", "≥ 0.5×", s.SecurityArchiveVsCopyRatio, "×", func(v float64) bool { return v >= 0.5 }),
@@ -75,6 +64,23 @@ func summarize(res *Results) (Summary, []Goal) {
 			func(v float64) bool { return v <= big.RSSGoalMiB }))
 	}
 	return s, goals
+}
+
+// summarizeLifecycle fills the summary's figures of the archive lifecycle
+// scenarios (security archive, fleet, purge, read).
+func summarizeLifecycle(res *Results, s *Summary) {
+	if res.SecurityArchive != nil {
+		s.SecurityArchiveVsCopyRatio = ptr(res.SecurityArchive.Ratio)
+	}
+	if res.Fleet != nil {
+		s.FleetEventsPerS = ptr(res.Fleet.EventsPerSec)
+	}
+	if res.Purge != nil {
+		s.PurgeArchivesPerS = ptr(res.Purge.ArchivesPerSec)
+	}
+	if res.Read != nil {
+		s.FetchByIDP99MS, s.VerifyDeepVsGetRatio = ptr(res.Read.FetchP99MS), ptr(res.Read.VerifyVsGetRatio)
+	}
 }
 
 func goal(what, target string, v *float64, unit string, ok func(float64) bool) Goal {
