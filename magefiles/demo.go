@@ -42,9 +42,19 @@ type demoRow struct {
 
 // Demo seeds craig_demo_<service> databases, runs one sweep per service, archives the aged rule evaluations and prints before/after counts, archives and ledger rows.
 func Demo(ctx context.Context) error {
+	server, err := demoPrepare(ctx)
+	if err != nil {
+		return err
+	}
+	return demoFleet(ctx, server)
+}
+
+// demoPrepare is the demo up to its serves: the databases seeded and swept,
+// the aged rows archived; it returns the server URL.
+func demoPrepare(ctx context.Context) (string, error) {
 	server := envOr("CRAIG_DEMO_SERVER_URL", defaultServerURL)
 	if _, err := withDatabase(server, adminDatabase); err != nil {
-		return fmt.Errorf("CRAIG_DEMO_SERVER_URL: %w", err)
+		return "", fmt.Errorf("CRAIG_DEMO_SERVER_URL: %w", err)
 	}
 	mg.CtxDeps(ctx, buildServices, Store.Up)
 	var rows []demoRow
@@ -52,7 +62,7 @@ func Demo(ctx context.Context) error {
 	for _, service := range demoServices {
 		r, report, err := demoService(ctx, server, service)
 		if err != nil {
-			return fmt.Errorf("demo %s: %w", service, err)
+			return "", fmt.Errorf("demo %s: %w", service, err)
 		}
 		rows = append(rows, r...)
 		reports[service] = report
@@ -66,10 +76,10 @@ func Demo(ctx context.Context) error {
 		tables  []string
 	}{{"rules", []string{"rule_evaluations"}}, {"security", []string{"audit_log", "dead_letter_audit"}}} {
 		if err := demoArchive(ctx, server, a.service, a.tables); err != nil {
-			return err
+			return "", err
 		}
 	}
-	return demoFleet(ctx, server)
+	return server, nil
 }
 
 // demoArchiveBudget lets the demo's one pass archive every aged row it seeds

@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,6 +31,14 @@ const (
 // rules' serve (signed, trust configured) until rules' archive event is
 // booked in security's fleet ledger, and prints archive_records.
 func demoFleet(ctx context.Context, server string) error {
+	return demoServes(ctx, server, false)
+}
+
+// demoServes runs the fleet part of the demo: security's and rules' serve
+// with their archive APIs, until rules' archive events are booked; then a
+// craigctl session against them; with keep, it leaves them serving until
+// interrupted.
+func demoServes(ctx context.Context, server string, keep bool) error {
 	dir, err := os.MkdirTemp("", "craig-demo-keys-")
 	if err != nil {
 		return err
@@ -69,9 +79,15 @@ func demoFleet(ctx context.Context, server string) error {
 	if err := waitFleet(ctx, conn, want); err != nil {
 		return err
 	}
+	if err := printFleet(ctx, conn); err != nil {
+		return err
+	}
+	if err := demoCraigctl(ctx, rulesURL, dir, keep); err != nil {
+		return err
+	}
 	rules.stop()
 	sec.stop()
-	return printFleet(ctx, conn)
+	return nil
 }
 
 // demoKeys writes each producer's private key and security's trust file;
@@ -88,6 +104,13 @@ func demoKeys(dir string) ([]string, error) {
 			return nil, err
 		}
 		lines, ids = append(lines, line), append(ids, id)
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "api.secret"), []byte(hex.EncodeToString(secret)), 0o600); err != nil {
+		return nil, err
 	}
 	return ids, os.WriteFile(filepath.Join(dir, "trusted"), []byte(strings.Join(lines, "\n")+"\n"), 0o600)
 }
@@ -107,7 +130,12 @@ func demoServe(ctx context.Context, service, dbURL, addr, keyDir string) (*demoP
 	cmd := exec.CommandContext(ctx, bin, "serve")
 	cmd.Env = append(os.Environ(), e("database_url", dbURL), e("http_addr", addr), e("amqp_exchange", demoExchange),
 		e("events.signing_key_file", filepath.Join(keyDir, service+"-demo.pem")), e("events.signing_key_id", service+"-demo"),
-		e("events.trusted_keys_file", filepath.Join(keyDir, "trusted")))
+		e("events.trusted_keys_file", filepath.Join(keyDir, "trusted")),
+		// The archive API, for craigctl; the archiver serves it, its scheduled passes stay off.
+		e("auth.jwt_hs256_secret_file", filepath.Join(keyDir, "api.secret")), e("archive.interval_seconds", "0"))
+	for k, v := range demoArchiveEnv(service, dbURL) {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	cmd.Stderr = os.Stderr
 	fmt.Printf("==> %s serve (http %s, exchange %s, signed)\n", bin, addr, demoExchange)
 	if err := cmd.Start(); err != nil {

@@ -10,15 +10,16 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// decimal is an integer flag read strictly in base 10: pflag's own int
-// flags parse with base 0, so "030" would be octal 24 (the parser a
-// hostile tester broke last round) and "0x1e" would be 30.
+// decimal is an integer flag read strictly in base 10, the way the services
+// read their settings: pflag's own int flags parse with base 0, so "030"
+// would be octal 24 (the parser a hostile tester broke last round) and
+// "0x1e" 30. A leading zero is refused, never guessed at.
 type decimal struct {
 	v   *int
 	set bool
 }
 
-var decimalDigits = regexp.MustCompile(`^[0-9]{1,9}$`)
+var decimalDigits = regexp.MustCompile(`^(0|[1-9][0-9]{0,8})$`)
 
 func (d *decimal) String() string {
 	if d.v == nil || !d.set {
@@ -29,7 +30,7 @@ func (d *decimal) String() string {
 
 func (d *decimal) Set(s string) error {
 	if !decimalDigits.MatchString(s) {
-		return fmt.Errorf("%q is not a decimal number (digits only)", s)
+		return fmt.Errorf("%q is not a decimal number (digits only, no leading zero)", s)
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {
