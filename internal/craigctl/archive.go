@@ -104,7 +104,7 @@ func newPurgeCmd(o *options) *cobra.Command {
 			if err != nil || dryRun || len(plan.Candidates) == 0 {
 				return o.purgePlan(raw, plan, err)
 			}
-			if err := o.confirm(yes, fmt.Sprintf("This destroys %d archive(s) of %s, every version of their objects:\n  %s",
+			if err := o.confirm(cmd.Context(), yes, fmt.Sprintf("This destroys %d archive(s) of %s, every version of their objects:\n  %s",
 				len(plan.Candidates), cl.service, strings.Join(plan.Candidates, "\n  "))); err != nil {
 				return err
 			}
@@ -180,7 +180,7 @@ func newApproveCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := o.confirm(yes, fmt.Sprintf("Approving purge %s on %s executes it now: it destroys every archive the request froze that is still purgeable.", id, cl.service)); err != nil {
+			if err := o.confirm(cmd.Context(), yes, fmt.Sprintf("Approving purge %s on %s executes it now: it destroys every archive the request froze that is still purgeable.", id, cl.service)); err != nil {
 				return err
 			}
 			sp := o.spinner("purging", "archives")

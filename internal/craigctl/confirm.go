@@ -2,6 +2,7 @@ package craigctl
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,7 +20,7 @@ var ErrRefused = errors.New("refused: nothing was done")
 // to type yes. --yes skips the question; without it, a stdin that is not a
 // terminal, end of input or any other answer refuses. The plan is shown
 // either way, on stderr.
-func (o *options) confirm(yes bool, plan string) error {
+func (o *options) confirm(ctx context.Context, yes bool, plan string) error {
 	_, _ = fmt.Fprintln(o.io.Err, plan)
 	if yes {
 		return nil
@@ -28,9 +29,24 @@ func (o *options) confirm(yes bool, plan string) error {
 		return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w (stdin is not a terminal: pass --yes to confirm non-interactively)", ErrRefused)}
 	}
 	_, _ = fmt.Fprint(o.io.Err, "Type yes to continue: ")
-	line, err := bufio.NewReader(o.io.In).ReadString('\n')
-	if err != nil {
-		return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w (no answer)", ErrRefused)}
+	type answer struct {
+		line string
+		err  error
+	}
+	got := make(chan answer, 1) // the read may outlive an interrupt; it never blocks its sender
+	go func() {
+		line, err := bufio.NewReader(o.io.In).ReadString('\n')
+		got <- answer{line, err}
+	}()
+	var line string
+	select {
+	case <-ctx.Done():
+		return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w (interrupted)", ErrRefused)}
+	case a := <-got:
+		if a.err != nil {
+			return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w (no answer)", ErrRefused)}
+		}
+		line = a.line
 	}
 	if strings.TrimRight(line, "\r\n") != "yes" {
 		return &ExitError{Code: ExitRefused, Err: fmt.Errorf("%w (the answer was not yes)", ErrRefused)}

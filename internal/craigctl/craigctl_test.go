@@ -322,6 +322,12 @@ func TestFetchRange(t *testing.T) {
 	require.Contains(t, r.errOut, "sent nothing for --timeout 300ms")
 	require.Less(t, time.Since(start), 30*time.Second)
 
+	r = run(t, "", false, e, "archive", "fetch", "rule_evaluations", "--service", "rules", "--from", "2026-01-01", "--to", "2026-02-01", "--out", out)
+	require.Equal(t, craigctl.ExitUsage, r.code, "an existing file is never overwritten")
+	got, err = os.ReadFile(out)
+	require.NoError(t, err)
+	require.Equal(t, rows, string(got))
+
 	for _, bad := range [][]string{
 		{"--from", "2026-02-01", "--to", "2026-01-01"}, {"--from", "yesterday", "--to", "2026-01-01"}, {"--from", "2026-01-01"},
 		{"--id", "x"}, {"--id", "11111111-1111-1111-1111-111111111111", "--from", "2026-01-01", "--to", "2026-02-01"},
@@ -352,4 +358,63 @@ func TestFetchByID(t *testing.T) {
 	r = run(t, "", false, e, "archive", "fetch", "audit_log", "--service", "rules", "--id", id)
 	require.Equal(t, craigctl.ExitFailed, r.code)
 	require.Contains(t, r.errOut, "purged at 2026-11-01T00:00:00Z")
+}
+
+// TestHungServiceIsCutOff: a service that accepts and never answers fails
+// the call within --timeout (every call is bounded).
+func TestHungServiceIsCutOff(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	f := newFake(t, map[string]http.HandlerFunc{"POST /admin/archive/verify": func(http.ResponseWriter, *http.Request) { <-release }})
+	t.Cleanup(func() { close(release) })
+	start := time.Now()
+	r := run(t, "", false, env(f), "archive", "verify", "--service", "rules", "--timeout", "300ms")
+	require.Equal(t, craigctl.ExitFailed, r.code)
+	require.Contains(t, r.errOut, "did not answer within --timeout 300ms")
+	require.Less(t, time.Since(start), 30*time.Second)
+}
+
+// TestInterruptAtThePromptRefuses: an interrupt while the prompt waits
+// refuses (exit 4) without waiting for an answer that never comes.
+func TestInterruptAtThePromptRefuses(t *testing.T) {
+	t.Parallel()
+	f := purgeFake(t)
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { _ = pw.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	var out bytes.Buffer
+	prompted := &signalWriter{want: "Type yes to continue: ", seen: make(chan struct{})}
+	done := make(chan int, 1)
+	go func() {
+		done <- craigctl.Run(ctx, []string{"archive", "purge", "--service", "rules", "--limit", "5"}, craigctl.IO{
+			In: pr, Out: &out, Err: prompted, InTerminal: true, Getenv: func(k string) string { return env(f)[k] }})
+	}()
+	select {
+	case <-prompted.seen:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no prompt")
+	}
+	cancel()
+	require.Equal(t, craigctl.ExitRefused, <-done)
+	require.Len(t, f.seen(), 1, "nothing but the dry run")
+}
+
+// signalWriter closes seen once want has been written to it.
+type signalWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+	done bool
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.done && strings.Contains(w.buf.String(), w.want) {
+		w.done = true
+		close(w.seen)
+	}
+	return len(p), nil
 }

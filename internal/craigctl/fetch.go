@@ -162,6 +162,9 @@ func (o *options) writeOut(path string, write func(io.Writer) (int, error)) erro
 		_, err := write(o.io.Out)
 		return err
 	}
+	if _, err := os.Lstat(path); err == nil {
+		return usageErr("--out %s exists: name a new file (a fetch never overwrites one)", path)
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".craigctl-fetch-*")
 	if err != nil {
 		return fmt.Errorf("--out: %w", err)
@@ -181,5 +184,10 @@ func (o *options) writeOut(path string, write func(io.Writer) (int, error)) erro
 	if err != nil {
 		return fmt.Errorf("nothing written to %s: %w", path, err)
 	}
-	return os.Rename(tmp.Name(), path)
+	// A hard link publishes the file only if the name is still free (a
+	// concurrent fetch to the same name loses, it never replaces).
+	if err := os.Link(tmp.Name(), path); err != nil {
+		return fmt.Errorf("nothing written to %s: %w", path, err)
+	}
+	return nil
 }

@@ -112,7 +112,7 @@ func newGCCmd(o *options) *cobra.Command {
 			if err != nil || dryRun || len(plan.Orphans) == 0 {
 				return o.gcShow(raw, plan, err)
 			}
-			if err := o.confirm(yes, fmt.Sprintf("This deletes %d orphan object(s) of %s older than %d day(s), every version:\n  %s",
+			if err := o.confirm(cmd.Context(), yes, fmt.Sprintf("This deletes %d orphan object(s) of %s older than %d day(s), every version:\n  %s",
 				len(plan.Orphans), cl.service, days, strings.Join(plan.Orphans, "\n  "))); err != nil {
 				return err
 			}
