@@ -104,7 +104,7 @@ func newPurgeCmd(o *options) *cobra.Command {
 			if err != nil || dryRun || len(plan.Candidates) == 0 {
 				return o.purgePlan(raw, plan, err)
 			}
-			if err := o.confirm(cmd.Context(), yes, fmt.Sprintf("This destroys %d archive(s) of %s, every version of their objects:\n  %s",
+			if err := o.confirm(cmd.Context(), yes, fmt.Sprintf("This destroys %d archive(s) of %s, every version of their objects (under dual control it requests that, and another operator's approval destroys them):\n  %s",
 				len(plan.Candidates), cl.service, strings.Join(plan.Candidates, "\n  "))); err != nil {
 				return err
 			}
