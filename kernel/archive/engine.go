@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/lease"
+	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/store"
@@ -357,9 +358,11 @@ func (e *Engine) upload(ctx context.Context, conn *pgx.Conn, p *prepared) error 
 	if err := e.store.PutCreateReaderSHA256(ctx, p.m.DataKey, p.data, p.data.Size(), store.ContentTypeNDJSON, p.m.DataSHA256); err != nil {
 		return fail(ErrStore, spec.Table, fmt.Errorf("put data %s: %w", p.m.DataKey, err))
 	}
+	failpoint.Inject(failpoint.ArchiveAfterDataPut)
 	if err := e.store.PutCreate(ctx, p.m.ManifestKey, p.manifest, store.ContentTypeJSON); err != nil {
 		return fail(ErrStore, spec.Table, fmt.Errorf("put manifest %s: %w", p.m.ManifestKey, err))
 	}
+	failpoint.Inject(failpoint.ArchiveAfterManifestPut)
 	return e.prune(ctx, conn, spec, p.ids, p.m)
 }
 
@@ -468,9 +471,11 @@ func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, ids 
 	if err := e.bookkeep(ctx, tx, m, e.actor); err != nil {
 		return fail(ErrBookkeep, spec.Table, err)
 	}
+	failpoint.Inject(failpoint.ArchiveBeforeCommit)
 	if err := tx.Commit(ctx); err != nil {
 		return fail(ErrDB, spec.Table, fmt.Errorf("commit: %w", err))
 	}
+	failpoint.Inject(failpoint.ArchiveAfterCommit)
 	return nil
 }
 

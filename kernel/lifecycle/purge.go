@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/store"
@@ -186,10 +187,11 @@ func (m *Manager) destroy(ctx context.Context, purgeID, id uuid.UUID, purgedBy s
 		found = true
 		d = destroyed{ArchiveID: id, Table: row.TableName, DataKey: row.DataKey, ManifestKey: row.ManifestKey, DataSHA256: row.DataSha256,
 			RecordCount: int(row.RecordCount), FirstRecordAt: row.FirstRecordAt.Time, LastRecordAt: row.LastRecordAt.Time}
-		for _, key := range []string{row.ManifestKey, row.DataKey} { // manifest FIRST (D12)
+		for i, key := range []string{row.ManifestKey, row.DataKey} { // manifest FIRST (D12)
 			if err := m.deleteObject(ctx, key); err != nil {
 				return fmt.Errorf("purge %s: delete %s: %w", id, key, err)
 			}
+			failpoint.Inject([]string{failpoint.PurgeAfterManifestDelete, failpoint.PurgeAfterDataDelete}[i])
 		}
 		n, err := q.StampPurged(ctx, queries.StampPurgedParams{PurgedBy: &purgedBy, PurgeID: pgUUID(purgeID), ArchiveID: pgUUID(id)})
 		if err != nil || n != 1 {
@@ -197,6 +199,7 @@ func (m *Manager) destroy(ctx context.Context, purgeID, id uuid.UUID, purgedBy s
 				slog.String("archive_id", id.String()), slog.Int64("stamped", n), slog.Any("error", err))
 			return fmt.Errorf("stamp %s (stamped %d): %w", id, n, err)
 		}
+		failpoint.Inject(failpoint.PurgeBeforeStampCommit)
 		return nil
 	})
 	return d, found && err == nil, err

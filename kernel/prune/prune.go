@@ -31,6 +31,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/craig/retention/kernel/failpoint"
 )
 
 const (
@@ -428,6 +430,7 @@ func (l *pruneLoop) next(ctx context.Context) (done bool, err error) {
 		l.rep.Yielded++
 	}
 	l.rep.Deleted += n
+	failpoint.Inject(failpoint.SweepAfterBatch)
 	return n < limit64, nil // a short batch: nothing eligible is left
 }
 

@@ -1,0 +1,9 @@
+//go:build !failpoints
+
+package failpoint
+
+// Inject does nothing in a production build.
+func Inject(string) {}
+
+// Enabled reports whether this build has failpoints.
+const Enabled = false
