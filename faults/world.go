@@ -1,0 +1,307 @@
+package faults
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archiveread"
+	"github.com/craig/retention/kernel/store"
+)
+
+// World is one scenario's service: its database, its bucket, and the rows
+// it seeded into the archived table, aged (free to move to an archive) and
+// hot (inside the hot window: must stay).
+type World struct {
+	Pool    *pgxpool.Pool
+	Store   *store.Store
+	Service string
+	Table   string
+	Specs   []archive.TableSpec
+	Aged    map[uuid.UUID]string // id → to_jsonb text
+	Hot     map[uuid.UUID]string
+}
+
+// Seed inserts rows with query (one INSERT … RETURNING id, to_jsonb(t)::text
+// over n generated rows) and records them as aged or hot.
+func (w *World) Seed(ctx context.Context, query string, n int, hot bool) error {
+	rows, err := w.Pool.Query(ctx, query, n)
+	if err != nil {
+		return fmt.Errorf("seed %s: %w", w.Table, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var doc string
+		if err := rows.Scan(&id, &doc); err != nil {
+			return err
+		}
+		if hot {
+			w.Hot[id] = doc
+		} else {
+			w.Aged[id] = doc
+		}
+	}
+	return rows.Err()
+}
+
+// CheckOptions relax the checker for a state a scenario expects.
+type CheckOptions struct {
+	// PurgeInterrupted: a purge was killed, so a due, unheld, unpurged
+	// archive may have lost one or both objects (the next purge finishes
+	// it; D12: manifest first).
+	PurgeInterrupted bool
+}
+
+// Report is one check: how many facts were checked and every violation.
+type Report struct {
+	Checks     int
+	Violations []string
+	// Orphans are objects under the service's prefix no ledger row names.
+	Orphans []string
+	// HalfPurged counts archives a killed purge left unstamped.
+	HalfPurged int
+}
+
+func (r *Report) fail(format string, args ...any) {
+	r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+}
+
+// Err is the violations as one error (nil when none).
+func (r Report) Err() error {
+	if len(r.Violations) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(r.Violations, "\n"))
+}
+
+// ledgerRow is what the checker reads of the ledger.
+type ledgerRow struct {
+	id                   uuid.UUID
+	dataKey, manifestKey string
+	sha                  string
+	count                int
+	first, last          uuid.UUID
+	purged, due          bool
+}
+
+// Check runs every invariant of the suite:
+//   - every hot row is in its table, unchanged;
+//   - every aged row is in its table unchanged, or, verbatim, in the data
+//     object of an unpurged ledger row whose sha256 matches the ledger's,
+//     or inside the id range of a purged archive — never in two places;
+//   - every unpurged ledger row has both objects, its data matching its
+//     sha256 and line count (unless a killed purge may have taken them);
+//   - no purged archive's object remains;
+//   - no advisory lock is held in the database;
+//   - the orphans (objects no ledger row names) are listed, and verify
+//     reports every one of them.
+func (w *World) Check(ctx context.Context, opt CheckOptions) (Report, error) {
+	var rep Report
+	ledger, err := w.ledger(ctx)
+	if err != nil {
+		return rep, err
+	}
+	archived, err := w.checkLedger(ctx, ledger, opt, &rep)
+	if err != nil {
+		return rep, err
+	}
+	if err := w.checkRows(ctx, ledger, archived, &rep); err != nil {
+		return rep, err
+	}
+	if err := w.checkLocks(ctx, &rep); err != nil {
+		return rep, err
+	}
+	return rep, w.checkOrphans(ctx, ledger, &rep)
+}
+
+func (w *World) ledger(ctx context.Context) ([]ledgerRow, error) {
+	rows, err := w.Pool.Query(ctx, `SELECT archive_id, data_key, manifest_key, data_sha256, record_count, first_record_id, last_record_id,
+		purged_at IS NOT NULL, (retention_until IS NOT NULL AND retention_until <= CURRENT_DATE AND NOT legal_hold)
+		FROM archive_ledger ORDER BY archive_id`)
+	if err != nil {
+		return nil, fmt.Errorf("read the ledger: %w", err)
+	}
+	defer rows.Close()
+	var out []ledgerRow
+	for rows.Next() {
+		var l ledgerRow
+		if err := rows.Scan(&l.id, &l.dataKey, &l.manifestKey, &l.sha, &l.count, &l.first, &l.last, &l.purged, &l.due); err != nil {
+			return nil, err
+		}
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// checkLedger checks each ledger row's objects and returns the lines of
+// every intact archive (id → line).
+func (w *World) checkLedger(ctx context.Context, ledger []ledgerRow, opt CheckOptions, rep *Report) (map[uuid.UUID]string, error) {
+	lines := map[uuid.UUID]string{}
+	for _, l := range ledger {
+		mok, err := w.Store.Exists(ctx, l.manifestKey)
+		if err != nil {
+			return nil, err
+		}
+		data, derr := w.Store.Get(ctx, l.dataKey)
+		if derr != nil && !errors.Is(derr, store.ErrNotFound) {
+			return nil, derr
+		}
+		dok := derr == nil
+		rep.Checks++
+		switch {
+		case l.purged && (mok || dok):
+			rep.fail("archive %s is stamped purged but its objects remain (manifest %v, data %v)", l.id, mok, dok)
+		case l.purged:
+		case (!mok || !dok) && opt.PurgeInterrupted && l.due:
+			rep.HalfPurged++
+		case !mok || !dok:
+			rep.fail("ledger row %s lacks its objects (manifest %v, data %v)", l.id, mok, dok)
+		case archive.SHA256Hex(data) != l.sha:
+			rep.fail("archive %s: data sha256 differs from the ledger's", l.id)
+		default:
+			n, err := collectLines(data, lines)
+			if err != nil || n != l.count {
+				rep.fail("archive %s: %d lines (%v), the ledger counts %d", l.id, n, err, l.count)
+			}
+		}
+	}
+	return lines, nil
+}
+
+func collectLines(data []byte, into map[uuid.UUID]string) (int, error) {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, len(data)+1)
+	n := 0
+	for sc.Scan() {
+		var v struct {
+			ID uuid.UUID `json:"id"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			return n, err
+		}
+		into[v.ID] = sc.Text()
+		n++
+	}
+	return n, sc.Err()
+}
+
+// checkRows checks every seeded row against the table and the archives.
+func (w *World) checkRows(ctx context.Context, ledger []ledgerRow, archived map[uuid.UUID]string, rep *Report) error {
+	ids := make([]uuid.UUID, 0, len(w.Aged)+len(w.Hot))
+	for id := range w.Aged {
+		ids = append(ids, id)
+	}
+	for id := range w.Hot {
+		ids = append(ids, id)
+	}
+	hot := map[uuid.UUID]string{}
+	rows, err := w.Pool.Query(ctx, `SELECT t.id, to_jsonb(t)::text FROM `+w.Table+` AS t WHERE t.id = ANY($1)`, ids)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", w.Table, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var doc string
+		if err := rows.Scan(&id, &doc); err != nil {
+			return err
+		}
+		hot[id] = doc
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for id, doc := range w.Hot {
+		rep.Checks++
+		if got, ok := hot[id]; !ok || got != doc {
+			rep.fail("must-keep row %s is gone or changed (present %v)", id, ok)
+		}
+	}
+	for id, doc := range w.Aged {
+		rep.Checks++
+		inTable, inTableOK := hot[id]
+		line, inArchive := archived[id]
+		switch {
+		case inTableOK && inArchive:
+			rep.fail("row %s is both in %s and in an archive", id, w.Table)
+		case inTableOK && inTable != doc:
+			rep.fail("row %s changed in %s", id, w.Table)
+		case inTableOK:
+		case inArchive && line != doc:
+			rep.fail("row %s differs in its archive", id)
+		case inArchive:
+		case inPurged(ledger, id):
+		default:
+			rep.fail("row %s is lost: in neither %s nor any archive", id, w.Table)
+		}
+	}
+	return nil
+}
+
+func inPurged(ledger []ledgerRow, id uuid.UUID) bool {
+	for _, l := range ledger {
+		if (l.purged || l.due) && bytes.Compare(l.first[:], id[:]) <= 0 && bytes.Compare(id[:], l.last[:]) <= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// checkLocks: no advisory lock is held in the world's database.
+func (w *World) checkLocks(ctx context.Context, rep *Report) error {
+	var n int
+	if err := w.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil {
+		return fmt.Errorf("read pg_locks: %w", err)
+	}
+	rep.Checks++
+	if n > 0 {
+		rep.fail("%d advisory lock(s) still held", n)
+	}
+	return nil
+}
+
+// checkOrphans lists the objects no ledger row names and checks verify
+// reports each of them.
+func (w *World) checkOrphans(ctx context.Context, ledger []ledgerRow, rep *Report) error {
+	objs, err := w.Store.ListObjects(ctx, store.Prefix+w.Service+"/")
+	if err != nil {
+		return err
+	}
+	named := map[string]bool{}
+	for _, l := range ledger {
+		named[l.dataKey], named[l.manifestKey] = true, true
+	}
+	for _, o := range objs {
+		if (strings.HasSuffix(o.Key, ".ndjson") || strings.HasSuffix(o.Key, ".manifest.json")) && !named[o.Key] {
+			rep.Orphans = append(rep.Orphans, o.Key)
+		}
+	}
+	vctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	vr, err := archiveread.New(w.Pool, w.Store, w.Service, w.Specs).Verify(vctx, false, 0)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	rep.Checks++
+	for _, o := range rep.Orphans {
+		if !slices.Contains(vr.Orphans, o) {
+			rep.fail("orphan %s is not reported by verify", o)
+		}
+	}
+	if vr.OrphanCount != len(rep.Orphans) {
+		rep.fail("verify counts %d orphans, the listing %d", vr.OrphanCount, len(rep.Orphans))
+	}
+	return nil
+}
