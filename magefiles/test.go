@@ -22,10 +22,10 @@ import (
 // Test groups the test runs; every one iterates all workspace modules.
 type Test mg.Namespace
 
-// All runs EVERYTHING: unit and scratch suites in every workspace module; needs PostgreSQL and RabbitMQ, starts the S3 store (alias: test).
-func (Test) All(ctx context.Context) error {
+// All runs EVERYTHING: unit and scratch suites in every workspace module, then the fault suite (test:faults); needs PostgreSQL and RabbitMQ, starts the S3 store (alias: test).
+func (t Test) All(ctx context.Context) error {
 	mg.CtxDeps(ctx, Store.Up)
-	return runTests(true)
+	return errors.Join(runTests(true), t.Faults(ctx))
 }
 
 // Unit runs the unit tests (no scratch tag) of every workspace module; no servers needed.

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -102,22 +103,34 @@ type ReplayResponse struct {
 	To       time.Time `json:"to"`
 }
 
-func (d HandlerDeps) replay(w http.ResponseWriter, r *http.Request) {
+// ErrReplayRequest is wrapped by a replay body that is not exactly one JSON
+// object {"from": RFC3339, "to": RFC3339} with both set.
+var ErrReplayRequest = errors.New("invalid replay request")
+
+// ParseReplayRequest reads the body of POST /admin/events/replay: exactly
+// one JSON object, no unknown field, nothing after it, both times set.
+func ParseReplayRequest(body io.Reader) (ReplayRequest, error) {
 	var req ReplayRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request", `body must be {"from": RFC3339, "to": RFC3339}: `+err.Error(), nil)
-		return
+		return req, fmt.Errorf(`%w: body must be {"from": RFC3339, "to": RFC3339}: %w`, ErrReplayRequest, err)
 	}
 	// Exactly one JSON object: trailing data ({…}garbage, a second object)
 	// is refused, not ignored.
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		writeError(w, http.StatusBadRequest, "invalid_request", `body must be exactly one JSON object {"from": RFC3339, "to": RFC3339}, with nothing after it`, nil)
-		return
+		return req, fmt.Errorf(`%w: body must be exactly one JSON object {"from": RFC3339, "to": RFC3339}, with nothing after it`, ErrReplayRequest)
 	}
 	if req.From.IsZero() || req.To.IsZero() {
-		writeError(w, http.StatusBadRequest, "invalid_request", "from and to are both required (RFC3339 timestamps)", nil)
+		return req, fmt.Errorf("%w: from and to are both required (RFC3339 timestamps)", ErrReplayRequest)
+	}
+	return req, nil
+}
+
+func (d HandlerDeps) replay(w http.ResponseWriter, r *http.Request) {
+	req, err := ParseReplayRequest(http.MaxBytesReader(w, r.Body, maxAdminBody))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", strings.TrimPrefix(err.Error(), ErrReplayRequest.Error()+": "), nil)
 		return
 	}
 	n, err := outbox.Replay(r.Context(), d.Pool, req.From, req.To, d.Replay)

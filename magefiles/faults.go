@@ -1,0 +1,128 @@
+//go:build mage
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/magefile/mage/mg"
+)
+
+// faultsFuzzTime is how long each fuzz target runs in test:faults (the
+// issue's floor); CRAIG_FAULTS_FUZZTIME overrides it (a Go duration).
+const faultsFuzzTime = "60s"
+
+// fuzzTargets are the suite's fuzzers: module directory, package, target.
+var fuzzTargets = []struct{ dir, pkg, name string }{
+	{"kernel", "./settings", "FuzzLoad"},
+	{"services/security", "./fleet", "FuzzValidate"},
+	{"kernel", "./auth", "FuzzVerify"},
+	{"kernel", "./app", "FuzzReplayRequest"},
+}
+
+// Faults runs the fault suite (faults/, tags scratch+faults: failpoint kills, store faults, a dying database) and each fuzz target for CRAIG_FAULTS_FUZZTIME (60s), then prints the report; CRAIG_FAULTS_ROUNDS scales the matrices (default 20).
+func (Test) Faults(ctx context.Context) error {
+	mg.CtxDeps(ctx, Store.Up)
+	if err := checkServers(); err != nil {
+		return err
+	}
+	report, err := os.CreateTemp("", "craig-faults-report-*.jsonl")
+	if err != nil {
+		return err
+	}
+	_ = report.Close()
+	defer func() { _ = os.Remove(report.Name()) }()
+	fmt.Println("==> go test -tags scratch,faults -count=1 ./faults/")
+	cmd := exec.CommandContext(ctx, mg.GoCmd(), "test", "-tags", "scratch,faults", "-count=1", "-timeout", "20m", "./faults/")
+	cmd.Env = append(os.Environ(), "CRAIG_FAULTS_REPORT="+report.Name())
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	suiteErr := cmd.Run()
+	execs, fuzzErr := runFuzzers(ctx)
+	printFaultsReport(report.Name(), execs)
+	return errors.Join(suiteErr, fuzzErr)
+}
+
+var fuzzExecs = regexp.MustCompile(`execs: (\d+)`)
+
+// runFuzzers runs every fuzz target for the fuzz time and returns the
+// executions each reached.
+func runFuzzers(ctx context.Context) (map[string]string, error) {
+	fuzzTime := envOr("CRAIG_FAULTS_FUZZTIME", faultsFuzzTime)
+	execs := map[string]string{}
+	var errs []error
+	for _, f := range fuzzTargets {
+		fmt.Printf("==> go test -run '^$' -fuzz '^%s$' -fuzztime %s %s (%s)\n", f.name, fuzzTime, f.pkg, f.dir)
+		var out bytes.Buffer
+		cmd := exec.CommandContext(ctx, mg.GoCmd(), "-C", f.dir, "test", "-run", "^$", "-fuzz", "^"+f.name+"$", "-fuzztime", fuzzTime, f.pkg)
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, os.Stdout), os.Stderr
+		if err := cmd.Run(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w (a failing input is under %s)", f.name, err, filepath.Join(f.dir, f.pkg, "testdata", "fuzz", f.name)))
+		}
+		last := ""
+		sc := bufio.NewScanner(&out)
+		for sc.Scan() {
+			if m := fuzzExecs.FindStringSubmatch(sc.Text()); m != nil {
+				last = m[1]
+			}
+		}
+		execs[f.name] = last
+	}
+	return execs, errors.Join(errs...)
+}
+
+// faultsTally is one scenario line of the report (faults/harness_faults_test.go).
+type faultsTally struct {
+	Scenario   string         `json:"scenario"`
+	Case       string         `json:"case"`
+	Rounds     int            `json:"rounds"`
+	Faults     map[string]int `json:"faults"`
+	Checks     int            `json:"checks"`
+	Orphans    int            `json:"orphans"`
+	Violations int            `json:"violations"`
+}
+
+func printFaultsReport(path string, execs map[string]string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Printf("no faults report: %v\n", err)
+		return
+	}
+	var rows []faultsTally
+	for line := range strings.SplitSeq(strings.TrimSpace(string(b)), "\n") {
+		var t faultsTally
+		if json.Unmarshal([]byte(line), &t) == nil {
+			rows = append(rows, t)
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Scenario+rows[i].Case < rows[j].Scenario+rows[j].Case })
+	fmt.Println("\nFault suite report")
+	fmt.Println("| scenario | case | rounds | faults injected | invariant checks | orphans left | violations |")
+	fmt.Println("|---|---|---:|---|---:|---:|---:|")
+	var rounds, checks, violations int
+	for _, t := range rows {
+		var fs []string
+		for k, v := range t.Faults {
+			fs = append(fs, fmt.Sprintf("%s %d", k, v))
+		}
+		sort.Strings(fs)
+		fmt.Printf("| %s | %s | %d | %s | %d | %d | %d |\n", t.Scenario, t.Case, t.Rounds, strings.Join(fs, ", "), t.Checks, t.Orphans, t.Violations)
+		rounds, checks, violations = rounds+t.Rounds, checks+t.Checks, violations+t.Violations
+	}
+	fmt.Printf("| **total** | | %d | | %d | | %d |\n", rounds, checks, violations)
+	fmt.Println("\n| fuzz target | executions |\n|---|---:|")
+	for _, f := range fuzzTargets {
+		fmt.Printf("| %s | %s |\n", f.name, execs[f.name])
+	}
+}
