@@ -87,12 +87,16 @@ func TestStoreFaults(t *testing.T) {
 	}
 }
 
+// engineDBTimeout is the suite engines' archive.db_timeout: short, so a
+// frozen database ends a pass in seconds.
+const engineDBTimeout = 2 * time.Second
+
 func faultyEngine(t *testing.T, w *rulesWorld, st *store.Store) *archive.Engine {
 	t.Helper()
 	m, err := metrics.NewArchive(prometheus.NewRegistry())
 	require.NoError(t, err)
 	eng, err := archive.New(w.Pool, st, rules.ArchiveTables(), rules.Bookkeep, archive.Config{Service: rules.Name, HotWindowDays: 90,
-		BatchSize: 100, MaxBatchBytes: archive.DefaultSettings().MaxBatchBytes}, slog.New(slog.NewTextHandler(io.Discard, nil)), m)
+		BatchSize: 100, MaxBatchBytes: archive.DefaultSettings().MaxBatchBytes, DBTimeout: engineDBTimeout}, slog.New(slog.NewTextHandler(io.Discard, nil)), m)
 	require.NoError(t, err)
 	return eng
 }

@@ -91,7 +91,7 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 		return nil, nil, err
 	}
 	e, err := archive.New(pool, st, r.spec.Archive.Tables(), r.scheduled(r.spec.Archive.Bookkeep), archive.Config{
-		Service: r.spec.Name, HotWindowDays: as.HotWindowDays, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes,
+		Service: r.spec.Name, HotWindowDays: as.HotWindowDays, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes, DBTimeout: as.DBTimeout,
 	}, r.logger, m)
 	if err != nil {
 		_ = st.Close()

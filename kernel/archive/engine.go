@@ -33,6 +33,9 @@ type Config struct {
 	MaxBatchBytes int64
 	// LockKey is the advisory lock fencing passes; 0 means lease.ArchiveKey.
 	LockKey int64
+	// DBTimeout bounds each database step of a pass (the lease, a batch's
+	// select, its delete transaction); 0 means DefaultDBTimeout.
+	DBTimeout time.Duration
 }
 
 // Bounds of Config, shared with the settings validation.
@@ -85,6 +88,9 @@ func New(pool *pgxpool.Pool, st *store.Store, specs []TableSpec, bookkeep Bookke
 	}
 	if cfg.LockKey == 0 {
 		cfg.LockKey = lease.ArchiveKey
+	}
+	if cfg.DBTimeout <= 0 {
+		cfg.DBTimeout = DefaultDBTimeout
 	}
 	return &Engine{pool: pool, store: st, specs: specs, bookkeep: bookkeep, cfg: cfg, logger: logger, metrics: m, actor: SystemActor}, nil
 }
@@ -184,7 +190,7 @@ func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 		return rep, fail(ErrConfig, "", fmt.Errorf("budget %d: must be at least 1", budget))
 	}
 	ps := &pass{e: e, rep: &rep, states: make([]tableState, len(e.specs)), budget: budget}
-	acquired, err := lease.TryRun(ctx, e.pool, e.cfg.LockKey, func(ctx context.Context, conn *pgx.Conn) error {
+	acquired, err := lease.TryRunWithin(ctx, e.pool, e.cfg.LockKey, e.cfg.DBTimeout, func(ctx context.Context, conn *pgx.Conn) error {
 		ps.conn = conn
 		return ps.run(ctx)
 	})
@@ -310,9 +316,11 @@ type flight struct {
 // archive.
 func (e *Engine) prepare(ctx context.Context, table int, spec TableSpec, st *tableState, tr *TableReport) (*prepared, error) {
 	hot, limit := int32(e.cfg.HotWindowDays), int32(min(e.cfg.BatchSize, math.MaxInt32)) // both validated in New
-	rows, err := spec.Select(ctx, e.pool, SelectParams{HotWindowDays: hot, After: st.cursor, Limit: limit, MaxBytes: e.cfg.MaxBatchBytes})
+	sctx, cancel := e.dbStep(ctx)
+	defer cancel()
+	rows, err := spec.Select(sctx, e.pool, SelectParams{HotWindowDays: hot, After: st.cursor, Limit: limit, MaxBytes: e.cfg.MaxBatchBytes})
 	if err != nil {
-		return nil, fail(ErrDB, spec.Table, fmt.Errorf("select: %w", err))
+		return nil, fail(ErrDB, spec.Table, fmt.Errorf("select: %w", stepErr(sctx, err)))
 	}
 	// More rows may follow when the selection was full or stopped at the
 	// byte cap (its last row withheld: cut there, or quarantined if alone
@@ -324,8 +332,8 @@ func (e *Engine) prepare(ctx context.Context, table int, spec TableSpec, st *tab
 		return nil, nil
 	}
 	if st.columns == nil {
-		if st.columns, err = TableColumns(ctx, e.pool, spec.Table); err != nil {
-			return nil, fail(ErrDB, spec.Table, err)
+		if st.columns, err = TableColumns(sctx, e.pool, spec.Table); err != nil {
+			return nil, fail(ErrDB, spec.Table, stepErr(sctx, err))
 		}
 	}
 	m, data, err := e.manifest(spec, included, st.columns)
@@ -456,27 +464,47 @@ func (e *Engine) manifest(spec TableSpec, rows []Row, cols []Column) (Manifest, 
 // prune deletes the archived rows by id and runs the bookkeeping in ONE
 // transaction; a count mismatch or a bookkeeping error rolls both back.
 func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, ids []uuid.UUID, m Manifest) error {
+	ctx, cancel := e.dbStep(ctx)
+	defer cancel()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
-		return fail(ErrDB, spec.Table, fmt.Errorf("begin: %w", err))
+		return fail(ErrDB, spec.Table, fmt.Errorf("begin: %w", stepErr(ctx, err)))
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer func() {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.DBTimeout)
+		defer rcancel()
+		_ = tx.Rollback(rctx)
+	}()
 	n, err := spec.Delete(ctx, tx, int32(e.cfg.HotWindowDays), ids)
 	if err != nil {
-		return fail(ErrDB, spec.Table, fmt.Errorf("delete: %w", err))
+		return fail(ErrDB, spec.Table, fmt.Errorf("delete: %w", stepErr(ctx, err)))
 	}
 	if n != int64(len(ids)) {
 		return fail(ErrDB, spec.Table, fmt.Errorf("delete removed %d rows of the %d archived (archive %s): rolled back; the objects are orphans", n, len(ids), m.ArchiveID))
 	}
 	if err := e.bookkeep(ctx, tx, m, e.actor); err != nil {
-		return fail(ErrBookkeep, spec.Table, err)
+		return fail(ErrBookkeep, spec.Table, stepErr(ctx, err))
 	}
 	failpoint.Inject(failpoint.ArchiveBeforeCommit)
 	if err := tx.Commit(ctx); err != nil {
-		return fail(ErrDB, spec.Table, fmt.Errorf("commit: %w", err))
+		return fail(ErrDB, spec.Table, fmt.Errorf("commit: %w", stepErr(ctx, err)))
 	}
 	failpoint.Inject(failpoint.ArchiveAfterCommit)
 	return nil
+}
+
+// dbStep bounds one database step of a pass by DBTimeout; the cause names
+// the bound, so a frozen database's error says what happened.
+func (e *Engine) dbStep(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, e.cfg.DBTimeout, fmt.Errorf("the database did not answer within archive.db_timeout %v", e.cfg.DBTimeout))
+}
+
+// stepErr names the bound when a step's deadline ended it.
+func stepErr(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && cause != ctx.Err() {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
 }
 
 func kindLabel(err error) string {

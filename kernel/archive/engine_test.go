@@ -208,7 +208,10 @@ func TestSettingsProblems(t *testing.T) {
 		{name: "interval above a week", mutate: func(s *archive.Settings) { s.IntervalSeconds = archive.MaxIntervalSeconds + 1 }, want: []string{"archive.interval_seconds"}},
 		{name: "everything wrong", mutate: func(s *archive.Settings) {
 			*s = archive.Settings{Enabled: true, IntervalSeconds: -5}
-		}, want: []string{"archive.hot_window_days", "archive.interval_seconds", "archive.batch_size", "archive.max_batch_bytes", "archive.store.request_timeout", "archive.store.url"}},
+		}, want: []string{"archive.hot_window_days", "archive.interval_seconds", "archive.batch_size", "archive.max_batch_bytes", "archive.db_timeout", "archive.store.request_timeout", "archive.store.url"}},
+		{name: "db timeout below a second", mutate: func(s *archive.Settings) { s.DBTimeout = 999 * time.Millisecond }, want: []string{"archive.db_timeout"}},
+		{name: "db timeout above an hour", mutate: func(s *archive.Settings) { s.DBTimeout = time.Hour + time.Second }, want: []string{"archive.db_timeout"}},
+		{name: "db timeout at its bounds", mutate: func(s *archive.Settings) { s.DBTimeout = time.Hour }},
 		{name: "detection look-back negative", mutate: func(s *archive.Settings) { s.DetectionLookbackDays = -1 }, want: []string{"archive.detection_lookback_days"}},
 		{name: "detection look-back 3651", mutate: func(s *archive.Settings) { s.DetectionLookbackDays = 3651 }, want: []string{"archive.detection_lookback_days"}},
 		{name: "detection look-back bounds", mutate: func(s *archive.Settings) { s.DetectionLookbackDays = 0 }},

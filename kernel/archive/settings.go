@@ -45,6 +45,16 @@ const (
 	DefaultVerifyIntervalHours = 24
 	// MaxVerifyIntervalHours is a month.
 	MaxVerifyIntervalHours = 720
+	// DefaultDBTimeout bounds one database step of a pass: a 10,000-row
+	// batch selects in well under a second and its delete transaction takes
+	// about 25 ms (bench), so two minutes only ends a database that stopped
+	// answering (the fault suite freezes one mid-pass).
+	DefaultDBTimeout = 2 * time.Minute
+	// MinDBTimeout and MaxDBTimeout bound it: under a second a busy
+	// server's select fails; over an hour a hung pass holds the lease for
+	// longer than any operator waits.
+	MinDBTimeout = time.Second
+	MaxDBTimeout = time.Hour
 	// DefaultStoreRequestTimeout bounds each store request (store.Open).
 	DefaultStoreRequestTimeout = store.DefaultRequestTimeout
 	// MinStoreRequestTimeout and MaxStoreRequestTimeout bound it: a put of
@@ -80,6 +90,10 @@ type Settings struct {
 	// VerifyIntervalHours between scheduled verifications of the archives
 	// (deep once a week); 0 disables them.
 	VerifyIntervalHours int `koanf:"verify_interval_hours"`
+	// DBTimeout bounds each database step of an archive pass (taking the
+	// lease, a batch's select, its delete transaction): a database that
+	// stops answering ends the pass with an error instead of hanging it.
+	DBTimeout time.Duration `koanf:"db_timeout"`
 }
 
 // PurgeSettings configure the purge (archive.purge.*).
@@ -109,6 +123,7 @@ func DefaultSettings() Settings {
 
 		DetectionLookbackDays: DefaultDetectionLookbackDays,
 		VerifyIntervalHours:   DefaultVerifyIntervalHours,
+		DBTimeout:             DefaultDBTimeout,
 	}
 }
 
@@ -140,6 +155,9 @@ func (s Settings) Problems() []settings.Problem {
 	}
 	if s.MaxBatchBytes < MinMaxBatchBytes || s.MaxBatchBytes > MaxMaxBatchBytes {
 		ps = append(ps, settings.Problem{Key: "archive.max_batch_bytes", Value: s.MaxBatchBytes, Reason: fmt.Sprintf("must be between %d bytes and %d (the store's object cap)", MinMaxBatchBytes, MaxMaxBatchBytes)})
+	}
+	if s.DBTimeout < MinDBTimeout || s.DBTimeout > MaxDBTimeout {
+		ps = append(ps, settings.Problem{Key: "archive.db_timeout", Value: s.DBTimeout, Reason: fmt.Sprintf("must be a duration between %v and %v, such as 2m", MinDBTimeout, MaxDBTimeout)})
 	}
 	if s.Store.RequestTimeout < MinStoreRequestTimeout || s.Store.RequestTimeout > MaxStoreRequestTimeout {
 		ps = append(ps, settings.Problem{Key: "archive.store.request_timeout", Value: s.Store.RequestTimeout, Reason: fmt.Sprintf("must be a duration between %v and %v, such as 60s", MinStoreRequestTimeout, MaxStoreRequestTimeout)})

@@ -46,7 +46,19 @@ var ErrNotAcquired = errors.New("lease: held by another session")
 // connection is closed before TryRun returns (or panics), which releases the
 // lock.
 func TryRun(ctx context.Context, pool *pgxpool.Pool, key int64, fn Func) (acquired bool, err error) {
-	pc, err := pool.Acquire(ctx)
+	return TryRunWithin(ctx, pool, key, 0, fn)
+}
+
+// TryRunWithin is TryRun with taking the lease (a connection, the
+// try-lock) bounded by within (0: only by ctx): a database that stops
+// answering fails it instead of hanging it. fn runs with ctx.
+func TryRunWithin(ctx context.Context, pool *pgxpool.Pool, key int64, within time.Duration, fn Func) (acquired bool, err error) {
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if within > 0 {
+		actx, cancel = context.WithTimeoutCause(ctx, within, fmt.Errorf("lease: the database did not answer within %v", within))
+	}
+	defer cancel()
+	pc, err := pool.Acquire(actx)
 	if err != nil {
 		return false, fmt.Errorf("lease: acquire connection: %w", err)
 	}
@@ -66,7 +78,7 @@ func TryRun(ctx context.Context, pool *pgxpool.Pool, key int64, fn Func) (acquir
 		}
 		_ = conn.Close(cctx) // closing the socket releases the session lock
 	}()
-	if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&acquired); err != nil {
+	if err := conn.QueryRow(actx, "SELECT pg_try_advisory_lock($1)", key).Scan(&acquired); err != nil {
 		return false, fmt.Errorf("lease: try lock %#x: %w", key, err)
 	}
 	if !acquired {
