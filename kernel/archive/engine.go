@@ -9,8 +9,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/failpoint"
+	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/store"
