@@ -170,30 +170,37 @@ func (w *World) checkLedger(ctx context.Context, ledger []ledgerRow, opt CheckOp
 		case archive.SHA256Hex(data) != l.sha:
 			rep.fail("archive %s: data sha256 differs from the ledger's", l.id)
 		default:
-			n, err := collectLines(data, lines)
+			n, dup, err := collectLines(data, lines)
 			if err != nil || n != l.count {
 				rep.fail("archive %s: %d lines (%v), the ledger counts %d", l.id, n, err, l.count)
+			}
+			if dup != uuid.Nil {
+				rep.fail("row %s is in two archives (one of them %s)", dup, l.id)
 			}
 		}
 	}
 	return lines, nil
 }
 
-func collectLines(data []byte, into map[uuid.UUID]string) (int, error) {
+// collectLines adds an archive's lines to into; dup is a row already there
+// (archived twice).
+func collectLines(data []byte, into map[uuid.UUID]string) (n int, dup uuid.UUID, err error) {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, len(data)+1)
-	n := 0
 	for sc.Scan() {
 		var v struct {
 			ID uuid.UUID `json:"id"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
-			return n, err
+			return n, dup, err
+		}
+		if _, seen := into[v.ID]; seen {
+			dup = v.ID
 		}
 		into[v.ID] = sc.Text()
 		n++
 	}
-	return n, sc.Err()
+	return n, dup, sc.Err()
 }
 
 // checkRows checks every seeded row against the table and the archives.

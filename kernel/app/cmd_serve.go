@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/outbox"
 	"github.com/craig/retention/kernel/rabbitmq"
@@ -142,7 +143,7 @@ func (r *runtime[T]) outboxWorker(pool *pgxpool.Pool, pub *rabbitmq.Publisher, r
 	}
 	drainer := &outbox.Drainer{Pool: pool, Publisher: pub, Logger: r.logger, Metrics: obm}
 	var gaugedAt time.Time // only the worker's goroutine touches it
-	return &outbox.Worker{
+	w := &outbox.Worker{
 		Service: r.spec.Name,
 		Drain: func(ctx context.Context) error {
 			_ = pub.EnsureConnected(ctx) // the publisher logs its own outage
@@ -158,7 +159,13 @@ func (r *runtime[T]) outboxWorker(pool *pgxpool.Pool, pub *rabbitmq.Publisher, r
 			return err
 		},
 		Logger: r.logger,
-	}, nil
+	}
+	// A failpoints build (the fault suite's) may shorten the cadence;
+	// a production build has no such knob.
+	if poll, every, ok := failpoint.Cadence(); ok {
+		w.PollInterval, w.PruneEveryTicks = poll, every
+	}
+	return w, nil
 }
 
 // runServe runs the HTTP server, the worker, the archiver and the

@@ -45,4 +45,9 @@ func All() []string {
 const (
 	EnvPoint = "CRAIG_FAILPOINT"
 	EnvHit   = "CRAIG_FAILPOINT_HIT"
+	// EnvPoll and EnvSweepEvery shorten serve's worker cadence (its tick,
+	// and the ticks between two sweeps) so the replica scenario runs a
+	// hundred sweep cycles in seconds; a Go duration and a count.
+	EnvPoll       = "CRAIG_FAILPOINT_POLL"
+	EnvSweepEvery = "CRAIG_FAILPOINT_SWEEP_EVERY"
 )

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Enabled reports whether this build has failpoints.
@@ -48,4 +49,18 @@ func Inject(name string) {
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
 	}
+}
+
+// Cadence is serve's worker cadence from EnvPoll and EnvSweepEvery (ok only
+// when both are set and valid).
+func Cadence() (poll time.Duration, sweepEvery uint64, ok bool) {
+	p, err := time.ParseDuration(os.Getenv(EnvPoll))
+	if err != nil || p <= 0 {
+		return 0, 0, false
+	}
+	n, err := strconv.ParseUint(os.Getenv(EnvSweepEvery), 10, 64)
+	if err != nil || n == 0 {
+		return 0, 0, false
+	}
+	return p, n, true
 }
