@@ -54,7 +54,7 @@ func TestStoreFaults(t *testing.T) {
 			rng := rand.New(rand.NewPCG(14, uint64(len(kind))))
 			failing := kind != faults.FaultLatency && kind != faults.FaultSlowBody
 			for round := range n {
-				if w.aged(t) < 400 {
+				if w.aged(t) < 500 { // the faulty pass's 4 batches and the next pass's one
 					w.seed(t, 600, 10)
 				}
 				before := proxy.Injected()
