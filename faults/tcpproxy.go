@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"io"
 	"net"
 	"sync"
 )
@@ -64,10 +63,7 @@ func (p *TCPProxy) pipe(dst, src net.Conn) {
 				return
 			}
 		}
-		if err != nil {
-			if err != io.EOF {
-				_ = dst.Close()
-			}
+		if err != nil { // EOF or a broken socket: pass the close on
 			_ = dst.Close()
 			return
 		}

@@ -501,7 +501,7 @@ func (e *Engine) dbStep(ctx context.Context) (context.Context, context.CancelFun
 
 // stepErr names the bound when a step's deadline ended it.
 func stepErr(ctx context.Context, err error) error {
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && cause != ctx.Err() {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
 		return fmt.Errorf("%w: %w", cause, err)
 	}
 	return err
