@@ -38,9 +38,16 @@ type served struct {
 	stderr *bytes.Buffer
 }
 
-// startServe starts bin serve on a free loopback port with env and waits
-// until /healthz answers.
+// startServe starts bin (a rules binary) serve on a free loopback port with
+// env and waits until /healthz answers.
 func startServe(t *testing.T, bin string, env []string) *served {
+	t.Helper()
+	return startServiceServe(t, bin, rules.Name, env)
+}
+
+// startServiceServe starts service's serve: with the suite's API key and no
+// broker unless env names one (env wins over these defaults).
+func startServiceServe(t *testing.T, bin, service string, env []string) *served {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -48,10 +55,10 @@ func startServe(t *testing.T, bin string, env []string) *served {
 	require.NoError(t, ln.Close())
 	s := &served{addr: addr, done: make(chan struct{}), stderr: &bytes.Buffer{}}
 	s.cmd = exec.Command(bin, "serve")
-	s.cmd.Env = append(env, settings.EnvVar(rules.Name, "http_addr")+"="+addr,
-		settings.EnvVar(rules.Name, "auth.jwt_hs256_secret")+"="+apiSecret,
+	s.cmd.Env = append([]string{settings.EnvVar(service, "auth.jwt_hs256_secret") + "=" + apiSecret,
 		// No broker: the lazy publisher retries in the background, the API serves.
-		settings.EnvVar(rules.Name, "amqp_url")+"=amqp://guest:guest@127.0.0.1:1/")
+		settings.EnvVar(service, "amqp_url") + "=amqp://guest:guest@127.0.0.1:1/"},
+		append(env, settings.EnvVar(service, "http_addr")+"="+addr)...)
 	s.cmd.Stderr = s.stderr
 	require.NoError(t, s.cmd.Start())
 	go func() { s.err = s.cmd.Wait(); close(s.done) }()
