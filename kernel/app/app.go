@@ -76,6 +76,7 @@ type Local[T any] struct {
 func (l Local[T]) PolicyFor(cfg T) prune.Policy {
 	p := l.Policy
 	p.WindowDays = l.Window(cfg)
+	p.RetirePartitions = true // a range-partitioned local table retires whole partitions (issue 15)
 	return p
 }
 

@@ -18,6 +18,12 @@ type Prune struct {
 	// Capped counts cycles stopped by the anomaly cap, per table
 	// (retention_prune_capped_total{table}).
 	Capped *prometheus.CounterVec
+	// PartitionsDropped and PartitionsKept count the old partitions of a
+	// range-partitioned table retired whole, and those kept because a row
+	// in them must stay (retention_partitions_dropped_total{table},
+	// retention_partitions_kept_total{table}).
+	PartitionsDropped *prometheus.CounterVec
+	PartitionsKept    *prometheus.CounterVec
 	// Duration observes the wall time of one table's prune
 	// (retention_prune_duration_seconds{table}).
 	Duration *prometheus.HistogramVec
@@ -94,9 +100,17 @@ func NewPrune(reg prometheus.Registerer) (*Prune, error) {
 			Name: "retention_sweep_last_success_timestamp_seconds",
 			Help: "Unix time at which the sweep group's last cycle completed without error.",
 		}, []string{"group"}),
+		PartitionsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retention_partitions_dropped_total",
+			Help: "Old partitions of a range-partitioned swept table detached and dropped whole (no row in them had to stay), per table.",
+		}, []string{"table"}),
+		PartitionsKept: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retention_partitions_kept_total",
+			Help: "Old partitions kept because a row in them must stay (their eligible rows are deleted by batches), per table.",
+		}, []string{"table"}),
 	}
 	if err := register(reg, m.RowsPruned, m.Capped, m.Duration, m.Failures, m.LockSkipped,
-		m.OldestEligibleAge, m.BatchTimeouts, m.BatchReduced, m.BatchYielded, m.LastSuccess); err != nil {
+		m.OldestEligibleAge, m.BatchTimeouts, m.BatchReduced, m.BatchYielded, m.LastSuccess, m.PartitionsDropped, m.PartitionsKept); err != nil {
 		return nil, err
 	}
 	return m, nil

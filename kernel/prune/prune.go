@@ -219,6 +219,16 @@ type Policy struct {
 	// YieldBatchSize is the batch size while yielding to writers; 0 means
 	// a twentieth of the batch size (at least 1).
 	YieldBatchSize int
+	// RetirePartitions lets a call retire whole old partitions first when
+	// the table turns out (from the catalog) to be range-partitioned by its
+	// age column. The kernel sets it on every policy it builds (the sweep's
+	// and every app.Local's); no service setting turns it on or off.
+	RetirePartitions bool
+	// MaxPartitions bounds the partitions one call drops (0:
+	// DefaultMaxPartitions); PartitionLockTimeout bounds each retirement's
+	// lock waits (0: DefaultPartitionLockTimeout).
+	MaxPartitions        int
+	PartitionLockTimeout time.Duration
 }
 
 // Report is the outcome of one PruneTable call.
@@ -243,6 +253,9 @@ type Report struct {
 	// sessions were committing writes (Policy.YieldToWriters; the small
 	// batches of a call's first YieldProbe are not counted).
 	Yielded int
+	// Partitions is what partition retirement did (a range-partitioned
+	// table only; its dropped rows are counted in Deleted too).
+	Partitions PartitionReport
 	// Duration is the wall time spent.
 	Duration time.Duration
 }
@@ -331,6 +344,15 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 	window, err := toInt32(int64(p.WindowDays))
 	if err != nil {
 		return rep, fmt.Errorf("prune %s: window: %w", p.Table, err)
+	}
+	// Whole old partitions first (a partitioned table only); what they
+	// held counts toward the cycle cap, and the batch loop then takes the
+	// eligible rows of the partitions kept and of the boundary one.
+	if p.RetirePartitions {
+		if rep.Partitions, err = p.Retire(ctx, db, p.MaxPartitions, p.cycleCap(), p.PartitionLockTimeout); err != nil {
+			return rep, err
+		}
+		rep.Deleted, rep.Capped = rep.Partitions.DroppedRows, rep.Partitions.Capped
 	}
 	run, restore, err := p.batchRunner(ctx, db)
 	if err != nil {

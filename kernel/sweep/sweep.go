@@ -70,13 +70,13 @@ func Transport(c TransportConfig) Group {
 			{
 				Table: OutboxTable, WindowDays: c.OutboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
 				AgeColumn: "created_at", Eligible: "published_at IS NOT NULL", Invariant: "outbox_retention_overrun",
-				GenericPlans: true, YieldToWriters: c.YieldToWriters,
+				GenericPlans: true, YieldToWriters: c.YieldToWriters, RetirePartitions: true,
 				DeleteBatch: outboxKeyset.batch,
 			},
 			{
 				Table: InboxTable, WindowDays: c.InboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
 				AgeColumn: "received_at", Eligible: "TRUE", Invariant: "inbox_retention_overrun",
-				GenericPlans: true, YieldToWriters: c.YieldToWriters,
+				GenericPlans: true, YieldToWriters: c.YieldToWriters, RetirePartitions: true,
 				DeleteBatch: inboxKeyset.batch,
 			},
 		},
@@ -230,6 +230,12 @@ type TableReport struct {
 	// Yielded counts batches run at the yield batch size while other
 	// sessions were committing writes (prune.Policy.YieldToWriters).
 	Yielded int `json:"yielded_batches,omitempty"`
+	// PartitionsDropped and PartitionsKept name a range-partitioned table's
+	// old partitions retired whole and kept (a row in them must stay);
+	// PartitionBusy the one whose locks were not granted in time.
+	PartitionsDropped []string `json:"partitions_dropped,omitempty"`
+	PartitionsKept    []string `json:"partitions_kept,omitempty"`
+	PartitionBusy     []string `json:"partition_busy,omitempty"`
 	// DryRunTable is set only in a dry-run report.
 	*DryRunTable
 }
@@ -487,8 +493,15 @@ func (s *Sweeper) DryRun(ctx context.Context) (Report, error) {
 func (s *Sweeper) record(g Group, tr *TableReport, r prune.Report, err error) {
 	tr.Deleted, tr.Capped, tr.Batches, tr.Timeouts, tr.Reduced = r.Deleted, r.Capped, r.Batches, r.Timeouts, r.Reduced
 	tr.Yielded = r.Yielded
+	tr.PartitionsDropped, tr.PartitionsKept, tr.PartitionBusy = r.Partitions.Dropped, r.Partitions.Kept, r.Partitions.Busy
 	tr.DurationMS = float64(r.Duration.Microseconds()) / 1000
 	s.metrics.RowsPruned.WithLabelValues(r.Table).Add(float64(r.Deleted))
+	s.metrics.PartitionsDropped.WithLabelValues(r.Table).Add(float64(len(r.Partitions.Dropped)))
+	s.metrics.PartitionsKept.WithLabelValues(r.Table).Add(float64(len(r.Partitions.Kept)))
+	if len(r.Partitions.Dropped)+len(r.Partitions.Kept) > 0 {
+		s.logger.Info("retention retired old partitions", slog.String("table", r.Table), slog.Any("dropped", r.Partitions.Dropped),
+			slog.Int64("dropped_rows", r.Partitions.DroppedRows), slog.Any("kept_holding_rows_that_must_stay", r.Partitions.Kept))
+	}
 	s.metrics.Duration.WithLabelValues(r.Table).Observe(r.Duration.Seconds())
 	attrs := []any{
 		slog.String("group", g.Name), slog.String("table", r.Table),

@@ -1,0 +1,233 @@
+package prune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Partition retirement (issue 15): a swept table range-partitioned by its
+// age column retires each partition whose upper bound is at or before the
+// cutoff as a whole — if, and only if, no row in it fails the policy's
+// eligibility predicate, checked under a lock that no write can pass. A
+// partition holding a row that must be kept (a pending outbox row) is kept
+// and its eligible rows go by the ordinary batch loop; so does the boundary
+// partition that straddles the cutoff.
+const (
+	// DefaultMaxPartitions bounds the partitions one PruneTable call drops:
+	// a week of daily partitions. A clock that jumps a month must not drop
+	// a month of partitions in one cycle (seed D6), whatever their rows.
+	DefaultMaxPartitions = 7
+	// MaxMaxPartitions bounds the bound: a year of daily partitions.
+	MaxMaxPartitions = 366
+	// DefaultPartitionLockTimeout bounds how long a retirement waits for
+	// its ACCESS EXCLUSIVE locks: while it waits, writers of the table queue
+	// behind it, so it gives up quickly and retries next cycle rather than
+	// stall the service's inserts.
+	DefaultPartitionLockTimeout = 200 * time.Millisecond
+)
+
+// PartitionReport is what a retirement did.
+type PartitionReport struct {
+	// Dropped are the partitions detached and dropped, oldest first, and
+	// DroppedRows the rows they held.
+	Dropped     []string
+	DroppedRows int64
+	// Kept are the old partitions holding a row that must be kept (their
+	// eligible rows go by the batch loop).
+	Kept []string
+	// Busy is the old partition whose locks were not granted within the
+	// lock timeout: the retirement stops there for this cycle (each further
+	// attempt would make the table's writers wait again) and retries next
+	// cycle.
+	Busy []string
+	// Capped is true when the partition or row cap stopped the retirement.
+	Capped bool
+}
+
+// partitionsOf lists the range partitions of a partitioned table whose
+// upper bound is at or before now() - window days, oldest first, with the
+// bound (the default partition and MAXVALUE bounds are never listed). It
+// is kernel-built catalog SQL: the table is a parameter, never text.
+const partitionsOf = `
+SELECT n.nspname, c.relname, b.upper
+FROM pg_catalog.pg_inherits i
+JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+CROSS JOIN LATERAL (SELECT (regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid), 'TO \(''([^'']+)''\)'))[1]::timestamptz AS upper) b
+WHERE i.inhparent = to_regclass($1)
+  AND c.relkind = 'r'
+  AND b.upper IS NOT NULL
+  AND b.upper <= now() - make_interval(days => $2::int)
+ORDER BY b.upper`
+
+// isPartitioned reports whether the table is a partitioned table.
+const isPartitioned = `SELECT coalesce((SELECT relkind = 'p' FROM pg_catalog.pg_class WHERE oid = to_regclass($1)), false)`
+
+type oldPartition struct {
+	schema, name string
+	upper        time.Time
+}
+
+func (o oldPartition) ident() string { return pgx.Identifier{o.schema, o.name}.Sanitize() }
+
+// Partitioned reports whether the policy's table is range-partitioned
+// (from the catalog: no setting says so).
+func (p Policy) Partitioned(ctx context.Context, db DB) (bool, error) {
+	var yes bool
+	if err := db.QueryRow(ctx, isPartitioned, p.Table).Scan(&yes); err != nil {
+		return false, fmt.Errorf("prune %s: is it partitioned: %w", p.Table, err)
+	}
+	return yes, nil
+}
+
+// Retire retires the policy's old partitions (see the package
+// constants), at most maxPartitions (0: DefaultMaxPartitions) and rowCap
+// rows (0: no cap of its own) per call. Each retirement is one
+// transaction: ACCESS EXCLUSIVE on the partition (no write reaches its
+// rows until the transaction ends: a replay that would make a row
+// ineligible waits, or holds it first and makes the lock wait), the
+// predicate checked over every row, then DETACH and DROP; a lock not
+// granted within lockTimeout (0: DefaultPartitionLockTimeout) leaves the
+// partition for the next cycle. A table that is not partitioned is a no-op.
+func (p Policy) Retire(ctx context.Context, db DB, maxPartitions int, rowCap int64, lockTimeout time.Duration) (PartitionReport, error) {
+	var rep PartitionReport
+	if err := p.checkPartitionArgs(maxPartitions, lockTimeout); err != nil || p.WindowDays == 0 {
+		return rep, err
+	}
+	if maxPartitions == 0 {
+		maxPartitions = DefaultMaxPartitions
+	}
+	if lockTimeout == 0 {
+		lockTimeout = DefaultPartitionLockTimeout
+	}
+	if yes, err := p.Partitioned(ctx, db); err != nil || !yes {
+		return rep, err
+	}
+	olds, err := p.oldPartitions(ctx, db)
+	if err != nil {
+		return rep, err
+	}
+	for _, o := range olds {
+		if len(rep.Dropped) >= maxPartitions {
+			rep.Capped = true
+			break
+		}
+		outcome, rows, err := p.retire(ctx, db, o, lockTimeout, rowCap-rep.DroppedRows, rowCap > 0)
+		switch {
+		case err != nil:
+			return rep, err
+		case outcome == retiredDropped:
+			rep.Dropped, rep.DroppedRows = append(rep.Dropped, o.name), rep.DroppedRows+rows
+		case outcome == retiredKept:
+			rep.Kept = append(rep.Kept, o.name)
+		case outcome == retiredBusy:
+			// Another session holds the table: every further attempt this
+			// cycle would queue the writers behind it again. Next cycle.
+			rep.Busy = append(rep.Busy, o.name)
+			return rep, nil
+		case outcome == retiredCapped:
+			rep.Capped = true
+			return rep, nil
+		}
+	}
+	return rep, nil
+}
+
+func (p Policy) checkPartitionArgs(maxPartitions int, lockTimeout time.Duration) error {
+	switch {
+	case maxPartitions < 0 || maxPartitions > MaxMaxPartitions:
+		return fmt.Errorf("%w: %s: partitions per cycle %d outside 0..%d", ErrInvalidPolicy, p.Table, maxPartitions, MaxMaxPartitions)
+	case lockTimeout < 0:
+		return fmt.Errorf("%w: %s: negative partition lock timeout", ErrInvalidPolicy, p.Table)
+	case p.Eligible == "" || p.AgeColumn == "":
+		return fmt.Errorf("%w: %s: partition retirement needs Eligible and AgeColumn", ErrInvalidPolicy, p.Table)
+	}
+	return nil
+}
+
+func (p Policy) oldPartitions(ctx context.Context, db DB) ([]oldPartition, error) {
+	window, err := toInt32(int64(p.WindowDays))
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, partitionsOf, p.Table, window)
+	if err != nil {
+		return nil, fmt.Errorf("prune %s: list partitions: %w", p.Table, err)
+	}
+	defer rows.Close()
+	var out []oldPartition
+	for rows.Next() {
+		var o oldPartition
+		if err := rows.Scan(&o.schema, &o.name, &o.upper); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
+type retirement int
+
+const (
+	retiredDropped retirement = iota
+	retiredKept
+	retiredBusy
+	retiredCapped
+)
+
+// retire is one partition's retirement transaction.
+func (p Policy) retire(ctx context.Context, db DB, o oldPartition, lockTimeout time.Duration, rowsLeft int64, capped bool) (retirement, int64, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("prune %s: retire %s: begin: %w", p.Table, o.name, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", strconv.FormatInt(lockTimeout.Milliseconds(), 10)); err != nil {
+		return 0, 0, fmt.Errorf("prune %s: retire %s: %w", p.Table, o.name, err)
+	}
+	// The partition first, then (DETACH) the parent: the order writers of
+	// the parent take them in.
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+o.ident()+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		return lockOutcome(p, o, err)
+	}
+	// Every row: how many, and how many fail the predicate (or the age
+	// bound, which the partition's upper bound already implies). Eligible
+	// is the policy's reviewed SQL, never input.
+	var total, keep int64
+	if err := tx.QueryRow(ctx, "SELECT count(*), count(*) FILTER (WHERE ("+p.Eligible+") IS NOT TRUE) FROM "+o.ident()).Scan(&total, &keep); err != nil {
+		return 0, 0, fmt.Errorf("prune %s: retire %s: check: %w", p.Table, o.name, err)
+	}
+	switch {
+	case keep > 0:
+		return retiredKept, 0, nil
+	case capped && total > rowsLeft:
+		return retiredCapped, 0, nil
+	}
+	parent := pgx.Identifier{p.Table}.Sanitize()
+	if _, err := tx.Exec(ctx, "ALTER TABLE "+parent+" DETACH PARTITION "+o.ident()); err != nil {
+		return lockOutcome(p, o, err)
+	}
+	if _, err := tx.Exec(ctx, "DROP TABLE "+o.ident()); err != nil {
+		return 0, 0, fmt.Errorf("prune %s: retire %s: drop: %w", p.Table, o.name, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, 0, fmt.Errorf("prune %s: retire %s: commit: %w", p.Table, o.name, err)
+	}
+	return retiredDropped, total, nil
+}
+
+// lockOutcome: a lock not granted in time (55P03) leaves the partition for
+// the next cycle; any other error is the call's.
+func lockOutcome(p Policy, o oldPartition, err error) (retirement, int64, error) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "55P03" {
+		return retiredBusy, 0, nil
+	}
+	return 0, 0, fmt.Errorf("prune %s: retire %s: %w", p.Table, o.name, err)
+}

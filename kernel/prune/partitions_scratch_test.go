@@ -1,0 +1,222 @@
+//go:build scratch
+
+package prune_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/prune"
+	"github.com/craig/retention/kernel/sweep"
+)
+
+// partitionOutbox replaces the scratch database's (empty) event_outbox with
+// one range-partitioned by created_at into daily partitions from days ago
+// to tomorrow, plus a default partition, with the same columns and indexes.
+func partitionOutbox(t *testing.T, db *kerneltest.DB, days int) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`DROP TABLE event_outbox;
+CREATE TABLE event_outbox (
+    id uuid NOT NULL DEFAULT gen_random_uuid(), event_type text NOT NULL, payload jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(), published_at timestamptz, last_error text,
+    PRIMARY KEY (id, created_at)
+) PARTITION BY RANGE (created_at);
+CREATE INDEX event_outbox_pending_idx ON event_outbox (created_at) WHERE published_at IS NULL;
+CREATE INDEX event_outbox_published_created_idx ON event_outbox (created_at, id) WHERE published_at IS NOT NULL;
+CREATE TABLE event_outbox_default PARTITION OF event_outbox DEFAULT;
+`)
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	for d := -days; d <= 1; d++ {
+		from := today.AddDate(0, 0, d)
+		fmt.Fprintf(&b, "CREATE TABLE event_outbox_p%s PARTITION OF event_outbox FOR VALUES FROM ('%s') TO ('%s');\n",
+			from.Format("20060102"), from.Format(time.RFC3339), from.AddDate(0, 0, 1).Format(time.RFC3339))
+	}
+	db.Exec(t, b.String())
+}
+
+// partitions lists event_outbox's partitions.
+func partitions(t *testing.T, db *kerneltest.DB) map[string]bool {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'event_outbox'::regclass`)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var n string
+		require.NoError(t, rows.Scan(&n))
+		out[n] = true
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+func dayName(daysAgo int) string {
+	return "event_outbox_p" + time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -daysAgo).Format("20060102")
+}
+
+// insertAt inserts n outbox rows of kind in the middle of the day daysAgo.
+func insertAt(t *testing.T, db *kerneltest.DB, kind string, n, daysAgo int, published bool) {
+	t.Helper()
+	at := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -daysAgo).Add(12 * time.Hour)
+	pub := "NULL"
+	if published {
+		pub = "$2::timestamptz"
+	}
+	db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+		SELECT $1, '{}', $2::timestamptz, `+pub+` FROM generate_series(1, $3::int)`, kind, at, n)
+}
+
+// TestRetirePartitions (issue 15): on a daily-partitioned outbox with a
+// 30-day window, an old partition holding only published rows is dropped
+// whole; one holding a pending row is kept and only its published rows are
+// deleted; the partition straddling the cutoff and the young ones are swept
+// by rows or untouched; the default partition is never dropped; the
+// partition cap bounds a cycle; the rows dropped count in Deleted.
+func TestRetirePartitions(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	partitionOutbox(t, b.db, 45)
+	for _, d := range []int{40, 38, 35, 33} {
+		insertAt(t, b.db, kindAgedPublished, 20, d, true)
+	}
+	insertAt(t, b.db, kindAgedPending, 1, 38, false) // evidence: its partition stays
+	insertAt(t, b.db, kindFreshPublished, 10, 5, true)
+	insertAt(t, b.db, kindFreshPending, 3, 5, false)
+	b.db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, published_at) VALUES ($1, '{}', now() - interval '30 days 1 hour', now())`, kindAgedPublished)
+	// The boundary partition (30 days ago) holds an aged row and a young one.
+	b.db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, published_at) VALUES ('boundary_young', '{}', now() - interval '29 days 23 hours', now())`)
+
+	p := b.outbox
+	require.True(t, p.RetirePartitions)
+	p.MaxPartitions = 30
+	rep, err := prune.PruneTable(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	parts := partitions(t, b.db)
+	for _, d := range []int{40, 35, 33} {
+		require.NotContains(t, parts, dayName(d), "day %d: only published rows: dropped", d)
+		require.Contains(t, rep.Partitions.Dropped, dayName(d))
+	}
+	require.Contains(t, parts, dayName(38), "a pending row keeps its partition")
+	require.Equal(t, []string{dayName(38)}, rep.Partitions.Kept)
+	require.Contains(t, parts, dayName(30), "the boundary partition is never dropped")
+	require.Contains(t, parts, "event_outbox_default")
+	require.Equal(t, int64(60), rep.Partitions.DroppedRows)
+	require.Equal(t, int64(1), countOutbox(t, b.db, kindAgedPending), "the evidence is kept")
+	require.Equal(t, int64(0), countOutbox(t, b.db, kindAgedPublished), "every aged published row is gone: dropped or deleted")
+	require.Equal(t, int64(10), countOutbox(t, b.db, kindFreshPublished))
+	require.Equal(t, int64(3), countOutbox(t, b.db, kindFreshPending))
+	require.Equal(t, int64(1), countOutbox(t, b.db, "boundary_young"))
+	require.Equal(t, int64(60+20+1), rep.Deleted, "dropped rows, plus the kept partition's and the boundary's deleted rows")
+}
+
+// TestRetirePartitionsCap: at most MaxPartitions partitions go per call,
+// oldest first (a clock jump must not drop a month at once); the cycle
+// cap counts dropped rows too.
+func TestRetirePartitionsCap(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	partitionOutbox(t, b.db, 45)
+	insertAt(t, b.db, kindAgedPublished, 20, 44, true)
+	insertAt(t, b.db, kindAgedPublished, 20, 43, true)
+	p := b.outbox
+	p.MaxPartitions = 2
+	rep, err := prune.PruneTable(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	require.Equal(t, []string{dayName(45), dayName(44)}, rep.Partitions.Dropped, "the oldest two")
+	require.True(t, rep.Partitions.Capped)
+	require.Equal(t, int64(20), rep.Partitions.DroppedRows)
+	require.Equal(t, int64(40), rep.Deleted, "day 43's rows go by the batch loop, within the row cap")
+
+	insertAt(t, b.db, kindAgedPublished, 20, 42, true)
+	p.MaxPartitions, p.CycleCap = 30, 10
+	rep, err = prune.PruneTable(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	require.NotContains(t, rep.Partitions.Dropped, dayName(42), "20 rows are over the cycle cap of 10: not dropped")
+	require.True(t, rep.Capped)
+	require.Equal(t, int64(10), rep.Deleted)
+}
+
+// TestRetirePartitionsReplayRace: a replay holding an old row (made pending
+// in an open transaction) is never lost: the retirement waits for it only
+// up to its lock timeout and leaves the partitions for the next cycle; once
+// the replay commits, that partition holds a pending row and is kept.
+func TestRetirePartitionsReplayRace(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	partitionOutbox(t, b.db, 40)
+	insertAt(t, b.db, kindAgedPublished, 5, 35, true)
+	replay, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = replay.Rollback(context.Background()) })
+	tag, err := replay.Exec(ctx, `UPDATE event_outbox SET published_at = NULL WHERE event_type = $1 AND ctid = (SELECT min(ctid) FROM event_outbox WHERE event_type = $1)`, kindAgedPublished)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), tag.RowsAffected())
+
+	p := b.outbox
+	p.PartitionLockTimeout = 100 * time.Millisecond
+	p.LockTimeout = 200 * time.Millisecond // as serve sets prune_lock_timeout
+	start := time.Now()
+	rep, err := prune.PruneTable(ctx, b.db.Pool, p)
+	require.ErrorIs(t, err, prune.ErrBatchTimeouts, "the row loop then meets the replay's row lock and times out: %+v", rep)
+	require.Less(t, time.Since(start), 30*time.Second)
+	// The replay's UPDATE through the parent holds every partition (no
+	// plan-time pruning): the first old one is busy, and the retirement
+	// stops there for this cycle.
+	require.Equal(t, []string{dayName(40)}, rep.Partitions.Busy, "the partitions under the replay are left for the next cycle")
+	require.Empty(t, rep.Partitions.Dropped)
+	require.NoError(t, replay.Commit(ctx))
+
+	rep, err = prune.PruneTable(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	require.Equal(t, []string{dayName(35)}, rep.Partitions.Kept, "the replayed row is pending now: its partition is kept")
+	require.Equal(t, int64(1), countOutbox(t, b.db, kindAgedPublished), "the replayed row is kept; the other four are deleted")
+	var pending bool
+	require.NoError(t, b.db.Pool.QueryRow(ctx, `SELECT published_at IS NULL FROM event_outbox WHERE event_type = $1`, kindAgedPublished).Scan(&pending))
+	require.True(t, pending)
+}
+
+// TestRetirePartitionsWriterWait: a writer inserting into today's partition
+// while an old partition is retired waits at most about the lock timeout
+// (the retirement's ACCESS EXCLUSIVE request queues writers behind it only
+// while it waits).
+func TestRetirePartitionsWriterWait(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	partitionOutbox(t, b.db, 40)
+	insertAt(t, b.db, kindAgedPublished, 100, 35, true)
+	// A long transaction holds the parent (a reader), so the retirement's
+	// DETACH must wait for it: the worst case for a writer behind it.
+	holder, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
+	_, err = holder.Exec(ctx, `SELECT count(*) FROM event_outbox`)
+	require.NoError(t, err)
+
+	p := b.outbox
+	p.PartitionLockTimeout = 150 * time.Millisecond
+	done := make(chan prune.Report, 1)
+	go func() {
+		rep, _ := prune.PruneTable(ctx, b.db.Pool, p)
+		done <- rep
+	}()
+	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
+	_, err = b.db.Pool.Exec(ctx, `INSERT INTO event_outbox (event_type, payload) VALUES ('writer', '{}')`)
+	waited := time.Since(start)
+	require.NoError(t, err)
+	rep := <-done
+	t.Logf("writer waited %v behind a retirement with lock timeout %v (busy: %v)", waited, p.PartitionLockTimeout, rep.Partitions.Busy)
+	require.Less(t, waited, p.PartitionLockTimeout+time.Second, "a writer waits at most about the lock timeout")
+	require.Equal(t, []string{dayName(40)}, rep.Partitions.Busy, "the first busy partition ends the retirement for this cycle")
+	require.NoError(t, holder.Rollback(ctx))
+	rep, err = prune.PruneTable(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	require.Contains(t, rep.Partitions.Dropped, dayName(35), "next cycle: dropped")
+}
