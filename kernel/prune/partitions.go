@@ -109,6 +109,9 @@ func (p Policy) Retire(ctx context.Context, db DB, maxPartitions int, rowCap int
 	if yes, err := p.Partitioned(ctx, db); err != nil || !yes {
 		return rep, err
 	}
+	if err := p.premake(ctx, db, lockTimeout); err != nil {
+		return rep, err
+	}
 	olds, err := p.oldPartitions(ctx, db)
 	if err != nil {
 		return rep, err
@@ -137,6 +140,40 @@ func (p Policy) Retire(ctx context.Context, db DB, maxPartitions int, rowCap int
 		}
 	}
 	return rep, nil
+}
+
+// managedByPartman reports whether pg_partman manages the table; premake
+// then lets it make the partitions ahead (pg_partman's own retention stays
+// off: retiring is the kernel's). Kernel-built SQL; the table is a parameter.
+const managedByPartman = `SELECT to_regclass('partman.part_config') IS NOT NULL
+	AND EXISTS (SELECT 1 FROM partman.part_config WHERE parent_table = 'public.' || $1::text)`
+
+// premake runs pg_partman's maintenance for the table (the partitions
+// ahead) when pg_partman manages it, within the lock timeout; a lock not
+// granted is left for the next cycle (a week of partitions is made ahead).
+func (p Policy) premake(ctx context.Context, db DB, lockTimeout time.Duration) error {
+	var managed bool
+	if err := db.QueryRow(ctx, `SELECT to_regclass('partman.part_config') IS NOT NULL`).Scan(&managed); err != nil || !managed {
+		return err
+	}
+	if err := db.QueryRow(ctx, managedByPartman, p.Table).Scan(&managed); err != nil || !managed {
+		return err
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("prune %s: partition maintenance: %w", p.Table, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", strconv.FormatInt(lockTimeout.Milliseconds(), 10)); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, "SELECT partman.run_maintenance('public.' || $1::text, p_jobmon := false)", p.Table); err != nil {
+		if _, _, lerr := lockOutcome(p, oldPartition{name: "maintenance"}, err); lerr == nil {
+			return nil // busy: next cycle
+		}
+		return fmt.Errorf("prune %s: pg_partman maintenance: %w", p.Table, err)
+	}
+	return tx.Commit(ctx)
 }
 
 func (p Policy) checkPartitionArgs(maxPartitions int, lockTimeout time.Duration) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/sweep"
+	"github.com/craig/retention/migrations"
 )
 
 // partitionOutbox replaces the scratch database's (empty) event_outbox with
@@ -219,4 +220,43 @@ func TestRetirePartitionsWriterWait(t *testing.T) {
 	rep, err = prune.PruneTable(ctx, b.db.Pool, p)
 	require.NoError(t, err)
 	require.Contains(t, rep.Partitions.Dropped, dayName(35), "next cycle: dropped")
+}
+
+// TestConvertOutboxKeepsEveryRow: the pg_partman conversion of a populated
+// event_outbox keeps every row (pending ones included) in daily partitions
+// with pg_partman's retention off, and the sweep then retires the old
+// partitions that hold only published rows.
+func TestConvertOutboxKeepsEveryRow(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	insertOutbox(t, b.db, kindAgedPublished, 50, 40, true)
+	insertOutbox(t, b.db, kindAgedPending, 2, 40, false)
+	insertOutbox(t, b.db, kindAgedPublished, 30, 36, true)
+	insertOutbox(t, b.db, kindFreshPublished, 10, 3, true)
+	insertOutbox(t, b.db, kindFreshPending, 5, 1, false)
+	before := b.db.Count(t, `SELECT count(*) FROM event_outbox`)
+	tx, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, migrations.PartitionOutboxSQL())
+	require.NoError(t, err, "the conversion (pg_partman installed: .ci/run installs postgresql-<version>-partman)")
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, before, b.db.Count(t, `SELECT count(*) FROM event_outbox`), "every row is kept")
+	require.Equal(t, int64(2), countOutbox(t, b.db, kindAgedPending))
+	require.Equal(t, int64(1), b.db.Count(t, `SELECT count(*) FROM partman.part_config WHERE parent_table = 'public.event_outbox' AND retention IS NULL`),
+		"pg_partman makes the partitions; its own retention is off")
+	yes, err := b.outbox.Partitioned(ctx, b.db.Pool)
+	require.NoError(t, err)
+	require.True(t, yes)
+
+	rep, err := prune.PruneTable(ctx, b.db.Pool, b.outbox)
+	require.NoError(t, err)
+	partman := func(daysAgo int) string {
+		return "event_outbox_p" + time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -daysAgo).Format("2006_01_02")
+	}
+	require.Contains(t, rep.Partitions.Dropped, partman(36), "published rows only: retired whole")
+	require.Len(t, rep.Partitions.Dropped, prune.DefaultMaxPartitions, "at most a week of partitions a cycle")
+	require.Equal(t, []string{partman(40)}, rep.Partitions.Kept, "the pending rows keep their day")
+	require.Equal(t, int64(2), countOutbox(t, b.db, kindAgedPending))
+	require.Equal(t, int64(0), countOutbox(t, b.db, kindAgedPublished))
+	require.Equal(t, int64(15), countOutbox(t, b.db, kindFreshPublished)+countOutbox(t, b.db, kindFreshPending))
 }
