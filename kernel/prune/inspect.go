@@ -191,6 +191,12 @@ type DryRun struct {
 	Batches int64
 	// WouldCap is true when the eligible rows exceed the cycle cap.
 	WouldCap bool
+	// PartitionsToDrop and PartitionsToKeep (a range-partitioned table):
+	// the old partitions a real run would retire whole (up to its
+	// partition cap) and those it would keep because a row in them must
+	// stay, read without a lock (a real run checks again under one).
+	PartitionsToDrop []string
+	PartitionsToKeep []string
 }
 
 // Plan reports what a real run would delete, without deleting anything.
@@ -202,7 +208,43 @@ func Plan(ctx context.Context, db DB, p Policy) (DryRun, error) {
 	if err != nil {
 		return DryRun{}, err
 	}
-	return DryRun{Eligibility: e, Batches: p.batchesFor(e.Count), WouldCap: e.Count >= p.cycleCap()}, nil
+	d := DryRun{Eligibility: e, Batches: p.batchesFor(e.Count), WouldCap: e.Count >= p.cycleCap()}
+	if p.RetirePartitions {
+		d.PartitionsToDrop, d.PartitionsToKeep, err = p.planPartitions(ctx, db)
+	}
+	return d, err
+}
+
+// planPartitions reads which old partitions a run would drop and keep.
+func (p Policy) planPartitions(ctx context.Context, db DB) (drop, keep []string, err error) {
+	if p.Eligible == "" || p.AgeColumn == "" {
+		return nil, nil, nil
+	}
+	if yes, err := p.Partitioned(ctx, db); err != nil || !yes {
+		return nil, nil, err
+	}
+	olds, err := p.oldPartitions(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	limit := p.MaxPartitions
+	if limit == 0 {
+		limit = DefaultMaxPartitions
+	}
+	for _, o := range olds {
+		var stay bool
+		// Eligible is the policy's reviewed SQL, never input.
+		if err := db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+o.ident()+" WHERE ("+p.Eligible+") IS NOT TRUE)").Scan(&stay); err != nil {
+			return nil, nil, fmt.Errorf("prune %s: plan partition %s: %w", p.Table, o.name, err)
+		}
+		switch {
+		case stay:
+			keep = append(keep, o.name)
+		case len(drop) < limit:
+			drop = append(drop, o.name)
+		}
+	}
+	return drop, keep, nil
 }
 
 func (p Policy) batchesFor(eligible int64) int64 {

@@ -97,6 +97,12 @@ func TestRetirePartitions(t *testing.T) {
 	p := b.outbox
 	require.True(t, p.RetirePartitions)
 	p.MaxPartitions = 30
+	plan, err := prune.Plan(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	require.Equal(t, []string{dayName(38)}, plan.PartitionsToKeep, "the dry run names the partition a pending row keeps")
+	require.Contains(t, plan.PartitionsToDrop, dayName(40))
+	require.NotContains(t, plan.PartitionsToDrop, dayName(30), "never the boundary")
+	require.Len(t, partitions(t, b.db), 45+2+1, "a dry run drops nothing")
 	rep, err := prune.PruneTable(ctx, b.db.Pool, p)
 	require.NoError(t, err)
 	parts := partitions(t, b.db)

@@ -246,6 +246,10 @@ type TableReport struct {
 type DryRunTable struct {
 	Eligible                 int64    `json:"eligible"`
 	OldestEligibleAgeSeconds *float64 `json:"oldest_eligible_age_seconds"`
+	// PartitionsToDrop and PartitionsToKeep: a range-partitioned table's
+	// old partitions a real run would retire whole, and keep.
+	PartitionsToDrop []string `json:"partitions_to_drop,omitempty"`
+	PartitionsToKeep []string `json:"partitions_to_keep,omitempty"`
 }
 
 // Report is the outcome of one cycle.
@@ -483,7 +487,8 @@ func (s *Sweeper) DryRun(ctx context.Context) (Report, error) {
 				return rep, fmt.Errorf("sweep dry run: %w", err)
 			}
 			tr.Batches, tr.Capped = int(plan.Batches), plan.WouldCap
-			tr.DryRunTable = &DryRunTable{Eligible: plan.Count, OldestEligibleAgeSeconds: plan.OldestAgeSeconds()}
+			tr.DryRunTable = &DryRunTable{Eligible: plan.Count, OldestEligibleAgeSeconds: plan.OldestAgeSeconds(),
+				PartitionsToDrop: plan.PartitionsToDrop, PartitionsToKeep: plan.PartitionsToKeep}
 			rep.Tables = append(rep.Tables, tr)
 		}
 	}
