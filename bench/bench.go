@@ -158,6 +158,11 @@ func (r *runner) runScenarios(ctx context.Context, res *Results) error {
 			return err
 		}
 	}
+	if r.cfg.runs(ScenarioPartition) {
+		if res.Partition, err = r.runPartition(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -105,7 +105,14 @@ func TestBenchSmoke(t *testing.T) {
 		require.Positive(t, run.Ratio, "round %d", run.Round)
 	}
 
-	require.Len(t, res.Goals, 12)
+	require.NotNil(t, res.Partition)
+	for _, run := range res.Partition.Runs {
+		require.Equal(t, run.DeleteRows, run.KernelRows, "round %d: the kernel retires exactly the rows the DELETE deletes", run.Round)
+		require.Positive(t, run.Dropped, "round %d: old partitions without pending rows are dropped", run.Round)
+		require.Positive(t, run.Kept, "round %d: the days with pending rows are kept", run.Round)
+	}
+
+	require.Len(t, res.Goals, 14)
 	for _, g := range res.Goals {
 		require.NotNil(t, g.Measured, g.What)
 		require.NotNil(t, g.Met, g.What)

@@ -54,10 +54,13 @@ const (
 	// ScenarioRead is the read side: fetch by id and deep verify through
 	// the archive API.
 	ScenarioRead = "read"
+	// ScenarioPartition is partition retirement on the drain's data in
+	// daily partitions (pg_partman).
+	ScenarioPartition = "partition"
 )
 
 // AllScenarios lists every scenario in run order.
-var AllScenarios = []string{ScenarioDrain, ScenarioSteady, ScenarioWriter, ScenarioArchive, ScenarioSecurityArchive, ScenarioFleet, ScenarioPurge, ScenarioRead}
+var AllScenarios = []string{ScenarioDrain, ScenarioSteady, ScenarioWriter, ScenarioArchive, ScenarioSecurityArchive, ScenarioFleet, ScenarioPurge, ScenarioRead, ScenarioPartition}
 
 // Environment variables of the benchmark (the cmd's flags override them).
 const (

@@ -56,7 +56,9 @@ func summarize(res *Results) (Summary, []Goal) {
 		goal("security archive pass of audit_log (ratio to COPY)", "≥ 0.5×", s.SecurityArchiveVsCopyRatio, "×", func(v float64) bool { return v >= 0.5 }),
 		goal("inbound signed archive events into archive_records", "≥ 1,000/s", s.FleetEventsPerS, "events/s", func(v float64) bool { return v >= 1000 }),
 		goal("fetch an archived row by id through the API (p99)", "≤ 100 ms", s.FetchByIDP99MS, "ms", func(v float64) bool { return v <= 100 }),
-		goal("deep verify (ratio to GET + sha256 of the same objects)", "≥ 0.7×", s.VerifyDeepVsGetRatio, "×", func(v float64) bool { return v >= 0.7 }))
+		goal("deep verify (ratio to GET + sha256 of the same objects)", "≥ 0.7×", s.VerifyDeepVsGetRatio, "×", func(v float64) bool { return v >= 0.7 }),
+		goal("partition retirement (ratio to one unbounded DELETE, unpartitioned)", "≥ 20×", s.PartitionDrainRatio, "×", func(v float64) bool { return v >= 20 }),
+		goal("WAL per retired row, partitioned", "≤ 5 bytes", s.PartitionWALBytesPerRow, "bytes", func(v float64) bool { return v <= 5 }))
 	if res.Archive != nil && res.Archive.BigRows != nil && res.Archive.BigRows.PeakRSSMiB > 0 {
 		big := res.Archive.BigRows
 		goals = append(goals, goal(fmt.Sprintf("archive peak RSS, %d KiB rows at batch size %s", big.RowBytes>>10, thousands(int64(big.BatchSize))),
@@ -80,6 +82,9 @@ func summarizeLifecycle(res *Results, s *Summary) {
 	}
 	if res.Read != nil {
 		s.FetchByIDP99MS, s.VerifyDeepVsGetRatio = ptr(res.Read.FetchP99MS), ptr(res.Read.VerifyVsGetRatio)
+	}
+	if res.Partition != nil {
+		s.PartitionDrainRatio, s.PartitionWALBytesPerRow = ptr(res.Partition.Ratio), ptr(res.Partition.WALBytesPerRow)
 	}
 }
 

@@ -40,6 +40,11 @@ type Summary struct {
 	// VerifyDeepVsGetRatio is a deep verify's archives/s ÷ a plain GET +
 	// sha256 of the same objects.
 	VerifyDeepVsGetRatio *float64 `json:"verify_deep_vs_get_ratio"`
+	// PartitionDrainRatio is the kernel's rows/s on the drain's data in
+	// daily partitions ÷ one unbounded DELETE on the unpartitioned copy.
+	PartitionDrainRatio *float64 `json:"partition_drain_ratio"`
+	// PartitionWALBytesPerRow is the kernel's WAL per retired row there.
+	PartitionWALBytesPerRow *float64 `json:"partition_wal_bytes_per_row"`
 }
 
 // SummaryKeys returns the summary's JSON keys, sorted.
@@ -70,11 +75,12 @@ type Results struct {
 	Writer    *WriterResult  `json:"writer"`
 	Archive   *ArchiveResult `json:"archive"`
 	// SecurityArchive is the security_archive scenario (audit_log).
-	SecurityArchive *ArchiveResult `json:"security_archive"`
-	Fleet           *FleetResult   `json:"fleet"`
-	Purge           *PurgeResult   `json:"purge"`
-	Read            *ReadResult    `json:"read"`
-	Notes           []string       `json:"notes"`
+	SecurityArchive *ArchiveResult   `json:"security_archive"`
+	Fleet           *FleetResult     `json:"fleet"`
+	Purge           *PurgeResult     `json:"purge"`
+	Read            *ReadResult      `json:"read"`
+	Partition       *PartitionResult `json:"partition"`
+	Notes           []string         `json:"notes"`
 }
 
 // ConfigReport is the configuration a run used.
@@ -399,4 +405,28 @@ type ReadRun struct {
 	VerifyArchivesPerSec float64 `json:"verify_archives_per_s"`
 	GetArchivesPerSec    float64 `json:"get_sha256_archives_per_s"`
 	Ratio                float64 `json:"ratio"`
+}
+
+// PartitionResult is the partition scenario.
+type PartitionResult struct {
+	Rows           int            `json:"rows"`
+	Ratio          float64        `json:"partition_drain_ratio"`
+	WALBytesPerRow float64        `json:"wal_bytes_per_retired_row"`
+	Runs           []PartitionRun `json:"runs"`
+}
+
+// PartitionRun is one partition round.
+type PartitionRun struct {
+	Round           int     `json:"round"`
+	KernelRows      int64   `json:"kernel_rows"`
+	KernelSeconds   float64 `json:"kernel_s"`
+	KernelWAL       int64   `json:"kernel_wal_bytes"`
+	KernelWALPerRow float64 `json:"kernel_wal_bytes_per_row"`
+	Dropped         int     `json:"partitions_dropped"`
+	Kept            int     `json:"partitions_kept"`
+	DeleteRows      int64   `json:"delete_rows"`
+	DeleteSeconds   float64 `json:"delete_s"`
+	DeleteWAL       int64   `json:"delete_wal_bytes"`
+	DeleteWALPerRow float64 `json:"delete_wal_bytes_per_row"`
+	Ratio           float64 `json:"ratio"`
 }

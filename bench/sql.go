@@ -184,3 +184,22 @@ SELECT data_key, data_sha256 FROM archive_ledger
 WHERE purged_at IS NULL
 ORDER BY archive_id
 LIMIT $1`
+
+// seedPartitionOutbox is seedDrainOutbox with the undelivered events of
+// only one old day in eight (the day of the month divisible by 8): the
+// layout where partition retirement can drop most old days whole and must
+// keep the others (their pending rows are evidence).
+const seedPartitionOutbox = `
+INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+SELECT 'case.placement_changed',
+       jsonb_build_object('case_id', 'case-' || lpad((g % 100000)::text, 6, '0'), 'seq', g,
+                          'county', 'county-' || (g % 58), 'actor', 'worker-' || (g % 97),
+                          'occurred_at', c.at, 'digest', md5(g::text)),
+       c.at,
+       CASE WHEN g <= $2::int AND g % 46 = 0 AND extract(day FROM c.at AT TIME ZONE 'UTC')::int % 8 = 0 THEN NULL
+            ELSE c.at + interval '2 seconds' END
+FROM generate_series(1, $1::int) AS g,
+LATERAL (SELECT CASE WHEN g <= $2::int
+                     THEN now() - interval '55 days' + (g - 1) * (interval '24 days' / $2::int)
+                     ELSE now() - interval '29 days' + (g - $2::int - 1) * (interval '29 days' / ($1::int - $2::int))
+                END AS at) AS c`

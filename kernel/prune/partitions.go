@@ -46,7 +46,9 @@ type PartitionReport struct {
 	// attempt would make the table's writers wait again) and retries next
 	// cycle.
 	Busy []string
-	// Capped is true when the partition or row cap stopped the retirement.
+	// Capped is true when the partition cap stopped the retirement with
+	// old partitions left (the call then ends there: the batch loop must
+	// not delete, row by row, rows the next call drops whole).
 	Capped bool
 }
 
@@ -135,7 +137,8 @@ func (p Policy) Retire(ctx context.Context, db DB, maxPartitions int, rowCap int
 			rep.Busy = append(rep.Busy, o.name)
 			return rep, nil
 		case outcome == retiredCapped:
-			rep.Capped = true
+			// Over the row cap: the batch loop takes its rows, within the
+			// cap, so a partition larger than the cap still goes.
 			return rep, nil
 		}
 	}

@@ -353,6 +353,9 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 			return rep, err
 		}
 		rep.Deleted, rep.Capped = rep.Partitions.DroppedRows, rep.Partitions.Capped
+		if rep.Capped {
+			return rep, nil // more old partitions than the cap: next cycle drops them, not the batch loop
+		}
 	}
 	run, restore, err := p.batchRunner(ctx, db)
 	if err != nil {
