@@ -19,17 +19,6 @@ import (
 //go:embed transport archive exchange financial rules security
 var files embed.FS
 
-// partitionOutbox converts event_outbox to daily partitions (issue 15); it
-// is not a migration of any set: an operator runs it on request.
-//
-//go:embed partition/event_outbox.sql
-var partitionOutbox string
-
-// PartitionOutboxSQL is the conversion of an existing event_outbox into a
-// table range-partitioned by created_at, one partition a day, made by
-// pg_partman with its retention off (run it in one transaction).
-func PartitionOutboxSQL() string { return partitionOutbox }
-
 // Set is one independently versioned migration set.
 type Set struct {
 	// Name identifies the set: "transport" or a service name.

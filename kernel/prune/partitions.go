@@ -148,13 +148,14 @@ func (p Policy) Retire(ctx context.Context, db DB, maxPartitions int, rowCap int
 // managedByPartman reports whether pg_partman manages the table; premake
 // then lets it make the partitions ahead (pg_partman's own retention stays
 // off: retiring is the kernel's). Kernel-built SQL; the table is a parameter.
-const managedByPartman = `SELECT to_regclass('partman.part_config') IS NOT NULL
-	AND EXISTS (SELECT 1 FROM partman.part_config WHERE parent_table = 'public.' || $1::text)`
+const managedByPartman = `SELECT EXISTS (SELECT 1 FROM partman.part_config WHERE parent_table = 'public.' || $1::text)`
 
 // premake runs pg_partman's maintenance for the table (the partitions
 // ahead) when pg_partman manages it, within the lock timeout; a lock not
 // granted is left for the next cycle (a week of partitions is made ahead).
 func (p Policy) premake(ctx context.Context, db DB, lockTimeout time.Duration) error {
+	// Two statements: the second names partman.part_config, which does not
+	// parse where pg_partman is not installed.
 	var managed bool
 	if err := db.QueryRow(ctx, `SELECT to_regclass('partman.part_config') IS NOT NULL`).Scan(&managed); err != nil || !managed {
 		return err
