@@ -28,13 +28,7 @@ import (
 // nothing; a bound under a day is refused.
 func TestCollectOrphans(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db := kerneltest.ServiceDB(t, "rules")
-	s3 := kerneltest.NewS3Scratch(t)
-	st, err := store.Open(ctx, s3.URL)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	ctx, db, s3, st := scratchWorld(t)
 
 	put := func(id uuid.UUID) store.ArchiveKeys {
 		keys, err := store.NewArchiveKeys(s3.Service, "rule_evaluations", time.Now(), id.String())
@@ -57,7 +51,7 @@ func TestCollectOrphans(t *testing.T) {
 	orphanKeys := put(uuid.Must(uuid.NewV7()))
 
 	r := archiveread.New(db.Pool, st, s3.Service, nil)
-	_, err = r.CollectOrphans(ctx, 0, true, "ops:alice")
+	_, err := r.CollectOrphans(ctx, 0, true, "ops:alice")
 	require.ErrorIs(t, err, archiveread.ErrGCInvalid)
 	fresh, err := r.CollectOrphans(ctx, 1, false, "ops:alice")
 	require.NoError(t, err)
@@ -87,13 +81,7 @@ func TestCollectOrphans(t *testing.T) {
 // each failure by kind and stamps its finish time; it stops with its context.
 func TestScheduledVerifier(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db := kerneltest.ServiceDB(t, "rules")
-	s3 := kerneltest.NewS3Scratch(t)
-	st, err := store.Open(ctx, s3.URL)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	ctx, db, s3, st := scratchWorld(t)
 	id := uuid.Must(uuid.NewV7())
 	keys, err := store.NewArchiveKeys(s3.Service, "rule_evaluations", time.Now(), id.String())
 	require.NoError(t, err)
@@ -123,4 +111,18 @@ func TestScheduledVerifier(t *testing.T) {
 // archiveTables is rule_evaluations as the reader needs it (its age column).
 func archiveTables() []archive.TableSpec {
 	return []archive.TableSpec{{Table: "rule_evaluations", AgeColumn: "evaluated_at"}}
+}
+
+// scratchWorld is a test's rules database, scratch store prefix and store,
+// bounded by a minute.
+func scratchWorld(t *testing.T) (context.Context, *kerneltest.DB, *kerneltest.S3Scratch, *store.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	db := kerneltest.ServiceDB(t, "rules")
+	s3 := kerneltest.NewS3Scratch(t)
+	st, err := store.Open(ctx, s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return ctx, db, s3, st
 }

@@ -3,7 +3,6 @@
 package archiveread_test
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"
-	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/store"
 )
 
@@ -25,13 +23,7 @@ import (
 // sound archives pass in both.
 func TestVerifyFindsEveryKind(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	db := kerneltest.ServiceDB(t, "rules")
-	s3 := kerneltest.NewS3Scratch(t)
-	st, err := store.Open(ctx, s3.URL)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
+	ctx, db, s3, st := scratchWorld(t)
 	at := time.Now().UTC().Truncate(time.Microsecond)
 
 	type breakage struct {
