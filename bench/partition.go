@@ -11,56 +11,117 @@ import (
 	"github.com/craig/retention/migrations"
 )
 
+// The partition scenario's layouts of the drain's old rows.
+const (
+	// layoutClean: no old row is pending (a relay that keeps up): every
+	// old day is retired whole. The scenario's headline figures.
+	layoutClean = "clean"
+	// layoutStuck: the undelivered events of one old day in eight stay
+	// pending: those days are kept and their published rows go by batches.
+	layoutStuck = "stuck_one_day_in_8"
+	stuckEvery  = 8
+)
+
+// Writer beside retirement: the rate is higher than the writer scenario's
+// (a retirement lasts a fraction of a second, and each round's window is
+// one), and the figure pools every round's samples.
+const partitionWriterRate = 400
+
+// Bloat simulation: a 7-day window swept daily through 30 days after it
+// filled, a day being the drain's rows per day.
+const (
+	bloatWindowDays = 7
+	bloatSteadyDays = 30
+)
+
 // runPartition measures partition retirement (issue 15): the drain's
 // volume (DrainRows, 46% old) laid out in daily partitions by pg_partman
-// (the conversion operators run), the old rows' undelivered events on one
-// day in eight; the kernel's PruneTable with the real outbox policy (whole
-// partitions where no row must stay, batches elsewhere; as many calls as
-// cycles would take) against one unbounded DELETE of the same rows on the
-// unpartitioned copy, in Rounds interleaved rounds.
+// (the conversion operators run), in the two layouts above; the kernel's
+// PruneTable with the real outbox policy (whole partitions where no row
+// must stay, batches elsewhere; as many calls as cycles would take) against
+// one unbounded DELETE of the same rows on the unpartitioned copy, in
+// Rounds interleaved rounds; then a writer beside the retirement, and the
+// table's size after 30 simulated days of daily sweeps, partitioned and
+// row-deleted.
 func (r *runner) runPartition(ctx context.Context) (*PartitionResult, error) {
-	plain, daily := r.srv.name("partition_plain"), r.srv.name("partition_daily")
+	res := &PartitionResult{Rows: r.cfg.DrainRows}
+	tpls := map[string][2]string{}
+	for _, layout := range []string{layoutClean, layoutStuck} {
+		plain, daily, err := r.partitionTemplates(ctx, layout)
+		defer r.discard(plain)
+		defer r.discard(daily)
+		if err != nil {
+			return nil, err
+		}
+		tpls[layout] = [2]string{plain, daily}
+	}
+	ratios, walPerRow := map[string][]float64{}, map[string][]float64{}
+	var perPartition []float64
+	for round := range r.cfg.Rounds {
+		for _, layout := range []string{layoutClean, layoutStuck} {
+			run, err := r.partitionRound(ctx, tpls[layout][0], tpls[layout][1], round)
+			if err != nil {
+				return nil, fmt.Errorf("partition %s round %d: %w", layout, round+1, err)
+			}
+			run.Layout = layout
+			r.cfg.logf("partition %s round %d/%d: kernel %d rows in %.3f s (%d partitions dropped, %d kept), unbounded DELETE %d rows in %.3f s: ratio %.1f, %.2f WAL bytes/row",
+				layout, round+1, r.cfg.Rounds, run.KernelRows, run.KernelSeconds, run.Dropped, run.Kept, run.DeleteRows, run.DeleteSeconds, run.Ratio, run.KernelWALPerRow)
+			res.Runs = append(res.Runs, run)
+			ratios[layout], walPerRow[layout] = append(ratios[layout], run.Ratio), append(walPerRow[layout], run.KernelWALPerRow)
+			if layout == layoutClean && run.Dropped > 0 {
+				perPartition = append(perPartition, 1000*run.KernelSeconds/float64(run.Dropped))
+			}
+		}
+	}
+	res.Ratio, res.WALBytesPerRow = round3(median(ratios[layoutClean])), round3(median(walPerRow[layoutClean]))
+	res.StuckRatio, res.StuckWALBytesPerRow = round3(median(ratios[layoutStuck])), round3(median(walPerRow[layoutStuck]))
+	res.MSPerDroppedPartition = round3(median(perPartition))
+	w, err := r.partitionWriter(ctx, tpls[layoutClean][1])
+	if err != nil {
+		return nil, fmt.Errorf("partition writer: %w", err)
+	}
+	res.Writer = w
+	b, err := r.partitionBloat(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("partition bloat: %w", err)
+	}
+	res.Bloat = b
+	return res, nil
+}
+
+// partitionTemplates builds a layout's unpartitioned and partitioned
+// templates (the same rows).
+func (r *runner) partitionTemplates(ctx context.Context, layout string) (plain, daily string, err error) {
+	plain, daily = r.srv.name("partition_plain_"+layout), r.srv.name("partition_daily_"+layout)
+	every := 0
+	if layout == layoutStuck {
+		every = stuckEvery
+	}
 	seed := func(convert bool) func(*pgx.Conn) error {
 		return func(conn *pgx.Conn) error {
-			if _, err := conn.Exec(ctx, seedPartitionOutbox, r.cfg.DrainRows, drainOldRows(r.cfg.DrainRows)); err != nil {
+			if _, err := conn.Exec(ctx, seedPartitionOutbox, r.cfg.DrainRows, drainOldRows(r.cfg.DrainRows), every); err != nil {
 				return fmt.Errorf("seed event_outbox: %w", err)
 			}
 			if !convert {
 				return nil
 			}
-			return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, migrations.PartitionOutboxSQL())
-				if err != nil {
-					return fmt.Errorf("partition event_outbox (pg_partman: postgresql-<version>-partman): %w", err)
-				}
-				return nil
-			})
+			return convertOutbox(ctx, conn)
 		}
 	}
-	for _, t := range []struct {
-		name    string
-		convert bool
-	}{{plain, false}, {daily, true}} {
-		if err := r.buildTemplate(ctx, t.name, []migrations.Set{migrations.Transport()}, seed(t.convert)); err != nil {
-			return nil, err
-		}
+	if err := r.buildTemplate(ctx, plain, []migrations.Set{migrations.Transport()}, seed(false)); err != nil {
+		return plain, daily, err
 	}
-	defer r.discard(plain)
-	defer r.discard(daily)
-	res := &PartitionResult{Rows: r.cfg.DrainRows}
-	var ratios, walPerRow []float64
-	for round := range r.cfg.Rounds {
-		run, err := r.partitionRound(ctx, plain, daily, round)
-		if err != nil {
-			return nil, fmt.Errorf("partition round %d: %w", round+1, err)
+	return plain, daily, r.buildTemplate(ctx, daily, []migrations.Set{migrations.Transport()}, seed(true))
+}
+
+// convertOutbox runs the pg_partman conversion operators run.
+func convertOutbox(ctx context.Context, conn *pgx.Conn) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, migrations.PartitionOutboxSQL()); err != nil {
+			return fmt.Errorf("partition event_outbox (pg_partman: postgresql-<version>-partman): %w", err)
 		}
-		r.cfg.logf("partition round %d/%d: kernel %d rows in %.3f s (%d partitions dropped, %d kept), unbounded DELETE %d rows in %.3f s: ratio %.1f, %.2f WAL bytes/row",
-			round+1, r.cfg.Rounds, run.KernelRows, run.KernelSeconds, run.Dropped, run.Kept, run.DeleteRows, run.DeleteSeconds, run.Ratio, run.KernelWALPerRow)
-		res.Runs = append(res.Runs, run)
-		ratios, walPerRow = append(ratios, run.Ratio), append(walPerRow, run.KernelWALPerRow)
-	}
-	res.Ratio, res.WALBytesPerRow = round3(median(ratios)), round3(median(walPerRow))
-	return res, nil
+		return nil
+	})
 }
 
 // partitionRound times the kernel on a copy of the partitioned template and
@@ -69,20 +130,9 @@ func (r *runner) partitionRound(ctx context.Context, plain, daily string, round 
 	run := PartitionRun{Round: round + 1}
 	kernel := func() error {
 		return r.onCopy(ctx, daily, "kernel", round, func(conn *pgx.Conn) (int64, error) {
-			var dropped, kept int
-			timer := &batchTimer{DB: conn}
-			for {
-				rep, err := prune.PruneTable(ctx, timer, r.outbox)
-				if err != nil {
-					return run.KernelRows, err
-				}
-				run.KernelRows += rep.Deleted
-				dropped, kept = dropped+len(rep.Partitions.Dropped), kept+len(rep.Partitions.Kept)
-				if !rep.Capped {
-					run.Dropped, run.Kept = dropped, kept
-					return run.KernelRows, nil
-				}
-			}
+			rows, dropped, kept, err := r.retireAll(ctx, &batchTimer{DB: conn})
+			run.KernelRows, run.Dropped, run.Kept = rows, dropped, kept
+			return rows, err
 		}, &run.KernelSeconds, &run.KernelWAL)
 	}
 	unbounded := func() error {
@@ -108,6 +158,22 @@ func (r *runner) partitionRound(ctx context.Context, plain, daily string, round 
 	run.KernelWALPerRow = round3(perRow(run.KernelWAL, run.KernelRows))
 	run.DeleteWALPerRow = round3(perRow(run.DeleteWAL, run.DeleteRows))
 	return run, nil
+}
+
+// retireAll runs the outbox policy's PruneTable as consecutive cycles
+// would, until a call is not capped.
+func (r *runner) retireAll(ctx context.Context, db prune.DB) (rows int64, dropped, kept int, err error) {
+	for {
+		rep, err := prune.PruneTable(ctx, db, r.outbox)
+		if err != nil {
+			return rows, dropped, kept, err
+		}
+		rows += rep.Deleted
+		dropped, kept = dropped+len(rep.Partitions.Dropped), kept+len(rep.Partitions.Kept)
+		if !rep.Capped {
+			return rows, dropped, kept, nil
+		}
+	}
 }
 
 // onCopy runs fn on a fresh copy of template, timing it and measuring its

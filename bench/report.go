@@ -58,7 +58,8 @@ func summarize(res *Results) (Summary, []Goal) {
 		goal("fetch an archived row by id through the API (p99)", "≤ 100 ms", s.FetchByIDP99MS, "ms", func(v float64) bool { return v <= 100 }),
 		goal("deep verify (ratio to GET + sha256 of the same objects)", "≥ 0.7×", s.VerifyDeepVsGetRatio, "×", func(v float64) bool { return v >= 0.7 }),
 		goal("partition retirement (ratio to one unbounded DELETE, unpartitioned)", "≥ 20×", s.PartitionDrainRatio, "×", func(v float64) bool { return v >= 20 }),
-		goal("WAL per retired row, partitioned", "≤ 5 bytes", s.PartitionWALBytesPerRow, "bytes", func(v float64) bool { return v <= 5 }))
+		goal("WAL per retired row, partitioned", "≤ 5 bytes", s.PartitionWALBytesPerRow, "bytes", func(v float64) bool { return v <= 5 }),
+		goal("writer p99 during partition retirement (ratio to none)", "≤ 1.2×", s.PartitionWriterP99Ratio, "×", func(v float64) bool { return v <= 1.2 }))
 	if res.Archive != nil && res.Archive.BigRows != nil && res.Archive.BigRows.PeakRSSMiB > 0 {
 		big := res.Archive.BigRows
 		goals = append(goals, goal(fmt.Sprintf("archive peak RSS, %d KiB rows at batch size %s", big.RowBytes>>10, thousands(int64(big.BatchSize))),
@@ -85,6 +86,7 @@ func summarizeLifecycle(res *Results, s *Summary) {
 	}
 	if res.Partition != nil {
 		s.PartitionDrainRatio, s.PartitionWALBytesPerRow = ptr(res.Partition.Ratio), ptr(res.Partition.WALBytesPerRow)
+		s.PartitionWriterP99Ratio, s.PartitionBloatRatio = ptr(res.Partition.Writer.P99Ratio), ptr(res.Partition.Bloat.SizeRatio)
 	}
 }
 

@@ -45,6 +45,12 @@ type Summary struct {
 	PartitionDrainRatio *float64 `json:"partition_drain_ratio"`
 	// PartitionWALBytesPerRow is the kernel's WAL per retired row there.
 	PartitionWALBytesPerRow *float64 `json:"partition_wal_bytes_per_row"`
+	// PartitionWriterP99Ratio is a writer's pooled p99 beside the
+	// retirement ÷ the same writer alone.
+	PartitionWriterP99Ratio *float64 `json:"partition_writer_p99_ratio"`
+	// PartitionBloatRatio is the row-deleted outbox's size ÷ the
+	// partitioned one's after 30 simulated days of daily sweeps.
+	PartitionBloatRatio *float64 `json:"partition_bloat_ratio"`
 }
 
 // SummaryKeys returns the summary's JSON keys, sorted.
@@ -407,16 +413,48 @@ type ReadRun struct {
 	Ratio                float64 `json:"ratio"`
 }
 
-// PartitionResult is the partition scenario.
+// PartitionResult is the partition scenario. Ratio and WALBytesPerRow are
+// the clean layout's (no old row pending); the Stuck figures are the layout
+// with one old day in eight holding undelivered events.
 type PartitionResult struct {
-	Rows           int            `json:"rows"`
-	Ratio          float64        `json:"partition_drain_ratio"`
-	WALBytesPerRow float64        `json:"wal_bytes_per_retired_row"`
-	Runs           []PartitionRun `json:"runs"`
+	Rows                  int             `json:"rows"`
+	Ratio                 float64         `json:"partition_drain_ratio"`
+	WALBytesPerRow        float64         `json:"wal_bytes_per_retired_row"`
+	StuckRatio            float64         `json:"stuck_partition_drain_ratio"`
+	StuckWALBytesPerRow   float64         `json:"stuck_wal_bytes_per_retired_row"`
+	MSPerDroppedPartition float64         `json:"ms_per_dropped_partition"`
+	Writer                PartitionWriter `json:"writer"`
+	Bloat                 PartitionBloat  `json:"bloat"`
+	Runs                  []PartitionRun  `json:"runs"`
+}
+
+// PartitionWriter is a writer beside the retirement, pooled over rounds.
+type PartitionWriter struct {
+	RatePerSec      int     `json:"rate_per_s"`
+	SamplesRetiring int     `json:"samples_retiring"`
+	SamplesAlone    int     `json:"samples_alone"`
+	RetiringP50MS   float64 `json:"retiring_p50_ms"`
+	RetiringP99MS   float64 `json:"retiring_p99_ms"`
+	AloneP50MS      float64 `json:"alone_p50_ms"`
+	AloneP99MS      float64 `json:"alone_p99_ms"`
+	P99Ratio        float64 `json:"p99_ratio"`
+}
+
+// PartitionBloat is the table's size after the simulated steady days.
+type PartitionBloat struct {
+	RowsPerDay          int     `json:"rows_per_day"`
+	WindowDays          int     `json:"window_days"`
+	SteadyDays          int     `json:"steady_days"`
+	PartitionedBytes    int64   `json:"partitioned_bytes"`
+	PartitionedLiveRows int64   `json:"partitioned_live_rows"`
+	RowDeletedBytes     int64   `json:"row_deleted_bytes"`
+	RowDeletedLiveRows  int64   `json:"row_deleted_live_rows"`
+	SizeRatio           float64 `json:"row_deleted_vs_partitioned_size_ratio"`
 }
 
 // PartitionRun is one partition round.
 type PartitionRun struct {
+	Layout          string  `json:"layout"`
 	Round           int     `json:"round"`
 	KernelRows      int64   `json:"kernel_rows"`
 	KernelSeconds   float64 `json:"kernel_s"`

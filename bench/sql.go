@@ -186,9 +186,10 @@ ORDER BY archive_id
 LIMIT $1`
 
 // seedPartitionOutbox is seedDrainOutbox with the undelivered events of
-// only one old day in eight (the day of the month divisible by 8): the
-// layout where partition retirement can drop most old days whole and must
-// keep the others (their pending rows are evidence).
+// only the old days whose day of the month $3 divides ($3 = 0: none): the
+// layouts where partition retirement drops every old day whole (a relay
+// that keeps up), or most of them and keeps the others (one day in eight
+// with a stuck event: their pending rows are evidence).
 const seedPartitionOutbox = `
 INSERT INTO event_outbox (event_type, payload, created_at, published_at)
 SELECT 'case.placement_changed',
@@ -196,10 +197,28 @@ SELECT 'case.placement_changed',
                           'county', 'county-' || (g % 58), 'actor', 'worker-' || (g % 97),
                           'occurred_at', c.at, 'digest', md5(g::text)),
        c.at,
-       CASE WHEN g <= $2::int AND g % 46 = 0 AND extract(day FROM c.at AT TIME ZONE 'UTC')::int % 8 = 0 THEN NULL
+       CASE WHEN g <= $2::int AND g % 46 = 0 AND $3::int > 0 AND extract(day FROM c.at AT TIME ZONE 'UTC')::int % $3::int = 0 THEN NULL
             ELSE c.at + interval '2 seconds' END
 FROM generate_series(1, $1::int) AS g,
 LATERAL (SELECT CASE WHEN g <= $2::int
                      THEN now() - interval '55 days' + (g - 1) * (interval '24 days' / $2::int)
                      ELSE now() - interval '29 days' + (g - $2::int - 1) * (interval '29 days' / ($1::int - $2::int))
                 END AS at) AS c`
+
+// seedBloatDay inserts one simulated day of published outbox rows ($1
+// rows, spread over the day $2 days ago).
+const seedBloatDay = `
+INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+SELECT 'case.placement_changed',
+       jsonb_build_object('case_id', 'case-' || lpad((g % 100000)::text, 6, '0'), 'seq', g, 'digest', md5(g::text)),
+       c.at, c.at + interval '2 seconds'
+FROM generate_series(1, $1::int) AS g,
+LATERAL (SELECT date_trunc('day', now()) - make_interval(days => $2::int) + (g - 1) * (interval '1 day' / $1::int) AS at) AS c`
+
+// outboxBytes is the outbox's size on disk, every partition, index and
+// TOAST table included.
+const outboxBytes = `
+SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+FROM pg_class c
+WHERE c.oid = 'event_outbox'::regclass
+   OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'event_outbox'::regclass)`

@@ -14,7 +14,8 @@ import (
 // seeded with rows the policy must delete AND rows it must keep, the
 // kernel's read-only queries (built from AgeColumn and Eligible) must select
 // exactly what the policy's hand-written batch delete deletes. The dry run's
-// eligible count, batches and cap verdict are what the real run then does;
+// eligible count, batches and cap verdict are what the real run then does
+// (and Keep, where set, is Eligible's complement on every row);
 // afterwards nothing is eligible and the delete agrees. It deletes the
 // eligible rows. Yielding to writers is turned off for the check: it only
 // changes the batch sizes (the dry run plans full batches), and the writes
@@ -27,6 +28,12 @@ func CheckPolicy(t testing.TB, db *DB, p prune.Policy) {
 	require.NoError(t, p.Inspectable())
 	countAll := "SELECT count(*) FROM " + pgx.Identifier{p.Table}.Sanitize()
 	total := db.Count(t, countAll)
+	if p.Keep != "" {
+		// Keep is Eligible's exact complement on every seeded row (NULLs
+		// included): partition retirement drops on its word.
+		require.Zero(t, db.Count(t, countAll+" WHERE (("+p.Eligible+") IS NOT TRUE) IS DISTINCT FROM (("+p.Keep+") IS TRUE)"),
+			"Keep must be true exactly for the rows Eligible is not TRUE for")
+	}
 
 	plan, err := prune.Plan(ctx, db.Pool, p)
 	require.NoError(t, err)

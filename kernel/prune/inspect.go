@@ -233,8 +233,8 @@ func (p Policy) planPartitions(ctx context.Context, db DB) (drop, keep []string,
 	}
 	for _, o := range olds {
 		var stay bool
-		// Eligible is the policy's reviewed SQL, never input.
-		if err := db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+o.ident()+" WHERE ("+p.Eligible+") IS NOT TRUE)").Scan(&stay); err != nil {
+		// Keep is the policy's reviewed SQL, never input.
+		if err := db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+o.ident()+" WHERE "+p.keepPredicate()+")").Scan(&stay); err != nil {
 			return nil, nil, fmt.Errorf("prune %s: plan partition %s: %w", p.Table, o.name, err)
 		}
 		switch {

@@ -119,6 +119,9 @@ func TestRetirePartitions(t *testing.T) {
 	require.Contains(t, plan.PartitionsToDrop, dayName(40))
 	require.NotContains(t, plan.PartitionsToDrop, dayName(30), "never the boundary")
 	require.Len(t, partitions(t, b.db), 45+2+1, "a dry run drops nothing")
+	// VACUUM has read every partition (as autovacuum will have an old
+	// one): the dropped rows are the catalog's count, and exact.
+	b.db.Exec(t, `VACUUM event_outbox`)
 	rep, err := prune.PruneTable(ctx, b.db.Pool, p)
 	require.NoError(t, err)
 	parts := partitions(t, b.db)
@@ -137,6 +140,29 @@ func TestRetirePartitions(t *testing.T) {
 	require.Equal(t, int64(3), countOutbox(t, b.db, kindFreshPending))
 	require.Equal(t, int64(1), countOutbox(t, b.db, "boundary_young"))
 	require.Equal(t, int64(60+20+1), rep.Deleted, "dropped rows, plus the kept partition's and the boundary's deleted rows")
+}
+
+// TestRetirePartitionsNullPredicate: a policy without Keep is checked with
+// "(Eligible) IS NOT TRUE", so a row its predicate is NULL for (neither
+// eligible nor not) keeps its partition; a partition the catalog has not
+// counted (never vacuumed) is counted row by row.
+func TestRetirePartitionsNullPredicate(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	partitionOutbox(t, b.db, 45)
+	insertAt(t, b.db, kindAgedPublished, 4, 40, true)
+	insertAt(t, b.db, kindAgedPending, 1, 40, false) // published_at > created_at is NULL for it
+	insertAt(t, b.db, kindAgedPublished, 6, 39, true)
+	p := b.outbox
+	p.Keep, p.Eligible = "", "published_at >= created_at"
+	dropped, kept := pruneUntilDone(ctx, t, b.db.Pool, p)
+	require.Contains(t, kept, dayName(40), "a NULL predicate is not eligible: the partition stays")
+	for _, k := range kept {
+		require.Equal(t, dayName(40), k, "kept by every call that reached it, and nothing else kept")
+	}
+	require.Contains(t, dropped, dayName(39))
+	require.Equal(t, int64(1), countOutbox(t, b.db, kindAgedPending))
+	require.Zero(t, countOutbox(t, b.db, kindAgedPublished))
 }
 
 // TestRetirePartitionsCap: at most MaxPartitions partitions go per call,
@@ -286,6 +312,24 @@ func TestConvertOutboxKeepsEveryRow(t *testing.T) {
 	require.Equal(t, int64(2), countOutbox(t, b.db, kindAgedPending))
 	require.Equal(t, int64(0), countOutbox(t, b.db, kindAgedPublished))
 	require.Equal(t, int64(15), countOutbox(t, b.db, kindFreshPublished)+countOutbox(t, b.db, kindFreshPending))
+
+	// Premake: pg_partman's maintenance runs when fewer partitions are made
+	// ahead than its premake asks, and not otherwise.
+	ahead := func() int64 {
+		return b.db.Count(t, `SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+			WHERE i.inhparent = 'event_outbox'::regclass AND c.relname > $1`, partman(0))
+	}
+	made := ahead()
+	require.GreaterOrEqual(t, made, int64(7), "the conversion made a week ahead")
+	b.db.Exec(t, `UPDATE partman.part_config SET premake = 12 WHERE parent_table = 'public.event_outbox'`)
+	_, err = prune.PruneTable(ctx, b.db.Pool, b.outbox)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, ahead(), int64(12), "premake due: pg_partman made the partitions ahead")
+	made = ahead()
+	b.db.Exec(t, `UPDATE partman.part_config SET premake = 3 WHERE parent_table = 'public.event_outbox'`)
+	_, err = prune.PruneTable(ctx, b.db.Pool, b.outbox)
+	require.NoError(t, err)
+	require.Equal(t, made, ahead(), "not due: nothing made, nothing dropped ahead")
 }
 
 // TestPartitionedTableInspection: the read-only side works through a
@@ -308,4 +352,34 @@ func TestPartitionedTableInspection(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, pc.Plan, "Append", "one scan per partition")
 	require.False(t, pc.SeqScan, "each partition by its sweep index: %s", pc.Plan)
+}
+
+// TestRetirePartitionsFinishesStrandedDrops: a partition detached for
+// retirement whose drop never ran (the process died between the two
+// transactions) is dropped by the next call, after the keep check once
+// more; a detached table that somehow holds a row that must stay is left.
+func TestRetirePartitionsFinishesStrandedDrops(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	partitionOutbox(t, b.db, 40)
+	insertAt(t, b.db, kindAgedPublished, 6, 36, true)
+	insertAt(t, b.db, kindAgedPublished, 4, 35, true)
+	// What the detach transaction leaves, twice; then a pending row lands
+	// in the second table (written to it by name).
+	for _, d := range []int{36, 35} {
+		b.db.Exec(t, "ALTER TABLE event_outbox DETACH PARTITION "+dayName(d))
+		b.db.Exec(t, "COMMENT ON TABLE "+dayName(d)+" IS 'craig-retention: detached from event_outbox'")
+	}
+	b.db.Exec(t, "INSERT INTO "+dayName(35)+" (event_type, payload, created_at) SELECT $1, '{}', created_at FROM "+dayName(35)+" LIMIT 1", kindAgedPending)
+	// An unmarked standalone table is never the kernel's.
+	b.db.Exec(t, "CREATE TABLE event_outbox_p_mine (LIKE event_outbox)")
+
+	rep, err := prune.PruneTable(ctx, b.db.Pool, b.outbox)
+	require.NoError(t, err)
+	require.Contains(t, rep.Partitions.Dropped, dayName(36), "the stranded drop is finished")
+	require.Contains(t, rep.Partitions.Kept, dayName(35), "a row that must stay: left")
+	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = $1", dayName(35)))
+	require.Zero(t, b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = $1", dayName(36)))
+	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = 'event_outbox_p_mine'"))
+	require.Equal(t, int64(6), rep.Partitions.DroppedRows, "the stranded table's rows count as dropped")
 }

@@ -167,6 +167,16 @@ type Policy struct {
 	// Invariant names the watchdog reporting rows that overrun the window;
 	// empty means "<table>_retention_overrun".
 	Invariant string
+	// Keep is Eligible's exact complement, written so that an index can
+	// answer it: true for every row Eligible is not TRUE for (NULL
+	// included), false for every other. For the outbox, whose Eligible is
+	// "published_at IS NOT NULL", it is "published_at IS NULL", which the
+	// pending index covers. Partition retirement asks whether any row of an
+	// old partition matches it before dropping the partition; empty means
+	// "(Eligible) IS NOT TRUE", which no index answers (every row is read).
+	// Reviewed SQL like Eligible; kerneltest.CheckPolicy proves the
+	// complement on the seeded rows.
+	Keep string
 
 	// StatementTimeout and LockTimeout bound each batch statement on the
 	// server; 0 leaves the server's (role's, session's) setting.
@@ -237,7 +247,9 @@ type Report struct {
 	Table string
 	// Disabled is true when the window is 0 and nothing was attempted.
 	Disabled bool
-	// Deleted is the exact number of rows deleted.
+	// Deleted is the number of rows deleted: exact for the batches, plus
+	// the dropped partitions' rows (Partitions.DroppedRows, which the
+	// catalog counts).
 	Deleted int64
 	// Batches is the number of DELETE statements run.
 	Batches int

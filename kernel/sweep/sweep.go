@@ -69,13 +69,13 @@ func Transport(c TransportConfig) Group {
 		Policies: []prune.Policy{
 			{
 				Table: OutboxTable, WindowDays: c.OutboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
-				AgeColumn: "created_at", Eligible: "published_at IS NOT NULL", Invariant: "outbox_retention_overrun",
+				AgeColumn: "created_at", Eligible: "published_at IS NOT NULL", Keep: "published_at IS NULL", Invariant: "outbox_retention_overrun",
 				GenericPlans: true, YieldToWriters: c.YieldToWriters, RetirePartitions: true,
 				DeleteBatch: outboxKeyset.batch,
 			},
 			{
 				Table: InboxTable, WindowDays: c.InboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
-				AgeColumn: "received_at", Eligible: "TRUE", Invariant: "inbox_retention_overrun",
+				AgeColumn: "received_at", Eligible: "TRUE", Keep: "FALSE", Invariant: "inbox_retention_overrun",
 				GenericPlans: true, YieldToWriters: c.YieldToWriters, RetirePartitions: true,
 				DeleteBatch: inboxKeyset.batch,
 			},

@@ -581,3 +581,26 @@ func TestSweeperRecordsDuration(t *testing.T) {
 	}
 	require.Equal(t, 2, found)
 }
+
+// TestTransportPoliciesConform runs the conformance suite on the kernel's
+// own outbox and inbox policies: their Eligible selects what their keyset
+// deletes delete, and their Keep is Eligible's exact complement (partition
+// retirement drops a partition on Keep's word).
+func TestTransportPoliciesConform(t *testing.T) {
+	t.Parallel()
+	_, b := setup(t)
+	insertOutbox(t, b.db, "old.published", 30, 40, true)
+	insertOutbox(t, b.db, "old.pending", 5, 40, false)
+	insertOutbox(t, b.db, "new.published", 7, 1, true)
+	insertOutbox(t, b.db, "new.pending", 3, 1, false)
+	insertInbox(t, b.db, "old", 20, 40)
+	insertInbox(t, b.db, "new", 4, 1)
+	policies := sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 30, BatchSize: 7}).Policies
+	require.Len(t, policies, 2)
+	for _, p := range policies {
+		require.NotEmpty(t, p.Keep, p.Table)
+		kerneltest.CheckPolicy(t, b.db, p)
+	}
+	require.Equal(t, int64(15), countOutbox(t, b.db), "the pending rows and the new rows stay")
+	require.Equal(t, int64(4), countInbox(t, b.db))
+}
