@@ -29,7 +29,7 @@ func TestSummaryKeysAreNullWhenNotMeasured(t *testing.T) {
 	require.Equal(t, SummaryKeys(), keys)
 	require.Equal(t, []string{
 		"archive_peak_rss_mib", "archive_vs_copy_ratio", "backlog_drain_ratio", "fetch_by_id_p99_ms", "fleet_events_per_s",
-		"partition_drain_ratio", "partition_wal_bytes_per_row",
+		"partition_bloat_ratio", "partition_drain_ratio", "partition_wal_bytes_per_row", "partition_writer_p99_ratio",
 		"purge_archives_per_s", "security_archive_vs_copy_ratio", "steady_idle_cycle_ms", "verify_deep_vs_get_ratio", "worst_batch_ms", "writer_p99_ratio",
 	}, keys)
 }
@@ -53,7 +53,7 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	require.Nil(t, s.SecurityArchiveVsCopyRatio)
 	require.Equal(t, 6.1, *s.FetchByIDP99MS)
 	require.Equal(t, 0.69, *s.VerifyDeepVsGetRatio)
-	require.Len(t, goals, 13)
+	require.Len(t, goals, 14)
 	met := map[string]*bool{}
 	for _, g := range goals {
 		met[g.What] = g.Met
