@@ -22,9 +22,9 @@ import (
 // Test groups the test runs; every one iterates all workspace modules.
 type Test mg.Namespace
 
-// All runs EVERYTHING: unit and scratch suites in every workspace module, then the fault suite (test:faults); needs PostgreSQL and RabbitMQ, starts the S3 store (alias: test).
+// All runs EVERYTHING: unit and scratch suites in every workspace module, then the fault suite (test:faults); needs PostgreSQL and RabbitMQ, starts the S3 store and the streaming replica (alias: test).
 func (t Test) All(ctx context.Context) error {
-	mg.CtxDeps(ctx, Store.Up)
+	mg.CtxDeps(ctx, Store.Up, Replica.Up)
 	return errors.Join(runTests(true), t.Faults(ctx))
 }
 

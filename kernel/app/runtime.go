@@ -108,6 +108,9 @@ func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
 		CycleCap:         tr.PruneCycleCap,
 		StatementTimeout: tr.PruneStatementTimeout,
 		LockTimeout:      tr.PruneLockTimeout,
+		Pacing: prune.Pacing{
+			MaxReplicaLag: tr.PruneMaxReplicaLag, MaxWALBytesPerSecond: tr.PruneMaxWALBytesPerSecond, MaxPause: tr.PruneMaxPause,
+		},
 	}.Apply(groups)
 }
 

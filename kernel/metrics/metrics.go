@@ -24,6 +24,10 @@ type Prune struct {
 	// retention_partitions_kept_total{table}).
 	PartitionsDropped *prometheus.CounterVec
 	PartitionsKept    *prometheus.CounterVec
+	// Paused counts the seconds a table's prune waited, per reason: a
+	// replica lagging past prune_max_replica_lag, or the WAL rate bound
+	// (retention_prune_paused_seconds_total{table,reason}).
+	Paused *prometheus.CounterVec
 	// Duration observes the wall time of one table's prune
 	// (retention_prune_duration_seconds{table}).
 	Duration *prometheus.HistogramVec
@@ -108,9 +112,13 @@ func NewPrune(reg prometheus.Registerer) (*Prune, error) {
 			Name: "retention_partitions_kept_total",
 			Help: "Old partitions kept because a row in them must stay (their eligible rows are deleted by batches), per table.",
 		}, []string{"table"}),
+		Paused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "retention_prune_paused_seconds_total",
+			Help: "Seconds the retention sweep waited before batches, per table and reason (replica_lag: a streaming replica lagged past prune_max_replica_lag; wal_rate: prune_max_wal_bytes_per_second).",
+		}, []string{"table", "reason"}),
 	}
 	if err := register(reg, m.RowsPruned, m.Capped, m.Duration, m.Failures, m.LockSkipped,
-		m.OldestEligibleAge, m.BatchTimeouts, m.BatchReduced, m.BatchYielded, m.LastSuccess, m.PartitionsDropped, m.PartitionsKept); err != nil {
+		m.OldestEligibleAge, m.BatchTimeouts, m.BatchReduced, m.BatchYielded, m.LastSuccess, m.PartitionsDropped, m.PartitionsKept, m.Paused); err != nil {
 		return nil, err
 	}
 	return m, nil

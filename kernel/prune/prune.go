@@ -239,6 +239,9 @@ type Policy struct {
 	// lock waits (0: DefaultPartitionLockTimeout).
 	MaxPartitions        int
 	PartitionLockTimeout time.Duration
+	// Pacing pauses the batch loop for lagging replicas and paces its WAL
+	// (issue 16); the zero value does neither.
+	Pacing Pacing
 }
 
 // Report is the outcome of one PruneTable call.
@@ -268,6 +271,19 @@ type Report struct {
 	// Partitions is what partition retirement did (a range-partitioned
 	// table only; its dropped rows are counted in Deleted too).
 	Partitions PartitionReport
+	// PausedReplicaLag and PausedWALRate are how long the loop waited for
+	// lagging replicas and to keep its WAL rate (Policy.Pacing);
+	// PauseExhausted names why the call ended early when its pause budget
+	// ran out (the table waits for the next cycle). MaxReplicaLagSeen is
+	// the largest replica lag read; ReplicaLagUnreadable is true when a
+	// replica's lag was hidden from this role (grant it pg_monitor).
+	// WALBytes is the WAL written around the batches when pacing WAL.
+	PausedReplicaLag     time.Duration
+	PausedWALRate        time.Duration
+	PauseExhausted       string
+	MaxReplicaLagSeen    time.Duration
+	ReplicaLagUnreadable bool
+	WALBytes             int64
 	// Duration is the wall time spent.
 	Duration time.Duration
 }
@@ -299,7 +315,7 @@ func (p Policy) Validate() error {
 	case p.StatementTimeout < 0 || p.LockTimeout < 0:
 		return fmt.Errorf("%w: %s: negative timeout", ErrInvalidPolicy, p.Table)
 	}
-	return nil
+	return p.Pacing.problems(p.Table)
 }
 
 func (p Policy) batchSize() int64 {
@@ -382,7 +398,7 @@ func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 	if err != nil {
 		return rep, fmt.Errorf("prune %s: %w", p.Table, err)
 	}
-	l := &pruneLoop{p: p, db: db, run: run, watch: watch, window: window, batch: p.batchSize(), capRows: p.cycleCap(), cursor: &Cursor{}, rep: &rep}
+	l := &pruneLoop{p: p, db: db, run: run, watch: watch, pace: newPacer(p.Pacing, db, &rep), window: window, batch: p.batchSize(), capRows: p.cycleCap(), cursor: &Cursor{}, rep: &rep}
 	err = l.loop(ctx)
 	return rep, err
 }
@@ -410,6 +426,7 @@ type pruneLoop struct {
 	db          DB
 	run         DeleteBatchFunc
 	watch       *yieldWatch
+	pace        *pacer
 	window      int32
 	batch       int64 // the batch size now (reduced after repeated timeouts)
 	capRows     int64
@@ -452,6 +469,9 @@ func (l *pruneLoop) next(ctx context.Context) (done bool, err error) {
 	if err != nil {
 		return true, fmt.Errorf("prune %s: limit: %w", p.Table, err)
 	}
+	if ok, err := l.pace.beforeBatch(ctx); err != nil || !ok {
+		return true, wrapPace(p, err)
+	}
 	saved := *l.cursor
 	n, err := l.run(ctx, l.db, BatchParams{WindowDays: l.window, Limit: limit, Cursor: l.cursor})
 	if _, werr := l.watch.observe(ctx, n > 0 || err != nil); werr != nil && err == nil && ctx.Err() == nil {
@@ -468,7 +488,19 @@ func (l *pruneLoop) next(ctx context.Context) (done bool, err error) {
 	}
 	l.rep.Deleted += n
 	failpoint.Inject(failpoint.SweepAfterBatch)
-	return n < limit64, nil // a short batch: nothing eligible is left
+	if n < limit64 {
+		return true, nil // a short batch: nothing eligible is left
+	}
+	ok, err := l.pace.afterBatch(ctx)
+	return err != nil || !ok, wrapPace(p, err)
+}
+
+// wrapPace names the table in a pacing error (nil stays nil).
+func wrapPace(p Policy, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("prune %s: pacing: %w", p.Table, err)
 }
 
 // failed handles a failed batch: a timeout is retried, after

@@ -178,6 +178,9 @@ func TestEveryNumericKeyIsBounded(t *testing.T) {
 		{key: "prune_statement_timeout", low: "0s", high: "1h0m1s", okLow: "1ms", okHigh: "1h"},
 		{key: "prune_lock_timeout", low: "999us", high: "61m", okLow: "1ms", okHigh: "60m"},
 		{key: "database_connect_timeout", low: "999ms", high: "5m1s", okLow: "1s", okHigh: "5m"},
+		{key: "prune_max_replica_lag", low: "-1s", high: "1h0m1s", okLow: "0s", okHigh: "1h"},
+		{key: "prune_max_wal_bytes_per_second", low: "-1", high: "10737418241", okLow: "0", okHigh: "10737418240"},
+		{key: "prune_max_pause", low: "999ms", high: "61m", okLow: "1s", okHigh: "1h"},
 	}
 	for _, tt := range tests {
 		env := settings.EnvVar(testService, tt.key)

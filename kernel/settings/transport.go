@@ -36,6 +36,20 @@ const (
 	// with full batches and about 1x with batches of a twentieth, while a
 	// drain with nobody else writing keeps the full batch size.
 	DefaultPruneYieldToWriters = true
+	// DefaultPruneMaxReplicaLag pauses the sweep while a streaming replica
+	// replays more than 10 s behind (issue 16): a replica that far behind
+	// serves stale reads and delays failover, and a drain's WAL is what
+	// puts it there. pt-archiver's --max-lag defaults to 1 s for MySQL
+	// replicas; PostgreSQL's replay_lag includes the replica's own apply
+	// time, so the bound is looser.
+	DefaultPruneMaxReplicaLag = 10 * time.Second
+	// DefaultPruneMaxWALBytesPerSecond is 0: no WAL rate bound unless an
+	// operator sets one (what WAL a disk, archive or backup can take is
+	// the site's to know).
+	DefaultPruneMaxWALBytesPerSecond = 0
+	// DefaultPruneMaxPause is prune.DefaultMaxPause: a table waits at most
+	// a minute a cycle, then waits for the next cycle and says so.
+	DefaultPruneMaxPause = prune.DefaultMaxPause
 	// DefaultPruneBatchSize matches prune.DefaultBatchSize (seed 000).
 	DefaultPruneBatchSize = prune.DefaultBatchSize
 	// MaxPruneBatchSize bounds one DELETE; beyond it a batch holds locks and
@@ -137,6 +151,18 @@ type Transport struct {
 	// prune_batch_size while other sessions of the server are committing
 	// writes (prune.Policy.YieldToWriters).
 	PruneYieldToWriters bool `koanf:"prune_yield_to_writers"`
+	// PruneMaxReplicaLag pauses every sweep of the service before a batch
+	// while a streaming replica of its server replays further behind than
+	// this (pg_stat_replication.replay_lag; the role needs pg_monitor); 0s
+	// disables the check.
+	PruneMaxReplicaLag time.Duration `koanf:"prune_max_replica_lag"`
+	// PruneMaxWALBytesPerSecond paces every sweep of the service so that
+	// the WAL its batches write stays under this rate; 0 disables it.
+	PruneMaxWALBytesPerSecond int64 `koanf:"prune_max_wal_bytes_per_second"`
+	// PruneMaxPause bounds how long one table's prune waits in a cycle for
+	// lagging replicas and the WAL rate; past it the table waits for the
+	// next cycle (retention_prune_paused_seconds_total{table,reason}).
+	PruneMaxPause time.Duration `koanf:"prune_max_pause"`
 	// PlanCheckSeqScanRows is the table size above which probe and serve
 	// warn about a sweep plan that scans the whole table.
 	PlanCheckSeqScanRows int64 `koanf:"plan_check_seqscan_rows"`
@@ -233,22 +259,25 @@ var eventKeyID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
 // database is databaseURL.
 func DefaultTransport(databaseURL string) Transport {
 	return Transport{
-		DatabaseURL:              databaseURL,
-		HTTPAddr:                 DefaultHTTPAddr,
-		AMQPURL:                  DefaultAMQPURL,
-		AMQPExchange:             DefaultAMQPExchange,
-		EventOutboxRetentionDays: DefaultOutboxRetentionDays,
-		EventInboxRetentionDays:  DefaultInboxRetentionDays,
-		ReplayMaxAgeDays:         DefaultReplayMaxAgeDays,
-		ReplayMaxRows:            DefaultReplayMaxRows,
-		DatabaseConnectTimeout:   DefaultDatabaseConnectTimeout,
-		PruneBatchSize:           DefaultPruneBatchSize,
-		PruneCycleCap:            DefaultPruneCycleCap,
-		PruneStatementTimeout:    DefaultPruneStatementTimeout,
-		PruneLockTimeout:         DefaultPruneLockTimeout,
-		PruneYieldToWriters:      DefaultPruneYieldToWriters,
-		PlanCheckSeqScanRows:     DefaultPlanCheckSeqScanRows,
-		LogLevel:                 DefaultLogLevel,
+		DatabaseURL:               databaseURL,
+		HTTPAddr:                  DefaultHTTPAddr,
+		AMQPURL:                   DefaultAMQPURL,
+		AMQPExchange:              DefaultAMQPExchange,
+		EventOutboxRetentionDays:  DefaultOutboxRetentionDays,
+		EventInboxRetentionDays:   DefaultInboxRetentionDays,
+		ReplayMaxAgeDays:          DefaultReplayMaxAgeDays,
+		ReplayMaxRows:             DefaultReplayMaxRows,
+		DatabaseConnectTimeout:    DefaultDatabaseConnectTimeout,
+		PruneBatchSize:            DefaultPruneBatchSize,
+		PruneCycleCap:             DefaultPruneCycleCap,
+		PruneStatementTimeout:     DefaultPruneStatementTimeout,
+		PruneLockTimeout:          DefaultPruneLockTimeout,
+		PruneYieldToWriters:       DefaultPruneYieldToWriters,
+		PruneMaxReplicaLag:        DefaultPruneMaxReplicaLag,
+		PruneMaxWALBytesPerSecond: DefaultPruneMaxWALBytesPerSecond,
+		PruneMaxPause:             DefaultPruneMaxPause,
+		PlanCheckSeqScanRows:      DefaultPlanCheckSeqScanRows,
+		LogLevel:                  DefaultLogLevel,
 	}
 }
 
@@ -356,8 +385,24 @@ func (t Transport) pruneProblems() []Problem {
 			ps = append(ps, Problem{Key: d.key, Value: d.v, Reason: fmt.Sprintf("must be a duration between 1ms and %v, such as 30s", MaxPruneTimeout)})
 		}
 	}
+	ps = append(ps, t.pacingProblems()...)
 	if t.PlanCheckSeqScanRows < 0 || t.PlanCheckSeqScanRows > MaxPlanCheckSeqScanRows {
 		ps = append(ps, Problem{Key: "plan_check_seqscan_rows", Value: t.PlanCheckSeqScanRows, Reason: fmt.Sprintf("must be between 0 (warn on any sequential scan) and %d", int64(MaxPlanCheckSeqScanRows))})
+	}
+	return ps
+}
+
+// pacingProblems checks the sweep's pacing bounds (prune.Pacing).
+func (t Transport) pacingProblems() []Problem {
+	var ps []Problem
+	if t.PruneMaxReplicaLag < 0 || t.PruneMaxReplicaLag > prune.MaxMaxReplicaLag {
+		ps = append(ps, Problem{Key: "prune_max_replica_lag", Value: t.PruneMaxReplicaLag, Reason: fmt.Sprintf("must be a duration between 0 (no check) and %v, such as 10s", prune.MaxMaxReplicaLag)})
+	}
+	if t.PruneMaxWALBytesPerSecond < 0 || t.PruneMaxWALBytesPerSecond > prune.MaxMaxWALBytesPerSecond {
+		ps = append(ps, Problem{Key: "prune_max_wal_bytes_per_second", Value: t.PruneMaxWALBytesPerSecond, Reason: fmt.Sprintf("must be between 0 (no bound) and %d bytes per second", int64(prune.MaxMaxWALBytesPerSecond))})
+	}
+	if t.PruneMaxPause < time.Second || t.PruneMaxPause > prune.MaxMaxPause {
+		ps = append(ps, Problem{Key: "prune_max_pause", Value: t.PruneMaxPause, Reason: fmt.Sprintf("must be a duration between 1s and %v, such as 1m", prune.MaxMaxPause)})
 	}
 	return ps
 }

@@ -177,6 +177,8 @@ type Bounds struct {
 	CycleCap         int64
 	StatementTimeout time.Duration
 	LockTimeout      time.Duration
+	// Pacing's bounds are set on every policy whose own are zero.
+	Pacing prune.Pacing
 }
 
 // Apply returns the groups with every policy field that is still zero set
@@ -191,6 +193,9 @@ func (b Bounds) Apply(groups []Group) []Group {
 			p.CycleCap = cmp.Or(p.CycleCap, b.CycleCap)
 			p.StatementTimeout = cmp.Or(p.StatementTimeout, b.StatementTimeout)
 			p.LockTimeout = cmp.Or(p.LockTimeout, b.LockTimeout)
+			p.Pacing.MaxReplicaLag = cmp.Or(p.Pacing.MaxReplicaLag, b.Pacing.MaxReplicaLag)
+			p.Pacing.MaxWALBytesPerSecond = cmp.Or(p.Pacing.MaxWALBytesPerSecond, b.Pacing.MaxWALBytesPerSecond)
+			p.Pacing.MaxPause = cmp.Or(p.Pacing.MaxPause, b.Pacing.MaxPause)
 		}
 		out[i] = g
 	}
@@ -236,6 +241,12 @@ type TableReport struct {
 	PartitionsDropped []string `json:"partitions_dropped,omitempty"`
 	PartitionsKept    []string `json:"partitions_kept,omitempty"`
 	PartitionBusy     []string `json:"partition_busy,omitempty"`
+	// PausedSeconds is how long the table's prune waited, per reason
+	// (replica_lag, wal_rate: prune.Pacing); PauseExhausted names the reason
+	// its pause budget ran out, ending it early (the rest waits for the
+	// next cycle).
+	PausedSeconds  map[string]float64 `json:"paused_seconds,omitempty"`
+	PauseExhausted string             `json:"pause_exhausted,omitempty"`
 	// DryRunTable is set only in a dry-run report.
 	*DryRunTable
 }
@@ -414,8 +425,13 @@ func (s *Sweeper) pruneGroup(ctx context.Context, conn *pgx.Conn, g Group, out [
 		if p.WindowDays == 0 {
 			continue
 		}
+		table := p.Table
+		p.Pacing.Paused = func(reason string, d time.Duration) {
+			s.metrics.Paused.WithLabelValues(table, reason).Add(d.Seconds())
+		}
 		r, err := prune.PruneTable(ctx, conn, p)
 		s.record(g, &out[i], r, err)
+		s.recordPacing(&out[i], r)
 		if err != nil {
 			markSkipped(out[i+1:], SkipNotReached, "")
 			return err
@@ -534,6 +550,33 @@ func (s *Sweeper) record(g Group, tr *TableReport, r prune.Report, err error) {
 	}
 	if r.Deleted > 0 {
 		s.logger.Info("retention prune deleted rows", attrs...)
+	}
+}
+
+// recordPacing reports a table's pauses, and warns when its pause budget
+// ran out or a replica's lag was hidden from the role.
+func (s *Sweeper) recordPacing(tr *TableReport, r prune.Report) {
+	for reason, d := range map[string]time.Duration{prune.PauseReplicaLag: r.PausedReplicaLag, prune.PauseWALRate: r.PausedWALRate} {
+		if d > 0 {
+			if tr.PausedSeconds == nil {
+				tr.PausedSeconds = map[string]float64{}
+			}
+			tr.PausedSeconds[reason] = d.Seconds()
+		}
+	}
+	tr.PauseExhausted = r.PauseExhausted
+	attrs := []any{slog.String("table", r.Table), slog.Duration("paused_replica_lag", r.PausedReplicaLag),
+		slog.Duration("paused_wal_rate", r.PausedWALRate), slog.Duration("max_replica_lag_seen", r.MaxReplicaLagSeen)}
+	switch {
+	case r.PauseExhausted != "":
+		s.logger.Warn("retention prune paused until its pause budget ran out: the rest waits for the next cycle",
+			append(attrs, slog.String("reason", r.PauseExhausted), slog.Int64("deleted", r.Deleted))...)
+	case r.PausedReplicaLag+r.PausedWALRate > 0:
+		s.logger.Info("retention prune paused to protect the database", attrs...)
+	}
+	if r.ReplicaLagUnreadable {
+		s.logger.Warn("retention prune cannot read a replica's lag: grant the service's role pg_monitor (or pg_read_all_stats), or set prune_max_replica_lag=0",
+			slog.String("table", r.Table))
 	}
 }
 

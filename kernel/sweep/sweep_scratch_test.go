@@ -604,3 +604,32 @@ func TestTransportPoliciesConform(t *testing.T) {
 	require.Equal(t, int64(15), countOutbox(t, b.db), "the pending rows and the new rows stay")
 	require.Equal(t, int64(4), countInbox(t, b.db))
 }
+
+// TestSweeperReportsPauses (issue 16): the pacing bounds reach every
+// policy through Bounds; a table whose prune waited reports it
+// (paused_seconds by reason) and counts it in
+// retention_prune_paused_seconds_total{table,reason} as it waits, and one
+// whose pause budget ran out says so (pause_exhausted) and warns.
+func TestSweeperReportsPauses(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	insertOutbox(t, b.db, "aged_published", 3000, 31, true)
+	groups := sweep.Bounds{Pacing: prune.Pacing{MaxWALBytesPerSecond: 64 << 10, MaxPause: time.Second}}.Apply([]sweep.Group{transport(100, 100_000)})
+	require.Equal(t, int64(64<<10), groups[0].Policies[0].Pacing.MaxWALBytesPerSecond)
+	require.Equal(t, time.Second, groups[0].Policies[1].Pacing.MaxPause)
+
+	rep, err := b.sweeper(t, groups...).RunOnce(ctx)
+	require.NoError(t, err)
+	out := rep.Tables[0]
+	require.Equal(t, sweep.OutboxTable, out.Table)
+	require.Positive(t, out.PausedSeconds[prune.PauseWALRate])
+	require.Equal(t, prune.PauseWALRate, out.PauseExhausted, "3000 rows' WAL at 64 KiB/s takes longer than the 1 s budget")
+	require.Less(t, out.Deleted, int64(3000))
+	counted := testutil.ToFloat64(b.metrics.Paused.WithLabelValues(sweep.OutboxTable, prune.PauseWALRate))
+	require.InDelta(t, out.PausedSeconds[prune.PauseWALRate], counted, 0.001, "the metric counts every wait")
+	require.Len(t, b.logs.entries(slog.LevelWarn, "pause budget ran out"), 1)
+	raw, err := json.Marshal(out)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), `"paused_seconds":{"wal_rate":`)
+	require.Contains(t, string(raw), `"pause_exhausted":"wal_rate"`)
+}

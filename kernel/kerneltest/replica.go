@@ -1,0 +1,51 @@
+package kerneltest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/craig/retention/kernel/settings"
+)
+
+// EnvReplicaURL names a streaming replica of the test server (issue 16);
+// DefaultReplicaURL is the one `go tool mage replica:up` starts.
+const (
+	EnvReplicaURL     = "CRAIG_TEST_REPLICA_URL"
+	DefaultReplicaURL = "postgres://postgres@127.0.0.1:5433/postgres?sslmode=disable"
+)
+
+// Replica connects to a streaming replica of the test server
+// (CRAIG_TEST_REPLICA_URL, default replica:up's) and checks that it is one:
+// in recovery. A missing replica is Missing: a failure under CI=true. The
+// connection is closed when the test ends, after the replica's replay is
+// resumed (a test that paused it must never leave it paused).
+func Replica(t testing.TB) *pgx.Conn {
+	t.Helper()
+	raw := os.Getenv(EnvReplicaURL)
+	if raw == "" {
+		raw = DefaultReplicaURL
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, raw)
+	if err != nil {
+		Missing(t, "a streaming replica at "+settings.Redact(raw)+" (go tool mage replica:up)", err)
+		return nil
+	}
+	var standby bool
+	if err := conn.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&standby); err != nil || !standby {
+		_ = conn.Close(context.Background())
+		Missing(t, "a streaming replica at "+settings.Redact(raw), errors.Join(err, errors.New("the server there is not in recovery")))
+		return nil
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_, _ = conn.Exec(ctx, "SELECT pg_wal_replay_resume()")
+		_ = conn.Close(ctx)
+	})
+	return conn
+}
