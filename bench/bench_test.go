@@ -30,7 +30,7 @@ func TestSummaryKeysAreNullWhenNotMeasured(t *testing.T) {
 	require.Equal(t, []string{
 		"archive_peak_rss_mib", "archive_vs_copy_ratio", "backlog_drain_ratio", "fetch_by_id_p99_ms", "fleet_events_per_s",
 		"partition_bloat_ratio", "partition_drain_ratio", "partition_wal_bytes_per_row", "partition_writer_p99_ratio",
-		"purge_archives_per_s", "security_archive_vs_copy_ratio", "steady_idle_cycle_ms", "verify_deep_vs_get_ratio", "worst_batch_ms", "writer_p99_ratio",
+		"purge_archives_per_s", "security_archive_vs_copy_ratio", "steady_idle_cycle_ms", "verify_deep_vs_get_ratio", "worst_batch_ms", "writer_p99_ratio", "writer_p99_ratio_ci",
 	}, keys)
 }
 
@@ -129,4 +129,40 @@ func TestDrainSeedIs45PercentEligible(t *testing.T) {
 		old := drainOldRows(n)
 		require.Equal(t, n*45/100, old-old/46, "n=%d", n)
 	}
+}
+
+func TestWriterBootstrap(t *testing.T) {
+	t.Parallel()
+	var alone, doubled []time.Duration
+	for i := range 5000 {
+		alone = append(alone, time.Duration(1+i%1000)*time.Millisecond)
+		doubled = append(doubled, time.Duration(2*(1+i%1000))*time.Millisecond)
+	}
+	ci := ratioCI(doubled, alone)
+	require.InDelta(t, 2.0, ci[0], 0.05, "%v", ci)
+	require.InDelta(t, 2.0, ci[1], 0.05, "%v", ci)
+	require.Equal(t, ci, ratioCI(doubled, alone), "seeded: the same interval every time")
+	p := percentileCIs(alone, 50, 99)
+	require.LessOrEqual(t, p[0][0], 500.0)
+	require.GreaterOrEqual(t, p[0][1], 500.0)
+	require.LessOrEqual(t, p[1][0], 990.0)
+	require.GreaterOrEqual(t, p[1][1], 990.0)
+	require.Less(t, p[1][1]-p[1][0], 20.0, "5,000 samples pin the p99 within a few ms")
+
+	res := &WriterResult{Runs: []WriterRun{{Config: cfgWithDrain, YieldBatch: -1, DrainRowsPerSec: 100}}}
+	res.summarize(writerPools{cfgAlone: alone, cfgWithDrain: doubled, curveKey(50): alone, curveKey(0): doubled})
+	require.InDelta(t, 2.0, res.P99Ratio, 0.01)
+	require.Equal(t, res.Configs[1].P99RatioCI, res.P99RatioCI)
+	require.InDelta(t, 100, res.Configs[1].DrainRowsPerSec, 0)
+}
+
+func TestWriterKnee(t *testing.T) {
+	t.Parallel()
+	curve := []WriterCurvePoint{{YieldBatch: 50, DrainRowsPerSec: 100, P99Ratio: 1.05}, {YieldBatch: 250, DrainRowsPerSec: 300, P99Ratio: 1.15},
+		{YieldBatch: 1000, DrainRowsPerSec: 500, P99Ratio: 1.6}, {YieldBatch: 0, DrainRowsPerSec: 900, P99Ratio: 2.5}}
+	require.Equal(t, 250, knee(curve), "the fastest within 1.2x")
+	for i := range curve {
+		curve[i].P99Ratio += 1
+	}
+	require.Equal(t, 250, knee(curve), "none within 1.2x: the fastest within a tenth of the best (2.05 -> 2.255)")
 }

@@ -17,7 +17,10 @@
 //   - steady: a SteadyRows-row event_outbox spanning the window + 1 h, one
 //     hourly sweep cycle and a cycle with nothing eligible;
 //   - writer: a writer staging outbox events at WriterRate per second while
-//     the kernel drains the backlog, against the same writer with no sweep;
+//     the kernel drains the backlog, against the same writer with no sweep,
+//     beside a CPU-only load and beside one hourly cycle, each with at least
+//     WriterMinSamples samples a round; and the drain-rate vs writer-p99
+//     curve over the yield batch size;
 //   - archive: an archive pass of ArchiveRows aged rule_evaluations (the
 //     built `rules archive run` binary as a child process, against the real
 //     S3 server) against COPY (SELECT to_jsonb(t) …) TO STDOUT of the same
@@ -73,6 +76,7 @@ const (
 	// EnvArchiveBigRows overrides ArchiveBigRows.
 	EnvArchiveBigRows = "CRAIG_BENCH_ARCHIVE_BIG_ROWS"
 	EnvWriterRate     = "CRAIG_BENCH_WRITER_RATE"
+	EnvWriterSamples  = "CRAIG_BENCH_WRITER_MIN_SAMPLES"
 	EnvTimeBox        = "CRAIG_BENCH_TIMEBOX"
 	EnvScenarios      = "CRAIG_BENCH_SCENARIOS"
 	EnvSmoke          = "CRAIG_BENCH_SMOKE"
@@ -127,8 +131,13 @@ type Config struct {
 	// archive's big-row run archives at batch size 10,000 (its peak RSS
 	// shows the byte cap bounds memory, issue 9 finding 5).
 	ArchiveBigRows int
-	// WriterRate is the concurrent writer's rate, in staged events per second.
+	// WriterRate is the concurrent writer's rate, in staged events per
+	// second (over writerConns connections).
 	WriterRate int
+	// WriterMinSamples is the fewest writer samples each writer
+	// configuration collects per round (windows repeat until then): a p99
+	// of a few hundred samples is its second or third slowest commit.
+	WriterMinSamples int
 	// TimeBox bounds the oldest-first no-index drain of each round; its
 	// throughput is extrapolated to the whole backlog.
 	TimeBox time.Duration
@@ -156,9 +165,9 @@ func Default() Config {
 		// The issue's sizes: 10,000 ledger rows of 1,000 rows, 200 ids.
 		ReadArchives: 10_000, ReadRowsPerArchive: 1_000, ReadFetches: 200,
 		AMQPURL:    DefaultAMQPURL,
-		WriterRate: 200,
-		TimeBox:    15 * time.Second,
-		Scenarios:  slices.Clone(AllScenarios),
+		WriterRate: 1000, WriterMinSamples: 5000,
+		TimeBox:   15 * time.Second,
+		Scenarios: slices.Clone(AllScenarios),
 	}
 }
 
@@ -168,7 +177,7 @@ func Smoke() Config {
 	c := Default()
 	c.Rounds = 3
 	c.DrainRows, c.SteadyRows, c.ArchiveRows, c.ArchiveBigRows, c.FleetEvents = 20_000, 30_000, 2_000, 100, 300
-	c.WriterRate = 100
+	c.WriterRate, c.WriterMinSamples = 100, 60
 	c.ReadArchives, c.ReadRowsPerArchive, c.ReadFetches = 30, 50, 20
 	c.TimeBox = 300 * time.Millisecond
 	c.Smoke = true
@@ -198,7 +207,7 @@ func FromEnv(base Config, getenv func(string) string) (Config, error) {
 		dst *int
 	}{
 		{EnvRounds, &c.Rounds}, {EnvDrainRows, &c.DrainRows}, {EnvSteadyRows, &c.SteadyRows},
-		{EnvArchiveRows, &c.ArchiveRows}, {EnvArchiveBigRows, &c.ArchiveBigRows}, {EnvWriterRate, &c.WriterRate},
+		{EnvArchiveRows, &c.ArchiveRows}, {EnvArchiveBigRows, &c.ArchiveBigRows}, {EnvWriterRate, &c.WriterRate}, {EnvWriterSamples, &c.WriterMinSamples},
 		{EnvFleetEvents, &c.FleetEvents}, {EnvReadArchives, &c.ReadArchives},
 	} {
 		if v := getenv(iv.env); v != "" {
@@ -248,7 +257,7 @@ func (c Config) Validate() error {
 		name string
 		v    int
 		min  int
-	}{{"drain rows", c.DrainRows, 1000}, {"steady rows", c.SteadyRows, 1000}, {"archive rows", c.ArchiveRows, 100}, {"archive big rows", c.ArchiveBigRows, 10}, {"writer rate", c.WriterRate, 1}, {"fleet events", c.FleetEvents, 10},
+	}{{"drain rows", c.DrainRows, 1000}, {"steady rows", c.SteadyRows, 1000}, {"archive rows", c.ArchiveRows, 100}, {"archive big rows", c.ArchiveBigRows, 10}, {"writer rate", c.WriterRate, 2}, {"writer samples", c.WriterMinSamples, 10}, {"fleet events", c.FleetEvents, 10},
 		{"read archives", c.ReadArchives, 10}, {"read rows per archive", c.ReadRowsPerArchive, 1}, {"read fetches", c.ReadFetches, 10}} {
 		if b.v < b.min {
 			errs = append(errs, fmt.Errorf("%s %d: at least %d", b.name, b.v, b.min))

@@ -242,10 +242,15 @@ func (r *runner) drainBy(ctx context.Context, conn *pgx.Conn, name string, run *
 // A backlog above the cycle cap takes more than one call, as it would take
 // more than one cycle; the calls follow each other at once.
 func (r *runner) kernelDrain(ctx context.Context, conn *pgx.Conn) ([]time.Duration, prune.Report, error) {
+	return r.kernelDrainWith(ctx, conn, r.outbox)
+}
+
+// kernelDrainWith is kernelDrain with policy p.
+func (r *runner) kernelDrainWith(ctx context.Context, conn *pgx.Conn, p prune.Policy) ([]time.Duration, prune.Report, error) {
 	timer := &batchTimer{DB: conn}
 	var total prune.Report
 	for {
-		rep, err := prune.PruneTable(ctx, timer, r.outbox)
+		rep, err := prune.PruneTable(ctx, timer, p)
 		total.Deleted += rep.Deleted
 		total.Batches += rep.Batches
 		total.Yielded += rep.Yielded
@@ -281,4 +286,13 @@ func batchLoop(ctx context.Context, conn *pgx.Conn, stmt string, window int, lim
 			return batches, deleted, false, nil
 		}
 	}
+}
+
+// pruneOnce is one PruneTable call of p on conn (one cycle).
+func pruneOnce(ctx context.Context, conn *pgx.Conn, p prune.Policy) (prune.Report, error) {
+	rep, err := prune.PruneTable(ctx, conn, p)
+	if err != nil {
+		return rep, fmt.Errorf("kernel prune: %w", err)
+	}
+	return rep, nil
 }

@@ -31,6 +31,8 @@ func summarize(res *Results) (Summary, []Goal) {
 	}
 	if res.Writer != nil {
 		s.WriterP99Ratio = ptr(res.Writer.P99Ratio)
+		ci := res.Writer.P99RatioCI
+		s.WriterP99RatioCI = &ci
 	}
 	rssGoal := "≤ 64 MiB + max_batch_bytes"
 	if res.Archive != nil {
@@ -207,24 +209,36 @@ func writeSteady(b *strings.Builder, s *SteadyResult) {
 	fmt.Fprintf(b, "| nothing eligible, opening a new connection first (as `sweep --once`) | %s |\n", trim(s.IdleColdCycleMS, 1))
 }
 
-// writeWriter writes the writer-impact table.
+// writeWriter writes the writer-impact tables: the configurations and the
+// curve.
 func writeWriter(b *strings.Builder, res *Results, w *WriterResult) {
-	fmt.Fprintf(b, "\n**Writer impact**: one writer staging outbox events (`outbox.Stage`, one transaction each) at %d/s, latency from the scheduled time; %.1f s windows.\n\n", w.RatePerSec, w.WindowS)
-	b.WriteString("| writer | p50 (ms) | p99 (ms) |\n|---|---:|---:|\n")
-	fmt.Fprintf(b, "| while the kernel drains the backlog | %s | %s |\n", trim(w.DrainP50MS, 2), trim(w.DrainP99MS, 2))
-	fmt.Fprintf(b, "| with no sweep | %s | %s |\n", trim(w.AloneP50MS, 2), trim(w.AloneP99MS, 2))
-	fmt.Fprintf(b, "| **ratio** | **%s** | **%s** |\n", trim(w.P50Ratio, 3), trim(w.P99Ratio, 3))
-	fmt.Fprintf(b, "\nThe ratios are medians of each round's ratio. All rounds' samples pooled: p99 %s ms with the drain, %s ms without, ratio %s.\n",
-		trim(w.PooledDrainP99MS, 2), trim(w.PooledAloneP99MS, 2), trim(w.PooledP99Ratio, 3))
-	fmt.Fprintf(b, "The drain saw the writer and yielded (`prune_yield_to_writers`): %d of its %d batches ran at the yield batch size because of it, and it drained %s rows/s while the writer ran (medians)", w.DrainYielded, w.DrainBatches, thousands(int64(w.DrainRowsPerSec)))
+	fmt.Fprintf(b, "\n**Writer impact**: a writer staging outbox events (`outbox.Stage`, one transaction each) at %d/s over %d connections, latency from the scheduled time; every configuration at least %s samples a round, all rounds pooled; [95%% bootstrap intervals].\n\n",
+		w.RatePerSec, w.Connections, thousands(int64(w.MinSamples)))
+	b.WriteString("| writer | samples | p50 (ms) | p99 (ms) | p99.9 (ms) | p99 ratio | drain rows/s |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	ci := func(v float64, c [2]float64, digits int) string {
+		return fmt.Sprintf("%s [%s, %s]", trim(v, digits), trim(c[0], digits), trim(c[1], digits))
+	}
+	for _, c := range w.Configs {
+		rate := "–"
+		if c.DrainRowsPerSec > 0 {
+			rate = thousands(int64(c.DrainRowsPerSec))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | **%s** | %s |\n", c.Name, thousands(int64(c.Samples)), ci(c.P50MS, c.P50CI, 2), ci(c.P99MS, c.P99CI, 2),
+			ci(c.P999MS, c.P999CI, 2), ci(c.P99Ratio, c.P99RatioCI, 3), rate)
+	}
+	b.WriteString("\n**Drain rate vs writer p99** (the yield batch size; 0: no yield, full batches):\n\n| yield batch | drain rows/s | samples | writer p99 (ms) | p99 ratio |\n|---:|---:|---:|---:|---:|\n")
+	for _, c := range w.Curve {
+		fmt.Fprintf(b, "| %d | %s | %s | %s | %s |\n", c.YieldBatch, thousands(int64(c.DrainRowsPerSec)), thousands(int64(c.Samples)), trim(c.P99MS, 2), ci(c.P99Ratio, c.P99RatioCI, 3))
+	}
+	fmt.Fprintf(b, "\nKnee (the fastest drain within 1.2× p99, or within a tenth of the best ratio): yield batch %d.", w.KneeYieldBatch)
 	if d := res.Drain; d != nil {
 		for _, c := range d.Configs {
 			if c.Name == cfgKernel && c.RowsPerSec > 0 {
-				fmt.Fprintf(b, ", %s of its rate with nobody else writing", trim(w.DrainRowsPerSec/c.RowsPerSec, 2))
+				fmt.Fprintf(b, " The drain alone (no writer): %s rows/s.", thousands(int64(c.RowsPerSec)))
 			}
 		}
 	}
-	b.WriteString(".\n")
+	b.WriteString("\n")
 }
 
 // writeArchive writes the archive table.

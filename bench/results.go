@@ -18,8 +18,11 @@ type Summary struct {
 	WorstBatchMS *float64 `json:"worst_batch_ms"`
 	// SteadyIdleCycleMS is one sweep cycle with nothing eligible.
 	SteadyIdleCycleMS *float64 `json:"steady_idle_cycle_ms"`
-	// WriterP99Ratio is the writer's p99 during a drain ÷ without a sweep.
+	// WriterP99Ratio is the writer's pooled p99 during a drain ÷ without a
+	// sweep (every round's samples of each together).
 	WriterP99Ratio *float64 `json:"writer_p99_ratio"`
+	// WriterP99RatioCI is its bootstrap 95% interval.
+	WriterP99RatioCI *[2]float64 `json:"writer_p99_ratio_ci"`
 	// ArchiveVsCopyRatio is archive rows/s ÷ COPY rows/s.
 	ArchiveVsCopyRatio *float64 `json:"archive_vs_copy_ratio"`
 	// ArchivePeakRSSMiB is the archiving process's peak resident set.
@@ -222,48 +225,69 @@ type SteadyRun struct {
 	IdleColdCycleMS     float64 `json:"idle_new_connection_cycle_ms"`
 }
 
-// WriterResult is the writer-impact scenario.
+// WriterResult is the writer scenario: every configuration's samples of all
+// rounds pooled (at least MinSamples a round each), percentiles with
+// bootstrap 95% confidence intervals, and the drain's curve.
 type WriterResult struct {
-	RatePerSec int     `json:"rate_per_s"`
-	WindowS    float64 `json:"window_s"`
-	// Medians over the rounds; the ratios are per-round ratios' medians.
-	DrainP50MS float64 `json:"with_drain_p50_ms"`
-	DrainP99MS float64 `json:"with_drain_p99_ms"`
-	AloneP50MS float64 `json:"without_sweep_p50_ms"`
-	AloneP99MS float64 `json:"without_sweep_p99_ms"`
-	P50Ratio   float64 `json:"p50_ratio"`
-	P99Ratio   float64 `json:"p99_ratio"`
-	// Pooled* are the percentiles of all rounds' samples of a configuration
-	// together (about Rounds times as many samples as one round's: a p99 of
-	// one round of a few hundred samples is its second or third worst).
-	PooledDrainP99MS float64 `json:"pooled_with_drain_p99_ms"`
-	PooledAloneP99MS float64 `json:"pooled_without_sweep_p99_ms"`
-	PooledP99Ratio   float64 `json:"pooled_p99_ratio"`
-	// DrainRowsPerSec is the drains' median rate while the writer ran.
-	DrainRowsPerSec float64 `json:"drain_rows_per_s"`
-	// DrainBatches and DrainYielded are medians over the drains.
-	DrainBatches int         `json:"drain_batches"`
-	DrainYielded int         `json:"drain_yielded_batches"`
-	Runs         []WriterRun `json:"runs"`
+	RatePerSec  int `json:"rate_per_s"`
+	Connections int `json:"connections"`
+	MinSamples  int `json:"min_samples_per_config_round"`
+	// P99Ratio is the with_drain pool's p99 ÷ the without_sweep pool's,
+	// P99RatioCI its bootstrap 95% interval.
+	P99Ratio   float64            `json:"p99_ratio"`
+	P99RatioCI [2]float64         `json:"p99_ratio_ci95"`
+	Configs    []WriterConfig     `json:"configs"`
+	Curve      []WriterCurvePoint `json:"curve"`
+	// KneeYieldBatch is the curve's knee: the fastest drain whose writer
+	// p99 ratio is within 1.2x, or within a tenth of the best ratio when no
+	// point is (0: no yield).
+	KneeYieldBatch int         `json:"knee_yield_batch_size"`
+	Runs           []WriterRun `json:"runs"`
 }
 
-// WriterRun is one configuration in one round.
-type WriterRun struct {
-	Config  string  `json:"config"`
-	Round   int     `json:"round"`
-	Order   int     `json:"order"`
-	Samples int     `json:"samples"`
-	P50MS   float64 `json:"p50_ms"`
-	P99MS   float64 `json:"p99_ms"`
-	MaxMS   float64 `json:"max_ms"`
-	WindowS float64 `json:"window_s"`
-	Deleted int64   `json:"drain_deleted,omitempty"`
-	// Batches and Yielded are the drain's batches, and those of them run at
-	// the reduced size because the writer was seen (prune_yield_to_writers).
-	Batches int `json:"drain_batches,omitempty"`
-	Yielded int `json:"drain_yielded_batches,omitempty"`
+// WriterConfig is one configuration's pooled figures.
+type WriterConfig struct {
+	Name            string     `json:"config"`
+	Samples         int        `json:"samples"`
+	P50MS           float64    `json:"p50_ms"`
+	P50CI           [2]float64 `json:"p50_ci95_ms"`
+	P99MS           float64    `json:"p99_ms"`
+	P99CI           [2]float64 `json:"p99_ci95_ms"`
+	P999MS          float64    `json:"p99_9_ms"`
+	P999CI          [2]float64 `json:"p99_9_ci95_ms"`
+	P99Ratio        float64    `json:"p99_ratio"`
+	P99RatioCI      [2]float64 `json:"p99_ratio_ci95"`
+	DrainRowsPerSec float64    `json:"drain_rows_per_s,omitempty"`
+}
 
-	lat []time.Duration // the window's latencies, for the pooled percentiles
+// WriterCurvePoint is one yield batch size of the curve (0: no yield).
+type WriterCurvePoint struct {
+	YieldBatch      int        `json:"yield_batch_size"`
+	DrainRowsPerSec float64    `json:"drain_rows_per_s"`
+	Samples         int        `json:"samples"`
+	P99MS           float64    `json:"p99_ms"`
+	P99Ratio        float64    `json:"p99_ratio"`
+	P99RatioCI      [2]float64 `json:"p99_ratio_ci95"`
+}
+
+// WriterRun is one configuration in one round (one or more windows).
+type WriterRun struct {
+	Config     string  `json:"config"`
+	YieldBatch int     `json:"yield_batch_size"`
+	Round      int     `json:"round"`
+	Order      int     `json:"order"`
+	Windows    int     `json:"windows"`
+	Samples    int     `json:"samples"`
+	P50MS      float64 `json:"p50_ms"`
+	P99MS      float64 `json:"p99_ms"`
+	MaxMS      float64 `json:"max_ms"`
+	WindowS    float64 `json:"window_s"`
+	Deleted    int64   `json:"drain_deleted,omitempty"`
+	// Batches and Yielded are the drain's batches, and those of them run at
+	// the yield batch size because the writer was seen.
+	Batches         int     `json:"drain_batches,omitempty"`
+	Yielded         int     `json:"drain_yielded_batches,omitempty"`
+	DrainRowsPerSec float64 `json:"drain_rows_per_s,omitempty"`
 }
 
 // ArchiveResult is the archive scenario.

@@ -2,25 +2,50 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/craig/retention/kernel/outbox"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/craig/retention/kernel/outbox"
 )
 
 // Writer configurations.
 const (
-	cfgWithDrain = "with_drain"
 	cfgAlone     = "without_sweep"
+	cfgWithDrain = "with_drain"
+	// cfgCPULoad: a backend spinning on the CPU (no I/O) for the window,
+	// the load of one core a drain's backend takes: the floor a 2-core
+	// machine sets on the writer, whatever the sweep does.
+	cfgCPULoad = "with_cpu_load"
+	// cfgHourly: one hourly cycle's worth of rows deleted mid-window, the
+	// steady state of a service whose sweep keeps up.
+	cfgHourly = "with_hourly_cycle"
 )
 
-// writerWarmup runs the writer before the measured window opens.
-const writerWarmup = 500 * time.Millisecond
+// writerConfigs are measured every round, in rotating order.
+var writerConfigs = []string{cfgAlone, cfgWithDrain, cfgCPULoad, cfgHourly}
 
-// writerEventType is what the benchmark's writer stages.
-const writerEventType = "bench.case_updated"
+// writerCurve are the yield batch sizes of the drain-rate vs writer-p99
+// curve; 0 is "no yield" (full batches whatever the writers do). The
+// kernel's default is a twentieth of the batch size (250 of 5,000).
+var writerCurve = []int{50, 250, 1000, 0}
+
+const (
+	// writerWarmup runs the writer before the measured window opens.
+	writerWarmup = 500 * time.Millisecond
+	// writerEventType is what the benchmark's writer stages.
+	writerEventType = "bench.case_updated"
+	// writerConns is how many connections share the writer's rate (one
+	// connection commits serially: ~600 commits/s here at best).
+	writerConns = 2
+	// MaxWriterWindows bounds the windows a configuration repeats in a round to
+	// reach WriterMinSamples.
+	MaxWriterWindows = 20
+)
 
 // sample is one staged event: when it was due and how long after that its
 // transaction committed (open loop: a late start counts against latency, so
@@ -88,9 +113,15 @@ func window(s []sample, from, to time.Time) []time.Duration {
 	return out
 }
 
-// runWriter measures the writer with a kernel drain running and with no
-// sweep, in Rounds interleaved rounds, each on a fresh copy of the drain
-// template.
+// writerPools are a scenario's pooled latencies per configuration (and per
+// curve point, keyed curveKey).
+type writerPools map[string][]time.Duration
+
+func curveKey(yieldBatch int) string { return "curve_yield_" + strconv.Itoa(yieldBatch) }
+
+// runWriter measures the writer in each configuration, Rounds interleaved
+// rounds of at least WriterMinSamples samples each, then the curve (its
+// points in min(Rounds, 3) rounds), on fresh copies of the drain template.
 func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 	if r.drainTemplate == "" {
 		r.cfg.logf("writer: seeding a %d-row event_outbox template", r.cfg.DrainRows)
@@ -100,148 +131,199 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 		}
 		r.drainTemplate, r.drainEligible = tpl, eligible
 	}
-	res := &WriterResult{RatePerSec: r.cfg.WriterRate}
-	// The writer-alone window matches the drains' (their median), so both
-	// configurations collect about as many samples.
-	var drainWindows []float64
-	configs := []string{cfgWithDrain, cfgAlone}
+	res := &WriterResult{RatePerSec: r.cfg.WriterRate, Connections: writerConns, MinSamples: r.cfg.WriterMinSamples}
+	pools := writerPools{}
 	for round := range r.cfg.Rounds {
-		for i := range configs {
-			name := configs[(i+round)%len(configs)]
-			alone := r.cfg.TimeBox
-			if len(drainWindows) > 0 {
-				alone = time.Duration(median(drainWindows) * float64(time.Second))
-			} else if r.kernelDrainSeconds > 0 {
-				alone = time.Duration(r.kernelDrainSeconds * float64(time.Second))
-			}
-			run, err := r.writerOnce(ctx, name, round, alone)
+		for i := range writerConfigs {
+			name := writerConfigs[(i+round)%len(writerConfigs)]
+			run, lat, err := r.writerRound(ctx, name, -1, round)
 			if err != nil {
 				return nil, fmt.Errorf("writer %s round %d: %w", name, round+1, err)
 			}
 			run.Order = i + 1
-			if name == cfgWithDrain {
-				drainWindows = append(drainWindows, run.WindowS)
-			}
-			r.cfg.logf("writer round %d/%d %-13s %5d samples p50 %6.2f ms p99 %7.2f ms max %7.2f ms over %.1f s (drain batches %d, yielded %d)",
-				round+1, r.cfg.Rounds, name, run.Samples, run.P50MS, run.P99MS, run.MaxMS, run.WindowS, run.Batches, run.Yielded)
+			pools[name] = append(pools[name], lat...)
 			res.Runs = append(res.Runs, run)
 		}
 	}
-	res.summarize(drainWindows)
+	for round := range min(r.cfg.Rounds, 3) {
+		for i := range writerCurve {
+			yb := writerCurve[(i+round)%len(writerCurve)]
+			run, lat, err := r.writerRound(ctx, cfgWithDrain, yb, round)
+			if err != nil {
+				return nil, fmt.Errorf("writer curve yield %d round %d: %w", yb, round+1, err)
+			}
+			pools[curveKey(yb)] = append(pools[curveKey(yb)], lat...)
+			res.Runs = append(res.Runs, run)
+		}
+	}
+	res.summarize(pools)
 	return res, nil
 }
 
-// measureWindow waits out the writer's warm-up, then runs the window: the
-// kernel's drain (cfgWithDrain, its counts into run) or a wait of alone.
-// It returns when the window started.
-func (r *runner) measureWindow(ctx context.Context, name string, dconn *pgx.Conn, alone time.Duration, run *WriterRun) (time.Time, error) {
-	select {
-	case <-time.After(writerWarmup):
-	case <-ctx.Done():
-		return time.Time{}, ctx.Err()
-	}
-	from := time.Now()
-	if name == cfgWithDrain {
-		_, rep, err := r.kernelDrain(ctx, dconn)
+// writerRound collects at least WriterMinSamples samples of one
+// configuration (yieldBatch ≥ 0: a curve point's drain) in one round,
+// repeating its window on fresh copies as needed.
+func (r *runner) writerRound(ctx context.Context, name string, yieldBatch, round int) (WriterRun, []time.Duration, error) {
+	run := WriterRun{Config: name, Round: round + 1, YieldBatch: yieldBatch}
+	var lat []time.Duration
+	for w := 0; len(lat) < r.cfg.WriterMinSamples && w < MaxWriterWindows; w++ {
+		l, win, err := r.writerWindow(ctx, name, yieldBatch, round, w, &run)
 		if err != nil {
-			return from, err
+			return run, nil, err
 		}
-		run.Deleted, run.Batches, run.Yielded = rep.Deleted, rep.Batches, rep.Yielded
-		return from, nil
+		lat = append(lat, l...)
+		run.WindowS += win.Seconds()
+		run.Windows++
 	}
-	select {
-	case <-time.After(alone):
-		return from, nil
-	case <-ctx.Done():
-		return from, ctx.Err()
+	run.Samples = len(lat)
+	run.P50MS, run.P99MS, run.MaxMS = percentile(lat, 50), percentile(lat, 99), ms(maxDuration(lat))
+	if run.WindowS > 0 && run.Deleted > 0 {
+		run.DrainRowsPerSec = float64(run.Deleted) / run.WindowS
 	}
+	label := name
+	if yieldBatch >= 0 {
+		label = curveKey(yieldBatch)
+	}
+	r.cfg.logf("writer round %d/%d %-20s %6d samples in %d window(s) p50 %6.2f ms p99 %7.2f ms max %7.2f ms (drain batches %d, yielded %d, %.0f rows/s)",
+		round+1, r.cfg.Rounds, label, run.Samples, run.Windows, run.P50MS, run.P99MS, run.MaxMS, run.Batches, run.Yielded, run.DrainRowsPerSec)
+	return run, lat, nil
 }
 
-// summarize sets the medians, per-round ratios and pooled percentiles from
-// the runs; drainWindows are the drains' windows.
-func (res *WriterResult) summarize(drainWindows []float64) {
-	var dp50, dp99, ap50, ap99, r50, r99, batches, yielded, rates []float64
-	var pooledDrain, pooledAlone []time.Duration
-	for _, run := range res.Runs {
-		if run.Config == cfgWithDrain {
-			pooledDrain = append(pooledDrain, run.lat...)
-		} else {
-			pooledAlone = append(pooledAlone, run.lat...)
-		}
-		if run.Config != cfgWithDrain {
-			ap50, ap99 = append(ap50, run.P50MS), append(ap99, run.P99MS)
-			continue
-		}
-		dp50, dp99 = append(dp50, run.P50MS), append(dp99, run.P99MS)
-		batches, yielded = append(batches, float64(run.Batches)), append(yielded, float64(run.Yielded))
-		if run.WindowS > 0 {
-			rates = append(rates, float64(run.Deleted)/run.WindowS)
-		}
-		for _, other := range res.Runs {
-			if other.Config == cfgAlone && other.Round == run.Round && other.P50MS > 0 && other.P99MS > 0 {
-				r50, r99 = append(r50, run.P50MS/other.P50MS), append(r99, run.P99MS/other.P99MS)
-			}
-		}
-	}
-	res.WindowS = median(drainWindows)
-	res.DrainP50MS, res.DrainP99MS, res.AloneP50MS, res.AloneP99MS = median(dp50), median(dp99), median(ap50), median(ap99)
-	res.P50Ratio, res.P99Ratio = round3(median(r50)), round3(median(r99))
-	res.DrainBatches, res.DrainYielded = int(median(batches)), int(median(yielded))
-	res.DrainRowsPerSec = median(rates)
-	res.PooledDrainP99MS, res.PooledAloneP99MS = percentile(pooledDrain, 99), percentile(pooledAlone, 99)
-	if res.PooledAloneP99MS > 0 {
-		res.PooledP99Ratio = round3(res.PooledDrainP99MS / res.PooledAloneP99MS)
-	}
+// aloneWindow is how long a window without a drain lasts: long enough for
+// WriterMinSamples at the rate (and a second more).
+func (r *runner) aloneWindow() time.Duration {
+	return time.Duration(float64(r.cfg.WriterMinSamples)/float64(r.cfg.WriterRate)*float64(time.Second)) + time.Second
 }
 
-// writerOnce runs the writer on a fresh copy, with the kernel draining the
-// backlog (the window is the drain) or alone for the given window.
-func (r *runner) writerOnce(ctx context.Context, name string, round int, alone time.Duration) (WriterRun, error) {
-	run := WriterRun{Config: name, Round: round + 1}
-	db, err := r.srv.copyOf(ctx, r.drainTemplate, "w_"+name, round)
+// writerWindow runs the writer on a fresh copy of the drain template while
+// the configuration's load runs on another connection, and returns the
+// latencies of the events due meanwhile and the window's length.
+func (r *runner) writerWindow(ctx context.Context, name string, yieldBatch, round, w int, run *WriterRun) ([]time.Duration, time.Duration, error) {
+	label := fmt.Sprintf("w%d_%s", w, name)
+	if yieldBatch >= 0 {
+		label = fmt.Sprintf("w%d_y%d", w, yieldBatch)
+	}
+	db, err := r.srv.copyOf(ctx, r.drainTemplate, label, round)
 	if err != nil {
-		return run, err
+		return nil, 0, err
 	}
 	defer r.discard(db.name)
-	wconn, err := pgx.Connect(ctx, db.url)
-	if err != nil {
-		return run, err
-	}
-	defer func() { _ = wconn.Close(context.Background()) }()
-	var dconn *pgx.Conn
-	if name == cfgWithDrain {
-		if dconn, err = pgx.Connect(ctx, db.url); err != nil {
-			return run, err
+	var lat []time.Duration
+	var span time.Duration
+	err = withConn(ctx, db.url, func(lconn *pgx.Conn) error {
+		conns, closeAll, err := openWriters(ctx, db.url)
+		if err != nil {
+			return err
 		}
-		defer func() { _ = dconn.Close(context.Background()) }()
-	}
-
-	stop := make(chan struct{})
-	type result struct {
-		s   []sample
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		s, err := writer(ctx, wconn, r.cfg.WriterRate, stop)
-		done <- result{s, err}
-	}()
-	stopWriter := func() result {
+		defer closeAll()
+		stop := make(chan struct{})
+		results := make(chan writerResult, len(conns))
+		for _, c := range conns {
+			go func() {
+				s, err := writer(ctx, c, max(1, r.cfg.WriterRate/writerConns), stop)
+				results <- writerResult{s, err}
+			}()
+		}
+		select {
+		case <-time.After(writerWarmup):
+		case <-ctx.Done():
+		}
+		from := time.Now()
+		lerr := r.writerLoad(ctx, lconn, name, yieldBatch, run)
+		to := time.Now()
 		close(stop)
-		return <-done
+		var samples []sample
+		errs := []error{lerr}
+		for range conns {
+			wr := <-results
+			samples, errs = append(samples, wr.s...), append(errs, wr.err)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		lat, span = window(samples, from, to), to.Sub(from)
+		return nil
+	})
+	return lat, span, err
+}
+
+type writerResult struct {
+	s   []sample
+	err error
+}
+
+// openWriters opens the writer's connections.
+func openWriters(ctx context.Context, url string) ([]*pgx.Conn, func(), error) {
+	var conns []*pgx.Conn
+	closeAll := func() {
+		for _, c := range conns {
+			_ = c.Close(context.Background())
+		}
 	}
-	from, err := r.measureWindow(ctx, name, dconn, alone, &run)
-	if err != nil {
-		stopWriter()
-		return run, err
+	for range writerConns {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		conns = append(conns, c)
 	}
-	to := time.Now()
-	w := stopWriter()
-	if w.err != nil {
-		return run, w.err
+	return conns, closeAll, nil
+}
+
+// cpuSpin keeps one backend busy on the CPU alone (no I/O) until its
+// statement_timeout (set by the caller) cancels it.
+const cpuSpin = `DO $$ DECLARE i bigint := 0; BEGIN LOOP i := i + 1; END LOOP; END $$`
+
+// writerLoad is the window's load on conn: none (a wait), the kernel's
+// drain (at yieldBatch when ≥ 0), a CPU-only backend, or one hourly cycle.
+func (r *runner) writerLoad(ctx context.Context, conn *pgx.Conn, name string, yieldBatch int, run *WriterRun) error {
+	window := r.aloneWindow()
+	switch name {
+	case cfgWithDrain:
+		p := r.outbox
+		if yieldBatch > 0 {
+			p.YieldBatchSize = yieldBatch
+		} else if yieldBatch == 0 {
+			p.YieldToWriters = false
+		}
+		_, rep, err := r.kernelDrainWith(ctx, conn, p)
+		run.Deleted, run.Batches, run.Yielded = run.Deleted+rep.Deleted, run.Batches+rep.Batches, run.Yielded+rep.Yielded
+		return err
+	case cfgCPULoad:
+		if _, err := conn.Exec(ctx, "SELECT set_config('statement_timeout', $1, false)", strconv.FormatInt(window.Milliseconds(), 10)); err != nil {
+			return err
+		}
+		_, err := conn.Exec(ctx, cpuSpin)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "57014" {
+			return nil // the window's end
+		}
+		return fmt.Errorf("cpu load: ended before its window: %w", err)
+	case cfgHourly:
+		if err := sleepFor(ctx, window/2); err != nil {
+			return err
+		}
+		p := r.outbox
+		p.CycleCap = max(int64(p.BatchSize), int64(drainOldRows(r.cfg.DrainRows)/(24*24)))
+		rep, err := pruneOnce(ctx, conn, p)
+		if err != nil {
+			return err
+		}
+		run.Deleted, run.Batches, run.Yielded = run.Deleted+rep.Deleted, run.Batches+rep.Batches, run.Yielded+rep.Yielded
+		return sleepFor(ctx, window-window/2)
+	default:
+		return sleepFor(ctx, window)
 	}
-	lat := window(w.s, from, to)
-	run.Samples, run.WindowS, run.lat = len(lat), to.Sub(from).Seconds(), lat
-	run.P50MS, run.P99MS, run.MaxMS = percentile(lat, 50), percentile(lat, 99), ms(maxDuration(lat))
-	return run, nil
+}
+
+func sleepFor(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
