@@ -31,7 +31,8 @@ var writerConfigs = []string{cfgAlone, cfgWithDrain, cfgCPULoad, cfgHourly}
 
 // writerCurve are the yield batch sizes of the drain-rate vs writer-p99
 // curve; 0 is "no yield" (full batches whatever the writers do). The
-// kernel's default is a twentieth of the batch size (250 of 5,000).
+// kernel's default is a hundredth of the batch size (50 of 5,000; a
+// twentieth, 250, before issue 16).
 var writerCurve = []int{50, 250, 1000, 0}
 
 const (
@@ -136,7 +137,7 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 	for round := range r.cfg.Rounds {
 		for i := range writerConfigs {
 			name := writerConfigs[(i+round)%len(writerConfigs)]
-			run, lat, err := r.writerRound(ctx, name, -1, round)
+			run, lat, err := r.writerRound(ctx, name, -1, round, r.cfg.Rounds)
 			if err != nil {
 				return nil, fmt.Errorf("writer %s round %d: %w", name, round+1, err)
 			}
@@ -148,7 +149,7 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 	for round := range min(r.cfg.Rounds, 3) {
 		for i := range writerCurve {
 			yb := writerCurve[(i+round)%len(writerCurve)]
-			run, lat, err := r.writerRound(ctx, cfgWithDrain, yb, round)
+			run, lat, err := r.writerRound(ctx, cfgWithDrain, yb, round, min(r.cfg.Rounds, 3))
 			if err != nil {
 				return nil, fmt.Errorf("writer curve yield %d round %d: %w", yb, round+1, err)
 			}
@@ -163,7 +164,7 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 // writerRound collects at least WriterMinSamples samples of one
 // configuration (yieldBatch ≥ 0: a curve point's drain) in one round,
 // repeating its window on fresh copies as needed.
-func (r *runner) writerRound(ctx context.Context, name string, yieldBatch, round int) (WriterRun, []time.Duration, error) {
+func (r *runner) writerRound(ctx context.Context, name string, yieldBatch, round, rounds int) (WriterRun, []time.Duration, error) {
 	run := WriterRun{Config: name, Round: round + 1, YieldBatch: yieldBatch}
 	var lat []time.Duration
 	for w := 0; len(lat) < r.cfg.WriterMinSamples && w < MaxWriterWindows; w++ {
@@ -185,7 +186,7 @@ func (r *runner) writerRound(ctx context.Context, name string, yieldBatch, round
 		label = curveKey(yieldBatch)
 	}
 	r.cfg.logf("writer round %d/%d %-20s %6d samples in %d window(s) p50 %6.2f ms p99 %7.2f ms max %7.2f ms (drain batches %d, yielded %d, %.0f rows/s)",
-		round+1, r.cfg.Rounds, label, run.Samples, run.Windows, run.P50MS, run.P99MS, run.MaxMS, run.Batches, run.Yielded, run.DrainRowsPerSec)
+		round+1, rounds, label, run.Samples, run.Windows, run.P50MS, run.P99MS, run.MaxMS, run.Batches, run.Yielded, run.DrainRowsPerSec)
 	return run, lat, nil
 }
 
@@ -304,8 +305,11 @@ func (r *runner) writerLoad(ctx context.Context, conn *pgx.Conn, name string, yi
 		if err := sleepFor(ctx, window/2); err != nil {
 			return err
 		}
+		// An hour of this backlog's rows (24 days of them), in one cycle
+		// whose batch is the hour.
 		p := r.outbox
-		p.CycleCap = max(int64(p.BatchSize), int64(drainOldRows(r.cfg.DrainRows)/(24*24)))
+		hour := max(1, drainOldRows(r.cfg.DrainRows)/(24*24))
+		p.BatchSize, p.CycleCap = hour, int64(hour)
 		rep, err := pruneOnce(ctx, conn, p)
 		if err != nil {
 			return err

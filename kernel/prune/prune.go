@@ -62,12 +62,15 @@ const (
 	reducedBatchDivisor = 10
 
 	// yieldBatchDivisor derives the yield batch size from the normal one
-	// when a policy sets none: a twentieth (250 rows of the outbox, about
-	// 90 KB of WAL). In the bench a writer's p99 during a drain came out at
-	// 1.2-1.35x its p99 alone with batches of 1,000 rows, 0.85-1.17x with
-	// 500 and 0.86x with 250 (0.74x with 100, where the drain ran at a
-	// quarter of its rate).
-	yieldBatchDivisor = 20
+	// when a policy sets none: a hundredth (50 rows of the outbox, about
+	// 18 KB of WAL). The knee of the bench's drain-rate vs writer-p99 curve
+	// (issue 16, 1,000 events/s, >= 5,000 samples a round, pooled): the
+	// writer's p99 ratio was 2.13x and 2.21x in two runs at 50 rows (the
+	// same as beside a CPU-only load of one backend, 2.2x: the 2-core
+	// floor), 2.11x and 12.6x at 250, 14x and 57x at 1,000, 63x and 90x
+	// with full batches; the drain ran at 54-61k rows/s at 50 rows, 172-181k
+	// at 250. Only 50 was the floor in both runs.
+	yieldBatchDivisor = 100
 )
 
 // DB is what a batch delete runs on: a *pgx.Conn, a pgx.Tx or a pool. It is
@@ -227,7 +230,7 @@ type Policy struct {
 	// (Plan) cannot know: it plans full batches.
 	YieldToWriters bool
 	// YieldBatchSize is the batch size while yielding to writers; 0 means
-	// a twentieth of the batch size (at least 1).
+	// a hundredth of the batch size (at least 1).
 	YieldBatchSize int
 	// RetirePartitions lets a call retire whole old partitions first when
 	// the table turns out (from the catalog) to be range-partitioned by its

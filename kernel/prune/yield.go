@@ -29,7 +29,7 @@ const YieldProbe = 25 * time.Millisecond
 // being written waits for that batch's WAL as well as its own (the bench
 // measured its p99 commit latency at 2.2-2.7x with 5,000-row batches, 0.86x
 // with 250-row ones). So while other sessions are committing writes, the
-// loop runs the yield batch size (a twentieth by default); when none have
+// loop runs the yield batch size (a hundredth by default); when none have
 // for YieldHold, the full batch size again. A call starts
 // small, for YieldProbe, until it has had the time to see a writer.
 //

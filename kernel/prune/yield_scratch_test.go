@@ -36,7 +36,7 @@ func TestPruneYieldsToWriters(t *testing.T) {
 
 			p := bundle.outbox
 			require.True(t, p.YieldToWriters)
-			p.BatchSize = 100 // yield: 5
+			p.BatchSize = 500 // yield: a hundredth, 5
 			log := &batchLog{}
 			log.before = func(call int) {
 				if call == 1 {

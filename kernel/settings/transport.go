@@ -31,10 +31,12 @@ const (
 	// MinInboxMarginDays is how much longer the inbox window must be than the
 	// outbox window when both sweeps are on.
 	MinInboxMarginDays = 1
-	// DefaultPruneYieldToWriters is on: the bench measured a writer's p99
-	// commit latency during a backlog drain at 2.2-2.7x its latency alone
-	// with full batches and about 1x with batches of a twentieth, while a
-	// drain with nobody else writing keeps the full batch size.
+	// DefaultPruneYieldToWriters is on: the bench (issue 16, pooled, with
+	// intervals) measured a writer's p99 commit latency during a backlog
+	// drain at 63-90x its latency alone with full batches and 2.1-2.2x with
+	// batches of a hundredth (the floor a CPU-only load of the same size
+	// sets on 2 cores), while a drain with nobody else writing keeps the
+	// full batch size.
 	DefaultPruneYieldToWriters = true
 	// DefaultPruneMaxReplicaLag pauses the sweep while a streaming replica
 	// replays more than 10 s behind (issue 16): a replica that far behind
@@ -147,7 +149,7 @@ type Transport struct {
 	// PruneLockTimeout bounds each batch statement's lock waits
 	// (lock_timeout).
 	PruneLockTimeout time.Duration `koanf:"prune_lock_timeout"`
-	// PruneYieldToWriters keeps the transport sweep's batches at a twentieth of
+	// PruneYieldToWriters keeps the transport sweep's batches at a hundredth of
 	// prune_batch_size while other sessions of the server are committing
 	// writes (prune.Policy.YieldToWriters).
 	PruneYieldToWriters bool `koanf:"prune_yield_to_writers"`
