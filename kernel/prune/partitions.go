@@ -266,42 +266,68 @@ func (p Policy) retire(ctx context.Context, db DB, o oldPartition, lockTimeout t
 	return outcome, rows, nil
 }
 
-// detach is the detach transaction (see retire).
+// detach is the detach transaction (see retire), asynchronously committed.
 func (p Policy) detach(ctx context.Context, db DB, o oldPartition, lockTimeout time.Duration, rowsLeft int64, capped bool) (retirement, int64, error) {
+	return p.underLock(ctx, db, o, lockTimeout, true, "retire", func(tx pgx.Tx, rows int64) (retirement, error) {
+		if capped && rows > rowsLeft {
+			return retiredCapped, nil
+		}
+		parent := pgx.Identifier{p.Table}.Sanitize()
+		if _, err := tx.Exec(ctx, "ALTER TABLE "+parent+" DETACH PARTITION "+o.ident()); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == sqlStateLockNotAvailable {
+				return retiredBusy, nil // the parent's lock was not granted in time
+			}
+			return 0, fmt.Errorf("detach: %w", err)
+		}
+		if _, err := tx.Exec(ctx, "COMMENT ON TABLE "+o.ident()+" IS "+p.detachedMark()); err != nil {
+			return 0, fmt.Errorf("mark: %w", err)
+		}
+		return retiredDropped, nil
+	})
+}
+
+// underLock runs one retirement step in its own transaction: the lock
+// timeout (and an asynchronous commit when async), ACCESS EXCLUSIVE on the
+// table (the partition first, then — DETACH — the parent: the order
+// writers of the parent take them in), the keep check, the table's rows
+// from the catalog, then step; it commits when step says retiredDropped.
+func (p Policy) underLock(ctx context.Context, db DB, o oldPartition, lockTimeout time.Duration, async bool, what string,
+	step func(pgx.Tx, int64) (retirement, error)) (retirement, int64, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return 0, 0, fmt.Errorf("prune %s: retire %s: begin: %w", p.Table, o.name, err)
+		return 0, 0, fmt.Errorf("prune %s: %s %s: begin: %w", p.Table, what, o.name, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('synchronous_commit', 'off', true)", strconv.FormatInt(lockTimeout.Milliseconds(), 10)); err != nil {
-		return 0, 0, fmt.Errorf("prune %s: retire %s: %w", p.Table, o.name, err)
+	commit := "on"
+	if async {
+		commit = "off"
 	}
-	// The partition first, then (DETACH) the parent: the order writers of
-	// the parent take them in.
+	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true), set_config('synchronous_commit', $2, true)",
+		strconv.FormatInt(lockTimeout.Milliseconds(), 10), commit); err != nil {
+		return 0, 0, fmt.Errorf("prune %s: %s %s: %w", p.Table, what, o.name, err)
+	}
 	if _, err := tx.Exec(ctx, "LOCK TABLE "+o.ident()+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 		return lockOutcome(p, o, err)
 	}
 	if keep, err := p.holdsKeep(ctx, tx, o); err != nil || keep {
 		return retiredKept, 0, err
 	}
-	total, err := partitionRows(ctx, tx, o)
+	rows, err := partitionRows(ctx, tx, o)
 	if err != nil {
-		return 0, 0, fmt.Errorf("prune %s: retire %s: rows: %w", p.Table, o.name, err)
+		return 0, 0, fmt.Errorf("prune %s: %s %s: rows: %w", p.Table, what, o.name, err)
 	}
-	if capped && total > rowsLeft {
-		return retiredCapped, 0, nil
-	}
-	parent := pgx.Identifier{p.Table}.Sanitize()
-	if _, err := tx.Exec(ctx, "ALTER TABLE "+parent+" DETACH PARTITION "+o.ident()); err != nil {
-		return lockOutcome(p, o, err)
-	}
-	if _, err := tx.Exec(ctx, "COMMENT ON TABLE "+o.ident()+" IS "+p.detachedMark()); err != nil {
-		return 0, 0, fmt.Errorf("prune %s: retire %s: mark: %w", p.Table, o.name, err)
+	outcome, err := step(tx, rows)
+	if err != nil || outcome != retiredDropped {
+		if err != nil {
+			err = fmt.Errorf("prune %s: %s %s: %w", p.Table, what, o.name, err)
+		}
+		return outcome, 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, 0, fmt.Errorf("prune %s: retire %s: commit: %w", p.Table, o.name, err)
+		return 0, 0, fmt.Errorf("prune %s: %s %s: commit: %w", p.Table, what, o.name, err)
 	}
-	return retiredDropped, total, nil
+	return retiredDropped, rows, nil
 }
 
 // holdsKeep reports whether a row of the partition must stay. Keep (or its
@@ -330,31 +356,12 @@ const detachedMarkPrefix = "craig-retention: detached from "
 // writer of the parent reaches it; one writing to it by name would have to
 // name it). A table that does hold such a row is left, named in Kept.
 func (p Policy) dropDetached(ctx context.Context, db DB, o oldPartition, lockTimeout time.Duration) (retirement, int64, error) {
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("prune %s: drop %s: begin: %w", p.Table, o.name, err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", strconv.FormatInt(lockTimeout.Milliseconds(), 10)); err != nil {
-		return 0, 0, fmt.Errorf("prune %s: drop %s: %w", p.Table, o.name, err)
-	}
-	if _, err := tx.Exec(ctx, "LOCK TABLE "+o.ident()+" IN ACCESS EXCLUSIVE MODE"); err != nil {
-		return lockOutcome(p, o, err)
-	}
-	if keep, err := p.holdsKeep(ctx, tx, o); err != nil || keep {
-		return retiredKept, 0, err
-	}
-	rows, err := partitionRows(ctx, tx, o)
-	if err != nil {
-		return 0, 0, fmt.Errorf("prune %s: drop %s: rows: %w", p.Table, o.name, err)
-	}
-	if _, err := tx.Exec(ctx, "DROP TABLE "+o.ident()); err != nil {
-		return 0, 0, fmt.Errorf("prune %s: drop %s: %w", p.Table, o.name, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, 0, fmt.Errorf("prune %s: drop %s: commit: %w", p.Table, o.name, err)
-	}
-	return retiredDropped, rows, nil
+	return p.underLock(ctx, db, o, lockTimeout, false, "drop", func(tx pgx.Tx, _ int64) (retirement, error) {
+		if _, err := tx.Exec(ctx, "DROP TABLE "+o.ident()); err != nil {
+			return 0, err
+		}
+		return retiredDropped, nil
+	})
 }
 
 // strandedOf lists the tables a detach transaction marked that are no
