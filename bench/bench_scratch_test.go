@@ -24,7 +24,8 @@ import (
 // deleted exactly the eligible rows, the archive pass archived every aged
 // row, and the results carry every summary key.
 func TestBenchSmoke(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// Nine scenarios on a shared 2-core machine beside the other suites.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
 	server := os.Getenv(kerneltest.EnvDatabaseURL)
@@ -125,7 +126,7 @@ func TestBenchSmoke(t *testing.T) {
 	require.Positive(t, res.Partition.Bloat.PartitionedBytes)
 	require.Positive(t, res.Partition.Bloat.RowDeletedBytes)
 
-	require.Len(t, res.Goals, 14)
+	require.Len(t, res.Goals, 15)
 	for _, g := range res.Goals {
 		require.NotNil(t, g.Measured, g.What)
 		require.NotNil(t, g.Met, g.What)
@@ -136,13 +137,13 @@ func TestBenchSmoke(t *testing.T) {
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var doc struct {
-		Summary map[string]*float64 `json:"summary"`
+		Summary map[string]json.RawMessage `json:"summary"` // numbers, and writer_p99_ratio_ci's [low, high]
 	}
 	require.NoError(t, json.Unmarshal(raw, &doc))
 	keys := make([]string, 0, len(doc.Summary))
 	for k, v := range doc.Summary {
 		keys = append(keys, k)
-		require.NotNil(t, v, "summary %s is measured", k)
+		require.NotEqual(t, "null", string(v), "summary %s is measured", k)
 	}
 	slices.Sort(keys)
 	require.Equal(t, bench.SummaryKeys(), keys)

@@ -177,7 +177,7 @@ func Smoke() Config {
 	c := Default()
 	c.Rounds = 3
 	c.DrainRows, c.SteadyRows, c.ArchiveRows, c.ArchiveBigRows, c.FleetEvents = 20_000, 30_000, 2_000, 100, 300
-	c.WriterRate, c.WriterMinSamples = 100, 60
+	c.WriterRate, c.WriterMinSamples = 1000, 40 // a window or two per configuration
 	c.ReadArchives, c.ReadRowsPerArchive, c.ReadFetches = 30, 50, 20
 	c.TimeBox = 300 * time.Millisecond
 	c.Smoke = true
