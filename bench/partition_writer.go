@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,7 +23,7 @@ func (r *runner) partitionWriter(ctx context.Context, daily string) (PartitionWr
 			window = time.Since(start)
 			return err
 		}
-		lat, err := r.writerBeside(ctx, daily, "pw_retire", round, retire)
+		lat, _, err := r.writerBeside(ctx, daily, "pw_retire", round, partitionWriterRate, 1, retire)
 		if err != nil {
 			return out, err
 		}
@@ -38,7 +36,7 @@ func (r *runner) partitionWriter(ctx context.Context, daily string) (PartitionWr
 				return ctx.Err()
 			}
 		}
-		if lat, err = r.writerBeside(ctx, daily, "pw_alone", round, wait); err != nil {
+		if lat, _, err = r.writerBeside(ctx, daily, "pw_alone", round, partitionWriterRate, 1, wait); err != nil {
 			return out, err
 		}
 		alone = append(alone, lat...)
@@ -51,45 +49,4 @@ func (r *runner) partitionWriter(ctx context.Context, daily string) (PartitionWr
 		out.P99Ratio = round3(out.RetiringP99MS / out.AloneP99MS)
 	}
 	return out, nil
-}
-
-// writerBeside runs the writer on a fresh copy of template while during
-// runs on a second connection (after the writer's warm-up) and returns the
-// latencies of the events due meanwhile.
-func (r *runner) writerBeside(ctx context.Context, template, label string, round int, during func(context.Context, *pgx.Conn) error) ([]time.Duration, error) {
-	db, err := r.srv.copyOf(ctx, template, label, round)
-	if err != nil {
-		return nil, err
-	}
-	defer r.discard(db.name)
-	var lat []time.Duration
-	err = withConn(ctx, db.url, func(wconn *pgx.Conn) error {
-		return withConn(ctx, db.url, func(kconn *pgx.Conn) error {
-			stop := make(chan struct{})
-			type result struct {
-				s   []sample
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				s, err := writer(ctx, wconn, partitionWriterRate, stop)
-				done <- result{s, err}
-			}()
-			select {
-			case <-time.After(writerWarmup):
-			case <-ctx.Done():
-			}
-			from := time.Now()
-			derr := during(ctx, kconn)
-			to := time.Now()
-			close(stop)
-			w := <-done
-			if err := errors.Join(derr, w.err); err != nil {
-				return fmt.Errorf("writer beside %s: %w", label, err)
-			}
-			lat = window(w.s, from, to)
-			return nil
-		})
-	})
-	return lat, err
 }

@@ -196,15 +196,25 @@ func (r *runner) aloneWindow() time.Duration {
 	return time.Duration(float64(r.cfg.WriterMinSamples)/float64(r.cfg.WriterRate)*float64(time.Second)) + time.Second
 }
 
-// writerWindow runs the writer on a fresh copy of the drain template while
-// the configuration's load runs on another connection, and returns the
-// latencies of the events due meanwhile and the window's length.
+// writerWindow runs the writer beside the configuration's load on a fresh
+// copy of the drain template.
 func (r *runner) writerWindow(ctx context.Context, name string, yieldBatch, round, w int, run *WriterRun) ([]time.Duration, time.Duration, error) {
 	label := fmt.Sprintf("w%d_%s", w, name)
 	if yieldBatch >= 0 {
 		label = fmt.Sprintf("w%d_y%d", w, yieldBatch)
 	}
-	db, err := r.srv.copyOf(ctx, r.drainTemplate, label, round)
+	return r.writerBeside(ctx, r.drainTemplate, label, round, r.cfg.WriterRate, writerConns, func(ctx context.Context, conn *pgx.Conn) error {
+		return r.writerLoad(ctx, conn, name, yieldBatch, run)
+	})
+}
+
+// writerBeside runs the writer (rate events/s over conns connections) on a
+// fresh copy of template while during runs on another connection, after
+// the writer's warm-up, and returns the latencies of the events due
+// meanwhile and the window's length.
+func (r *runner) writerBeside(ctx context.Context, template, label string, round, rate, conns int,
+	during func(context.Context, *pgx.Conn) error) ([]time.Duration, time.Duration, error) {
+	db, err := r.srv.copyOf(ctx, template, label, round)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -212,16 +222,16 @@ func (r *runner) writerWindow(ctx context.Context, name string, yieldBatch, roun
 	var lat []time.Duration
 	var span time.Duration
 	err = withConn(ctx, db.url, func(lconn *pgx.Conn) error {
-		conns, closeAll, err := openWriters(ctx, db.url)
+		wconns, closeAll, err := openWriters(ctx, db.url, conns)
 		if err != nil {
 			return err
 		}
 		defer closeAll()
 		stop := make(chan struct{})
-		results := make(chan writerResult, len(conns))
-		for _, c := range conns {
+		results := make(chan writerResult, len(wconns))
+		for _, c := range wconns {
 			go func() {
-				s, err := writer(ctx, c, max(1, r.cfg.WriterRate/writerConns), stop)
+				s, err := writer(ctx, c, max(1, rate/conns), stop)
 				results <- writerResult{s, err}
 			}()
 		}
@@ -230,17 +240,17 @@ func (r *runner) writerWindow(ctx context.Context, name string, yieldBatch, roun
 		case <-ctx.Done():
 		}
 		from := time.Now()
-		lerr := r.writerLoad(ctx, lconn, name, yieldBatch, run)
+		lerr := during(ctx, lconn)
 		to := time.Now()
 		close(stop)
 		var samples []sample
 		errs := []error{lerr}
-		for range conns {
+		for range wconns {
 			wr := <-results
 			samples, errs = append(samples, wr.s...), append(errs, wr.err)
 		}
 		if err := errors.Join(errs...); err != nil {
-			return err
+			return fmt.Errorf("writer beside %s: %w", label, err)
 		}
 		lat, span = window(samples, from, to), to.Sub(from)
 		return nil
@@ -253,15 +263,15 @@ type writerResult struct {
 	err error
 }
 
-// openWriters opens the writer's connections.
-func openWriters(ctx context.Context, url string) ([]*pgx.Conn, func(), error) {
+// openWriters opens the writer's n connections.
+func openWriters(ctx context.Context, url string, n int) ([]*pgx.Conn, func(), error) {
 	var conns []*pgx.Conn
 	closeAll := func() {
 		for _, c := range conns {
 			_ = c.Close(context.Background())
 		}
 	}
-	for range writerConns {
+	for range n {
 		c, err := pgx.Connect(ctx, url)
 		if err != nil {
 			closeAll()
