@@ -16,6 +16,7 @@ import (
 
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/outbox"
+	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/sweep"
 	"github.com/craig/retention/migrations"
@@ -62,12 +63,12 @@ func (r *runtime[T]) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	return OpenPool(ctx, r.tr.DatabaseURL, r.tr.DatabaseConnectTimeout)
 }
 
-// OpenPool opens a pool on databaseURL whose connections are opened within
-// connectTimeout, and pings it within the same bound. Errors name the
+// OpenPool opens a pool on databaseURL whose connections are pinned to UTC
+// and ISO dates (pgsession) and opened within connectTimeout, and pings it within the same bound. Errors name the
 // database without its password.
 func OpenPool(ctx context.Context, databaseURL string, connectTimeout time.Duration) (*pgxpool.Pool, error) {
 	where := settings.Redact(databaseURL)
-	cfg, err := pgxpool.ParseConfig(databaseURL)
+	cfg, err := pgsession.ParsePoolConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("database_url %s: does not parse as a PostgreSQL connection string", where)
 	}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/migrate"
+	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/migrations"
 	"github.com/jackc/pgx/v5"
@@ -93,7 +94,11 @@ func NewDB(t testing.TB, sets ...migrations.Set) *DB {
 		t.Fatalf("kerneltest: create scratch database: %v", err)
 	}
 	dbURL := withDatabase(t, server, name)
-	pool, err := pgxpool.New(ctx, dbURL)
+	pcfg, err := pgsession.ParsePoolConfig(dbURL)
+	if err != nil {
+		t.Fatalf("kerneltest: pool for %s: %v", name, err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		t.Fatalf("kerneltest: pool for %s: %v", name, err)
 	}

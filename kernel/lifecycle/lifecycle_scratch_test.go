@@ -20,6 +20,7 @@ import (
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/store"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // world is a rules database (it has the archive set), a scratch prefix of
@@ -329,4 +330,44 @@ func TestStoreEnforcedHolds(t *testing.T) {
 		require.False(t, left, "%s: no version of a purged object is left", key)
 	}
 	_, _ = w.st.DestroyAllVersions(context.Background(), res.Certificate)
+}
+
+// TestPurgeDueByUTCDate (issue 22 finding 1): retention dates are UTC dates,
+// whatever the session's time zone. The manager runs on a pool whose
+// sessions are NOT pinned (the database's own zone applies) in a zone whose
+// local date differs from the UTC date right now (+14 when the UTC hour is
+// 10 or later, -12 before): an archive retained until tomorrow (UTC) is
+// never purged, one retained until today (UTC) is.
+func TestPurgeDueByUTCDate(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 0)
+	zone := "Pacific/Kiritimati"
+	if time.Now().UTC().Hour() < 10 {
+		zone = "Etc/GMT+12"
+	}
+	w.db.Exec(t, "ALTER DATABASE "+pgx.Identifier{w.db.Name}.Sanitize()+" SET timezone = '"+zone+"'")
+	w.db.Exec(t, "ALTER DATABASE "+pgx.Identifier{w.db.Name}.Sanitize()+" SET datestyle = 'SQL, DMY'")
+	raw, err := pgxpool.New(w.ctx, w.db.URL) // unpinned: the database's settings apply
+	require.NoError(t, err)
+	t.Cleanup(raw.Close)
+	var local, utc time.Time
+	require.NoError(t, raw.QueryRow(w.ctx, `SELECT CURRENT_DATE, (now() AT TIME ZONE 'UTC')::date`).Scan(&local, &utc))
+	require.NotEqual(t, utc, local, "the test needs a session whose date is not the UTC date")
+	mgr, err := lifecycle.New(raw, w.st, lifecycle.Config{Service: w.s3.Service}, slog.New(&kerneltest.LogRecorder{}), w.m)
+	require.NoError(t, err)
+
+	utcToday := time.Now().UTC().Format(time.DateOnly)
+	tomorrow := w.archived(t, 400, "'"+utcToday+"'::date + 1")
+	today := w.archived(t, 400, "'"+utcToday+"'::date")
+	dry, err := mgr.Purge(w.ctx, 10, true, "ops:alice")
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{today.ArchiveID}, dry.Candidates)
+	recs, err := mgr.Records(w.ctx, lifecycle.Filter{Purgeable: ptr(true)})
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{today.ArchiveID}, ids(recs))
+	res, err := mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.Len(t, res.Purged, 1)
+	require.True(t, w.exists(t, tomorrow.DataKey), "an archive retained until tomorrow (UTC) was destroyed")
+	require.False(t, w.exists(t, today.DataKey))
 }

@@ -96,14 +96,13 @@ func rawNode(n *yaml.Node, path string) (any, error) {
 				return nil, fmt.Errorf("yaml: line %d: merge keys (<<) are not supported; write each key out", k.Line)
 			}
 			key := strings.ToLower(k.Value)
-			if _, dup := out[key]; dup {
-				return nil, fmt.Errorf("yaml: line %d: key %q appears twice under %q", k.Line, k.Value, strings.TrimSuffix(path, "."))
-			}
 			v, err := rawNode(n.Content[i+1], path+key+".")
 			if err != nil {
 				return nil, err
 			}
-			out[key] = v
+			if err := insertKey(out, key, v, path, k.Line); err != nil {
+				return nil, err
+			}
 		}
 		return out, nil
 	case yaml.SequenceNode:
@@ -234,4 +233,51 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, errors.New("must be a duration such as 30s, 500ms or 1m")
 	}
 	return d, nil
+}
+
+// insertKey puts v under key in out. A dotted key (archive.enabled: true)
+// means exactly what the nested form means (archive: {enabled: true}): it is
+// split into its segments and merged into the same tree, so a setting's
+// written shape never decides whether it applies. The same setting written
+// twice, in either form or both, is refused, as is a dotted key with an
+// empty segment.
+func insertKey(out map[string]any, key string, v any, path string, line int) error {
+	segs := strings.Split(key, ".")
+	for _, seg := range segs {
+		if seg == "" {
+			return fmt.Errorf("yaml: line %d: key %q has an empty segment; write nested keys as %q or nest them", line, path+key, "section.key")
+		}
+	}
+	m := out
+	for i, seg := range segs[:len(segs)-1] {
+		next, ok := m[seg]
+		if !ok {
+			sub := map[string]any{}
+			m[seg] = sub
+			m = sub
+			continue
+		}
+		sub, isMap := next.(map[string]any)
+		if !isMap {
+			return fmt.Errorf("yaml: line %d: key %q: %q is set as a value elsewhere in the file and cannot also hold keys", line, path+key, path+strings.Join(segs[:i+1], "."))
+		}
+		m = sub
+	}
+	last := segs[len(segs)-1]
+	prev, dup := m[last]
+	if !dup {
+		m[last] = v
+		return nil
+	}
+	pm, prevMap := prev.(map[string]any)
+	vm, newMap := v.(map[string]any)
+	if !prevMap || !newMap {
+		return fmt.Errorf("yaml: line %d: key %q is set twice (once nested, once dotted, or twice alike); keep one", line, path+key)
+	}
+	for k, sub := range vm {
+		if err := insertKey(pm, k, sub, path+key+".", line); err != nil {
+			return err
+		}
+	}
+	return nil
 }

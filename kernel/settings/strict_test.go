@@ -130,7 +130,7 @@ func TestYAMLDocumentShape(t *testing.T) {
 		name, body, wantErr string
 	}{
 		{"SecondDocument", "event_outbox_retention_days: 30\n---\nevent_outbox_retention_days: 5\n", "more than one document"},
-		{"DuplicateKey", "event_outbox_retention_days: 30\nevent_outbox_retention_days: 5\n", "appears twice"},
+		{"DuplicateKey", "event_outbox_retention_days: 30\nevent_outbox_retention_days: 5\n", "set twice"},
 		{"NotAMapping", "- 1\n- 2\n", "mapping"},
 		{"ListForAScalar", "event_outbox_retention_days: [30]\n", "single value"},
 	}

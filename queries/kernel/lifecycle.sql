@@ -3,7 +3,7 @@
 --
 -- The purge predicate (D14) is written out at every statement that selects
 -- for, or stamps, a destruction:
---   retention_until IS NOT NULL AND retention_until <= CURRENT_DATE
+--   retention_until IS NOT NULL AND retention_until <= (now() AT TIME ZONE 'UTC')::date
 --   AND NOT legal_hold AND NOT archive_is_held(...) AND purged_at IS NULL
 
 -- ListArchiveRecords pages the ledger (by archive_id) with each archive's
@@ -22,7 +22,7 @@ FROM archive_ledger AS l
 WHERE (sqlc.narg(table_name)::text IS NULL OR l.table_name = sqlc.narg(table_name)::text)
   AND (sqlc.narg(held)::boolean IS NULL OR l.legal_hold = sqlc.narg(held)::boolean)
   AND (sqlc.narg(purgeable)::boolean IS NULL OR sqlc.narg(purgeable)::boolean = (
-           l.retention_until IS NOT NULL AND l.retention_until <= CURRENT_DATE AND NOT l.legal_hold
+           l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date AND NOT l.legal_hold
            AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
            AND l.purged_at IS NULL))
   AND l.archive_id > sqlc.arg(after)::uuid
@@ -81,7 +81,7 @@ RETURNING l.archive_id, l.legal_hold, l.data_key, l.manifest_key, (l.purged_at I
 -- name: SelectPurgeCandidates :many
 SELECT l.archive_id
 FROM archive_ledger AS l
-WHERE l.retention_until IS NOT NULL AND l.retention_until <= CURRENT_DATE
+WHERE l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date
   AND NOT l.legal_hold
   AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
   AND l.purged_at IS NULL
@@ -95,7 +95,7 @@ SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.
        l.first_record_at, l.last_record_at
 FROM archive_ledger AS l
 WHERE l.archive_id = sqlc.arg(archive_id)
-  AND l.retention_until IS NOT NULL AND l.retention_until <= CURRENT_DATE
+  AND l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date
   AND NOT l.legal_hold
   AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
   AND l.purged_at IS NULL
@@ -106,7 +106,7 @@ FOR UPDATE;
 UPDATE archive_ledger AS l
 SET purged_at = now(), purged_by = sqlc.arg(purged_by), purge_id = sqlc.arg(purge_id)
 WHERE l.archive_id = sqlc.arg(archive_id)
-  AND l.retention_until IS NOT NULL AND l.retention_until <= CURRENT_DATE
+  AND l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date
   AND NOT l.legal_hold
   AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
   AND l.purged_at IS NULL;

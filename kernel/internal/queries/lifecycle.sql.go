@@ -356,7 +356,7 @@ FROM archive_ledger AS l
 WHERE ($1::text IS NULL OR l.table_name = $1::text)
   AND ($2::boolean IS NULL OR l.legal_hold = $2::boolean)
   AND ($3::boolean IS NULL OR $3::boolean = (
-           l.retention_until IS NOT NULL AND l.retention_until <= CURRENT_DATE AND NOT l.legal_hold
+           l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date AND NOT l.legal_hold
            AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
            AND l.purged_at IS NULL))
   AND l.archive_id > $4::uuid
@@ -398,7 +398,7 @@ type ListArchiveRecordsRow struct {
 // The purge predicate (D14) is written out at every statement that selects
 // for, or stamps, a destruction:
 //
-//	retention_until IS NOT NULL AND retention_until <= CURRENT_DATE
+//	retention_until IS NOT NULL AND retention_until <= (now() AT TIME ZONE 'UTC')::date
 //	AND NOT legal_hold AND NOT archive_is_held(...) AND purged_at IS NULL
 //
 // ListArchiveRecords pages the ledger (by archive_id) with each archive's
@@ -515,7 +515,7 @@ SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.
        l.first_record_at, l.last_record_at
 FROM archive_ledger AS l
 WHERE l.archive_id = $1
-  AND l.retention_until IS NOT NULL AND l.retention_until <= CURRENT_DATE
+  AND l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date
   AND NOT l.legal_hold
   AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
   AND l.purged_at IS NULL
@@ -670,7 +670,7 @@ func (q *Queries) ScheduleRetention(ctx context.Context, arg ScheduleRetentionPa
 const selectPurgeCandidates = `-- name: SelectPurgeCandidates :many
 SELECT l.archive_id
 FROM archive_ledger AS l
-WHERE l.retention_until IS NOT NULL AND l.retention_until <= CURRENT_DATE
+WHERE l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date
   AND NOT l.legal_hold
   AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
   AND l.purged_at IS NULL
@@ -736,7 +736,7 @@ const stampPurged = `-- name: StampPurged :execrows
 UPDATE archive_ledger AS l
 SET purged_at = now(), purged_by = $1, purge_id = $2
 WHERE l.archive_id = $3
-  AND l.retention_until IS NOT NULL AND l.retention_until <= CURRENT_DATE
+  AND l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date
   AND NOT l.legal_hold
   AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
   AND l.purged_at IS NULL
