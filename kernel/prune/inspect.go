@@ -197,9 +197,15 @@ type DryRun struct {
 	// stay, read without a lock (a real run checks again under one).
 	PartitionsToDrop []string
 	PartitionsToKeep []string
+	// NotRetired says why no partition is considered (see
+	// PartitionReport.NotRetired).
+	NotRetired string
 }
 
-// Plan reports what a real run would delete, without deleting anything.
+// Plan reports what a real run would delete, without deleting anything. A
+// partitioned table is planned by the same decisions a real run makes
+// (planPartitions): the partitions it would drop (their rows counted, in
+// the cycle cap), those it would keep, and the batches left for the rest.
 func Plan(ctx context.Context, db DB, p Policy) (DryRun, error) {
 	if p.WindowDays == 0 {
 		return DryRun{}, nil
@@ -208,47 +214,84 @@ func Plan(ctx context.Context, db DB, p Policy) (DryRun, error) {
 	if err != nil {
 		return DryRun{}, err
 	}
-	d := DryRun{Eligibility: e, Batches: p.batchesFor(e.Count), WouldCap: e.Count >= p.cycleCap()}
-	if p.RetirePartitions {
-		d.PartitionsToDrop, d.PartitionsToKeep, err = p.planPartitions(ctx, db)
+	d := DryRun{Eligibility: e, Batches: p.batchesWithin(e.Count, p.cycleCap()), WouldCap: e.Count >= p.cycleCap()}
+	if !p.RetirePartitions {
+		return d, nil
 	}
-	return d, err
+	pp, err := p.planPartitions(ctx, db, p.cycleCap())
+	if err != nil {
+		return d, err
+	}
+	d.PartitionsToDrop, d.PartitionsToKeep, d.NotRetired = pp.drop, pp.keep, pp.notRetired
+	if pp.capped { // a real run ends after its partitions: no batch
+		d.Batches, d.WouldCap = 0, true
+		return d, nil
+	}
+	rest, capLeft := max(e.Count-pp.dropRows, 0), p.cycleCap()-pp.dropRows
+	d.Batches, d.WouldCap = p.batchesWithin(rest, capLeft), pp.dropRows+rest >= p.cycleCap()
+	return d, nil
 }
 
-// planPartitions reads which old partitions a run would drop and keep.
-func (p Policy) planPartitions(ctx context.Context, db DB) (drop, keep []string, err error) {
+// partitionPlan is what a retirement would do now: the old partitions it
+// would drop (and their rows) and keep, whether the partition cap would end
+// the call, and why none is considered (Report.NotRetired).
+type partitionPlan struct {
+	drop, keep []string
+	dropRows   int64
+	capped     bool
+	notRetired string
+}
+
+// planPartitions decides, without a lock, what Retire decides under one
+// (the same order, the same partition and row caps), for the dry run.
+func (p Policy) planPartitions(ctx context.Context, db DB, rowCap int64) (partitionPlan, error) {
+	var pp partitionPlan
 	if p.Eligible == "" || p.AgeColumn == "" {
-		return nil, nil, nil
+		return pp, nil
 	}
 	if yes, err := p.Partitioned(ctx, db); err != nil || !yes {
-		return nil, nil, err
+		return pp, err
 	}
-	olds, err := p.oldPartitions(ctx, db)
+	olds, notRetired, err := p.oldPartitions(ctx, db)
 	if err != nil {
-		return nil, nil, err
+		return pp, err
 	}
+	pp.notRetired = notRetired
 	limit := p.MaxPartitions
 	if limit == 0 {
 		limit = DefaultMaxPartitions
 	}
 	for _, o := range olds {
+		if len(pp.drop) >= limit {
+			pp.capped = true
+			break
+		}
 		var stay bool
+		var rows int64
 		// Keep is the policy's reviewed SQL, never input.
-		if err := db.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+o.ident()+" WHERE "+p.keepPredicate()+")").Scan(&stay); err != nil {
-			return nil, nil, fmt.Errorf("prune %s: plan partition %s: %w", p.Table, o.name, err)
+		q := "SELECT EXISTS (SELECT 1 FROM " + o.ident() + " WHERE " + p.keepPredicate() + "), (SELECT count(*) FROM " + o.ident() + ")"
+		if err := db.QueryRow(ctx, q).Scan(&stay, &rows); err != nil {
+			return pp, fmt.Errorf("prune %s: plan partition %s: %w", p.Table, o.name, err)
 		}
-		switch {
-		case stay:
-			keep = append(keep, o.name)
-		case len(drop) < limit:
-			drop = append(drop, o.name)
+		if stay {
+			pp.keep = append(pp.keep, o.name)
+			continue
 		}
+		if rowCap > 0 && rows > rowCap-pp.dropRows {
+			break // over the row cap: the batch loop takes its rows
+		}
+		pp.drop, pp.dropRows = append(pp.drop, o.name), pp.dropRows+rows
 	}
-	return drop, keep, nil
+	return pp, nil
 }
 
-func (p Policy) batchesFor(eligible int64) int64 {
-	batch, capRows := p.batchSize(), p.cycleCap()
+// batchesWithin is the DELETE statements a run takes for eligible rows
+// within capRows rows of the cycle cap.
+func (p Policy) batchesWithin(eligible, capRows int64) int64 {
+	batch := p.batchSize()
+	if capRows <= 0 {
+		return 0
+	}
 	if eligible >= capRows {
 		return (capRows + batch - 1) / batch
 	}

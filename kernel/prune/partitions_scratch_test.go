@@ -5,10 +5,12 @@ package prune_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/kerneltest"
@@ -369,7 +371,18 @@ func TestRetirePartitionsFinishesStrandedDrops(t *testing.T) {
 	for _, d := range []int{36, 35} {
 		b.db.Exec(t, "ALTER TABLE event_outbox DETACH PARTITION "+dayName(d))
 		b.db.Exec(t, "COMMENT ON TABLE "+dayName(d)+" IS 'craig-retention: detached from event_outbox'")
+		b.db.Exec(t, `INSERT INTO retention_detached_partitions (table_oid, schema_name, table_name, parent, upper_bound)
+			VALUES (to_regclass($1)::oid, 'public', $1, 'event_outbox', $2)`, dayName(d), time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1-d))
 	}
+	// Issue 22 finding 9: tables the kernel did not record are never its
+	// own, whatever their comment: one in another schema, one detached by
+	// somebody else, a young one recorded with a bound after the cutoff.
+	b.db.Exec(t, "CREATE SCHEMA other; CREATE TABLE other.archive_copy (LIKE event_outbox); COMMENT ON TABLE other.archive_copy IS 'craig-retention: detached from event_outbox'")
+	b.db.Exec(t, "ALTER TABLE event_outbox DETACH PARTITION "+dayName(33))
+	b.db.Exec(t, "COMMENT ON TABLE "+dayName(33)+" IS 'craig-retention: detached from event_outbox'")
+	b.db.Exec(t, "ALTER TABLE event_outbox DETACH PARTITION "+dayName(5))
+	b.db.Exec(t, `INSERT INTO retention_detached_partitions (table_oid, schema_name, table_name, parent, upper_bound)
+		VALUES (to_regclass($1)::oid, 'public', $1, 'event_outbox', $2)`, dayName(5), time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -4))
 	b.db.Exec(t, "INSERT INTO "+dayName(35)+" (event_type, payload, created_at) SELECT $1, '{}', created_at FROM "+dayName(35)+" LIMIT 1", kindAgedPending)
 	// An unmarked standalone table is never the kernel's.
 	b.db.Exec(t, "CREATE TABLE event_outbox_p_mine (LIKE event_outbox)")
@@ -381,5 +394,109 @@ func TestRetirePartitionsFinishesStrandedDrops(t *testing.T) {
 	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = $1", dayName(35)))
 	require.Zero(t, b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = $1", dayName(36)))
 	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = 'event_outbox_p_mine'"))
+	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = 'archive_copy'"), "another schema's table: never")
+	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = $1", dayName(33)), "detached by somebody else: never")
+	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = $1", dayName(5)), "younger than the cutoff: never")
 	require.Equal(t, int64(6), rep.Partitions.DroppedRows, "the stranded table's rows count as dropped")
+}
+
+// TestRetireOnlyByTheAgeColumn (issue 22 finding 2): a table
+// range-partitioned by another column than the policy's age column (jobs
+// partitioned by created_at, swept by completed_at) never has a partition
+// dropped whole: its old partition holds rows completed yesterday. Its
+// eligible rows go by batches, and the dry run and the report say why.
+func TestRetireOnlyByTheAgeColumn(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	b.db.Exec(t, `CREATE TABLE jobs (id bigint GENERATED ALWAYS AS IDENTITY, status text NOT NULL,
+		created_at timestamptz NOT NULL, completed_at timestamptz, PRIMARY KEY (id, created_at)) PARTITION BY RANGE (created_at);
+		CREATE TABLE jobs_old PARTITION OF jobs FOR VALUES FROM ('2000-01-01') TO ('2001-01-01');
+		CREATE TABLE jobs_default PARTITION OF jobs DEFAULT;
+		INSERT INTO jobs (status, created_at, completed_at) SELECT 'sent', '2000-06-01', now() - interval '40 days' FROM generate_series(1, 50);
+		INSERT INTO jobs (status, created_at, completed_at) SELECT 'sent', '2000-06-01', now() - interval '1 day' FROM generate_series(1, 70);`)
+	p := prune.Policy{Table: "jobs", WindowDays: 30, AgeColumn: "completed_at", Eligible: "status = 'sent'", Keep: "status <> 'sent'",
+		RetirePartitions: true,
+		DeleteBatch: func(ctx context.Context, db prune.DB, bp prune.BatchParams) (int64, error) {
+			tag, err := db.Exec(ctx, `DELETE FROM jobs WHERE (id, created_at) IN (SELECT id, created_at FROM jobs
+				WHERE status = 'sent' AND completed_at < now() - make_interval(days => $1::int) LIMIT $2)
+				AND completed_at < now() - make_interval(days => $1::int)`, bp.WindowDays, bp.Limit)
+			return tag.RowsAffected(), err
+		}}
+	plan, err := prune.Plan(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	require.Empty(t, plan.PartitionsToDrop)
+	require.Equal(t, prune.NotRetiredKeyMismatch, plan.NotRetired)
+	require.Equal(t, int64(50), plan.Count)
+	rep, err := prune.PruneTable(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	require.Empty(t, rep.Partitions.Dropped)
+	require.Equal(t, "partition_key_mismatch", rep.Partitions.NotRetired)
+	require.Equal(t, int64(50), rep.Deleted)
+	require.Equal(t, int64(70), b.db.Count(t, "SELECT count(*) FROM jobs"), "every row completed within the window stays")
+}
+
+// TestRetireBoundsWhateverTheSession (issue 22 finding 7): a partition
+// bound is compared as the instant it is, on a session in
+// America/New_York with Australian zone abbreviations and SQL, DMY dates
+// (where a bound rendered as text and read back moved by hours): the
+// partition ending 10 hours after the cutoff is not old, and its young row
+// stays.
+func TestRetireBoundsWhateverTheSession(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	cutoff := time.Now().UTC().AddDate(0, 0, -30)
+	upper := cutoff.Add(10 * time.Hour).Truncate(time.Second)
+	b.db.Exec(t, `DROP TABLE event_outbox;
+CREATE TABLE event_outbox (
+    id uuid NOT NULL DEFAULT gen_random_uuid(), event_type text NOT NULL, payload jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(), published_at timestamptz, last_error text,
+    PRIMARY KEY (id, created_at)) PARTITION BY RANGE (created_at);
+CREATE INDEX event_outbox_pending_idx ON event_outbox (created_at) WHERE published_at IS NULL;
+CREATE TABLE event_outbox_default PARTITION OF event_outbox DEFAULT;`)
+	b.db.Exec(t, fmt.Sprintf(`CREATE TABLE event_outbox_edge PARTITION OF event_outbox FOR VALUES FROM ('%s') TO ('%s')`,
+		upper.AddDate(0, 0, -1).Format(time.RFC3339), upper.Format(time.RFC3339)))
+	b.db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, published_at) VALUES
+		('old', '{}', $1::timestamptz, now()), ('young', '{}', $2::timestamptz, now())`, cutoff.Add(-time.Hour), cutoff.Add(5*time.Hour))
+	foreign, err := pgxpool.New(ctx, b.db.URL+"&options="+strings.ReplaceAll(url.QueryEscape("-c TimeZone=America/New_York -c timezone_abbreviations=Australia -c DateStyle=SQL,DMY"), "+", "%20"))
+	require.NoError(t, err)
+	t.Cleanup(foreign.Close)
+	var ds string
+	require.NoError(t, foreign.QueryRow(ctx, "SHOW DateStyle").Scan(&ds))
+	require.Equal(t, "SQL, DMY", ds, "the session is foreign")
+	plan, err := prune.Plan(ctx, foreign, b.outbox)
+	require.NoError(t, err)
+	require.Empty(t, plan.PartitionsToDrop, "a partition ending after the cutoff is not old")
+	rep, err := prune.PruneTable(ctx, foreign, b.outbox)
+	require.NoError(t, err)
+	require.Empty(t, rep.Partitions.Dropped)
+	require.Equal(t, int64(1), rep.Deleted)
+	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM event_outbox WHERE event_type = 'young'"))
+}
+
+// TestRetireCountsRowsTruthfully (issue 22 finding 8): a partition whose
+// catalog estimate is stale (ANALYZEd at 10 rows, 1,010 now) is not dropped
+// by a cycle capped at 100: the cycle removes at most its cap; and the dry
+// run agrees with the real run (finding 10).
+func TestRetireCountsRowsTruthfully(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	partitionOutbox(t, b.db, 40)
+	b.db.Exec(t, "ALTER TABLE "+dayName(36)+" SET (autovacuum_enabled = false)")
+	insertAt(t, b.db, kindAgedPublished, 10, 36, true)
+	b.db.Exec(t, "ANALYZE "+dayName(36))
+	insertAt(t, b.db, kindAgedPublished, 1000, 36, true)
+	insertAt(t, b.db, kindAgedPublished, 20, 35, true)
+	p := b.outbox
+	p.CycleCap, p.BatchSize, p.YieldToWriters = 100, 30, false
+	plan, err := prune.Plan(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	before := b.db.Count(t, "SELECT count(*) FROM event_outbox")
+	rep, err := prune.PruneTable(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	removed := before - b.db.Count(t, "SELECT count(*) FROM event_outbox")
+	require.LessOrEqual(t, removed, int64(100), "the cycle cap bounds what a cycle removes")
+	require.Equal(t, removed, rep.Deleted, "the report counts what went")
+	require.Equal(t, plan.PartitionsToDrop, rep.Partitions.Dropped, "dry run and real run drop the same")
+	require.Equal(t, plan.WouldCap, rep.Capped, "dry run and real run cap alike")
+	require.Equal(t, int64(plan.Batches), int64(rep.Batches), "dry run and real run take the same batches")
 }

@@ -241,6 +241,10 @@ type TableReport struct {
 	PartitionsDropped []string `json:"partitions_dropped,omitempty"`
 	PartitionsKept    []string `json:"partitions_kept,omitempty"`
 	PartitionBusy     []string `json:"partition_busy,omitempty"`
+	// PartitionsNotRetired says why a partitioned table's partitions were
+	// not considered for retirement (partition_key_mismatch: it is not
+	// partitioned by the policy's age column); its rows go by batches.
+	PartitionsNotRetired string `json:"partitions_not_retired,omitempty"`
 	// PausedSeconds is how long the table's prune waited, per reason
 	// (replica_lag, wal_rate: prune.Pacing); PauseExhausted names the reason
 	// its pause budget ran out, ending it early (the rest waits for the
@@ -502,7 +506,7 @@ func (s *Sweeper) DryRun(ctx context.Context) (Report, error) {
 			if err != nil {
 				return rep, fmt.Errorf("sweep dry run: %w", err)
 			}
-			tr.Batches, tr.Capped = int(plan.Batches), plan.WouldCap
+			tr.Batches, tr.Capped, tr.PartitionsNotRetired = int(plan.Batches), plan.WouldCap, plan.NotRetired
 			tr.DryRunTable = &DryRunTable{Eligible: plan.Count, OldestEligibleAgeSeconds: plan.OldestAgeSeconds(),
 				PartitionsToDrop: plan.PartitionsToDrop, PartitionsToKeep: plan.PartitionsToKeep}
 			rep.Tables = append(rep.Tables, tr)
@@ -515,6 +519,7 @@ func (s *Sweeper) record(g Group, tr *TableReport, r prune.Report, err error) {
 	tr.Deleted, tr.Capped, tr.Batches, tr.Timeouts, tr.Reduced = r.Deleted, r.Capped, r.Batches, r.Timeouts, r.Reduced
 	tr.Yielded = r.Yielded
 	tr.PartitionsDropped, tr.PartitionsKept, tr.PartitionBusy = r.Partitions.Dropped, r.Partitions.Kept, r.Partitions.Busy
+	tr.PartitionsNotRetired = r.Partitions.NotRetired
 	tr.DurationMS = float64(r.Duration.Microseconds()) / 1000
 	s.metrics.RowsPruned.WithLabelValues(r.Table).Add(float64(r.Deleted))
 	s.metrics.PartitionsDropped.WithLabelValues(r.Table).Add(float64(len(r.Partitions.Dropped)))
