@@ -171,6 +171,25 @@ func TestArchiveAPIOverServe(t *testing.T) {
 			require.Equal(t, http.StatusForbidden, code)
 			require.Equal(t, map[string]any{"error": "archiver_disabled", "knob": "CRAIG_RULES__ARCHIVE__ENABLED"}, body)
 		}
+		// Issue 22 finding 16: no store configured, reads say so (503).
+		code, _, body := call(t, "GET", "http://"+s.addr+"/admin/archive/rows/rule_evaluations/"+uuid.NewString(), mint(t, "ops:alice", "archive:read"), "")
+		require.Equal(t, http.StatusServiceUnavailable, code)
+		require.Equal(t, "store_not_configured", body["error"])
+	})
+	t.Run("archiver off: archived records stay readable", func(t *testing.T) {
+		// Issue 22 finding 16: consent gates what writes or destroys, not
+		// reads: the purged archive's row answers 410, an unknown one 404,
+		// verify runs; run, purge and gc still refuse.
+		s := serve(t, runnerOf(rules.Spec()), append(base[:3:3], "CRAIG_RULES__HTTP_ADDR="+freeLoopback(), "CRAIG_RULES__AUTH__JWT_HS256_SECRET="+apiSecret,
+			"CRAIG_RULES__ARCHIVE__STORE__URL="+bucketURL))
+		waitHealthy(t, s)
+		read := mint(t, "ops:alice", "archive:read")
+		code, _, _ := call(t, "GET", "http://"+s.addr+"/admin/archive/rows/rule_evaluations/"+uuid.NewString(), read, "")
+		require.Equal(t, http.StatusNotFound, code)
+		code, _, body := call(t, "POST", "http://"+s.addr+"/admin/archive/verify", read, `{}`)
+		require.Equal(t, http.StatusOK, code, body)
+		code, _, _ = call(t, "POST", "http://"+s.addr+"/admin/archive/gc", mint(t, "ops:alice", "archive:purge"), `{"older_than_days": 1, "dry_run": true}`)
+		require.Equal(t, http.StatusForbidden, code)
 	})
 	t.Run("no key on a public address: refused", func(t *testing.T) {
 		var out, errOut bytes.Buffer
@@ -366,4 +385,57 @@ func TestArchiveFetchByID(t *testing.T) {
 	require.Equal(t, http.StatusGone, code)
 	require.Equal(t, "purged", body["error"])
 	require.NotEmpty(t, body["purged_at"])
+}
+
+// TestHoldPlacedBeforeArchiving (issue 22 finding 4): a range hold on
+// rule_evaluations placed before a pass holds the archives the pass books:
+// legal_hold in the ledger, the store's Object Lock legal hold on both
+// objects before the rows' delete committed (a raw delete of every version
+// is refused), and rules.archive_hold_placed staged for security's fleet
+// ledger in the same transaction.
+func TestHoldPlacedBeforeArchiving(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := kerneltest.ServiceDB(t, rules.Name)
+	db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+		SELECT now() - make_interval(days => 100, mins => g), 'r', '{}', '{}' FROM generate_series(1, 5) g`)
+	bucketURL := kerneltest.S3URL(t)
+	st, err := store.Open(ctx, bucketURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	locked, err := st.ObjectLock(ctx)
+	require.NoError(t, err)
+	require.True(t, locked, "the test bucket has Object Lock (go tool mage store:up)")
+	w := &fleetWorld{amqpURL: kerneltest.AMQPURL(t), exchange: "craig.test.heldbooking." + time.Now().Format("150405.000000")}
+	t.Cleanup(func() { w.deleteBrokerObjects(t) })
+	s := serve(t, runnerOf(rules.Spec()), []string{"CRAIG_RULES__DATABASE_URL=" + db.URL, "CRAIG_RULES__AMQP_URL=" + w.amqpURL,
+		"CRAIG_RULES__AMQP_EXCHANGE=" + w.exchange, "CRAIG_RULES__HTTP_ADDR=" + freeLoopback(), "CRAIG_RULES__AUTH__JWT_HS256_SECRET=" + apiSecret,
+		"CRAIG_RULES__ARCHIVE__ENABLED=true", "CRAIG_RULES__ARCHIVE__STORE__URL=" + bucketURL, "CRAIG_RULES__ARCHIVE__INTERVAL_SECONDS=0"})
+	waitHealthy(t, s)
+	u := "http://" + s.addr + "/admin/archive/"
+	code, _, body := call(t, "POST", u+"holds", mint(t, "ops:carol", "archive:hold"), `{"title": "appeal", "reason": "subpoena", "table": "rule_evaluations"}`)
+	require.Equal(t, http.StatusCreated, code, body)
+	code, _, body = call(t, "POST", u+"run", mint(t, "ops:alice", "archive:run"), `{"budget": 4}`)
+	require.Equal(t, http.StatusOK, code, body)
+	ledger := archivetest.Ledger(ctx, t, db.Pool)
+	require.Len(t, ledger, 1)
+	a := ledger[0]
+	t.Cleanup(func() {
+		for _, key := range []string{a.DataKey, a.ManifestKey} {
+			_ = st.SetLegalHold(context.Background(), key, false)
+			_, _ = st.DestroyAllVersions(context.Background(), key)
+		}
+	})
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM archive_ledger WHERE legal_hold`))
+	for _, key := range []string{a.DataKey, a.ManifestKey} {
+		on, err := st.LegalHold(ctx, key)
+		require.NoError(t, err)
+		require.True(t, on, "%s is under the store's legal hold", key)
+		_, err = st.DestroyAllVersions(ctx, key)
+		require.ErrorIs(t, err, store.ErrLocked)
+	}
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM event_outbox WHERE event_type = 'rules.archive_hold_placed'
+		AND payload -> 'legal_hold' ->> $1 = 'true'`, a.ArchiveID.String()))
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM archive_lifecycle_log WHERE action = 'archive_hold_placed' AND archive_id = $1`, a.ArchiveID))
+	require.Equal(t, 0, s.stop(t), s.stderr.String())
 }

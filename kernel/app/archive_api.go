@@ -35,8 +35,11 @@ type ArchiveAPI struct {
 	// purge answer 403 archiver_disabled naming Knob).
 	Engine *archive.Engine
 	Knob   string
-	// Reader answers for archived rows (nil when the archiver is disabled).
-	Reader *archiveread.Reader
+	// Reader answers for archived rows: reads need only a configured
+	// store, not the archiver's consent (nil: no store; reads answer 503
+	// store_not_configured naming StoreKnob).
+	Reader    *archiveread.Reader
+	StoreKnob string
 	// VerifyMetrics count verification failures.
 	VerifyMetrics *metrics.Verify
 }
@@ -77,7 +80,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // [from, to), each object verified before its lines are sent; an error after
 // the first line ends the stream with one {"error": …} line.
 func (a *ArchiveAPI) rows(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	if a.disabled(w) {
+	if a.unreadable(w) {
 		return
 	}
 	from, err1 := time.Parse(time.RFC3339Nano, r.URL.Query().Get("from"))
@@ -114,7 +117,7 @@ func (a *ArchiveAPI) rows(w http.ResponseWriter, r *http.Request, p auth.Princip
 // gc collects the orphans under the service's prefix (objects no local
 // ledger row names, older than older_than_days ≥ 1), or lists them (dry run).
 func (a *ArchiveAPI) gc(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	if a.disabled(w) {
+	if a.disabled(w) || a.unreadable(w) {
 		return
 	}
 	var req struct {
@@ -147,7 +150,7 @@ const maxVerifyLimit = 100_000
 // verify checks the ledger's archives against the store (deep: their
 // contents too) and reports failures, column drift and orphans.
 func (a *ArchiveAPI) verify(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
-	if a.disabled(w) {
+	if a.unreadable(w) {
 		return
 	}
 	var req struct {
@@ -182,7 +185,7 @@ func (a *ArchiveAPI) verify(w http.ResponseWriter, r *http.Request, _ auth.Princ
 // row answers for one row by id: hot table first, then the verified
 // archive that holds it (404 neither, 409 archive_corrupt, 410 purged).
 func (a *ArchiveAPI) row(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	if a.disabled(w) {
+	if a.unreadable(w) {
 		return
 	}
 	id, err := uuid.Parse(r.PathValue("id"))
@@ -295,6 +298,15 @@ func (a *ArchiveAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
 		a.Logger.ErrorContext(r.Context(), "archive API call failed", slog.String("path", r.URL.Path), slog.Any("error", err))
 		writeError(w, http.StatusInternalServerError, "internal", "the call failed; see the service log", nil)
 	}
+}
+
+// unreadable answers 503 when no store is configured for reads.
+func (a *ArchiveAPI) unreadable(w http.ResponseWriter) bool {
+	if a.Reader != nil {
+		return false
+	}
+	writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "store_not_configured", "knob": a.StoreKnob})
+	return true
 }
 
 func (a *ArchiveAPI) disabled(w http.ResponseWriter) bool {
@@ -507,7 +519,7 @@ func nonNilIDs(ids []uuid.UUID) []uuid.UUID {
 // archiveAPI builds the archive API of an archiving service with a token
 // key configured (nil otherwise: not served). Without a key, an archiving
 // service refuses to serve on a non-loopback address.
-func (r *runtime[T]) archiveAPI(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer, reader *archiveReader, keys adminKeys) (*ArchiveAPI, error) {
+func (r *runtime[T]) archiveAPI(lm *lifecycle.Manager, arch *archiver, reader *archiveReader, keys adminKeys) (*ArchiveAPI, error) {
 	as, ok := r.archiveSettings()
 	if !ok {
 		return nil, nil
@@ -520,26 +532,67 @@ func (r *runtime[T]) archiveAPI(ctx context.Context, pool *pgxpool.Pool, arch *a
 		return nil, nil
 	}
 	v, am := keys.verifier, keys.metrics
-	var err error
+	r.logger.Info("archive API served", slog.Any("algorithms", v.Algorithms()), slog.Int("purge_approvals_required", as.Purge.ApprovalsRequired),
+		slog.Bool("store_object_lock", arch.objectLock), slog.Bool("archiver_enabled", arch.engine != nil), slog.Bool("reads", reader.reader != nil))
+	return &ArchiveAPI{Verifier: v, Metrics: am, Logger: r.logger, Lifecycle: lm, Engine: arch.engine,
+		Knob: settings.EnvVar(r.spec.Name, "archive.enabled"), StoreKnob: settings.EnvVar(r.spec.Name, "archive.store.url"),
+		Reader: reader.reader, VerifyMetrics: reader.metrics}, nil
+}
+
+// lifecycleManager builds an archiving service's lifecycle manager (nil
+// for a service that does not archive), its purge metrics registered once.
+func (r *runtime[T]) lifecycleManager(pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer) (*lifecycle.Manager, error) {
+	as, ok := r.archiveSettings()
+	if !ok {
+		return nil, nil
+	}
 	pm, err := metrics.NewPurge(reg)
 	if err != nil {
 		return nil, err
 	}
-	locked := false
-	if arch.store != nil {
-		if locked, err = arch.store.ObjectLock(ctx); err != nil {
-			return nil, fmt.Errorf("archive API: %w", err)
+	return lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired, ObjectLock: arch.objectLock}, r.logger, pm)
+}
+
+// lockReconciler keeps the store's legal holds on the ledger's held
+// archives: once at boot, then every verify interval (every
+// DefaultLockReconcileInterval when scheduled verification is off). Nil
+// when the bucket has no Object Lock.
+func (r *runtime[T]) lockReconciler(lm *lifecycle.Manager, arch *archiver) func(context.Context) error {
+	as, ok := r.archiveSettings()
+	if !ok || lm == nil || !arch.objectLock {
+		return nil
+	}
+	every := DefaultLockReconcileInterval
+	if as.VerifyIntervalHours > 0 {
+		every = time.Duration(as.VerifyIntervalHours) * time.Hour
+	}
+	return func(ctx context.Context) error {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			rep, err := lm.ReconcileLocks(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case err != nil:
+				r.logger.ErrorContext(ctx, "store-lock reconciliation failed; retried next interval", slog.Any("error", err))
+			case rep.Drift > 0 || rep.Missing > 0:
+				r.logger.WarnContext(ctx, "store-lock reconciliation found held archives the store did not lock", slog.Int("held", rep.Held),
+					slog.Int("drift", rep.Drift), slog.Int("locked", rep.Locked), slog.Int("missing", rep.Missing))
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
 		}
 	}
-	lm, err := lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired, ObjectLock: locked}, r.logger, pm)
-	if err != nil {
-		return nil, err
-	}
-	r.logger.Info("archive API served", slog.Any("algorithms", v.Algorithms()), slog.Int("purge_approvals_required", as.Purge.ApprovalsRequired),
-		slog.Bool("store_object_lock", locked))
-	return &ArchiveAPI{Verifier: v, Metrics: am, Logger: r.logger, Lifecycle: lm, Engine: arch.engine,
-		Knob: settings.EnvVar(r.spec.Name, "archive.enabled"), Reader: reader.reader, VerifyMetrics: reader.metrics}, nil
 }
+
+// DefaultLockReconcileInterval is how often the store's legal holds are
+// reconciled with the ledger when scheduled verification is off: hourly,
+// so a hold the store missed is enforced within the hour.
+const DefaultLockReconcileInterval = time.Hour
 
 // archiveReader is an archiving service's reader of its archives (nil
 // when the archiver is disabled) and the verification metrics.

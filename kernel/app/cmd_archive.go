@@ -90,8 +90,14 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 		_ = st.Close()
 		return nil, nil, err
 	}
+	locked, err := st.ObjectLock(ctx)
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, fmt.Errorf("archiver refused to start: %w", err)
+	}
 	e, err := archive.New(pool, st, r.spec.Archive.Tables(), r.scheduled(r.spec.Archive.Bookkeep), archive.Config{
 		Service: r.spec.Name, HotWindowDays: as.HotWindowDays, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes, DBTimeout: as.DBTimeout,
+		ObjectLock: locked,
 	}, r.logger, m)
 	if err != nil {
 		_ = st.Close()
@@ -180,10 +186,11 @@ func (r *runtime[T]) probeArchive(ctx context.Context, pool *pgxpool.Pool) error
 func (r *runtime[T]) startArchiver(ctx context.Context, pool *pgxpool.Pool, reg prometheus.Registerer) (*archiver, error) {
 	as, ok := r.archiveSettings()
 	if !ok || !as.Enabled {
-		if ok {
-			r.logger.Info("archiver disabled: no scheduled archive passes", slog.String("knob", settings.EnvVar(r.spec.Name, "archive.enabled")))
+		if !ok {
+			return &archiver{}, nil
 		}
-		return &archiver{}, nil
+		r.logger.Info("archiver disabled: no scheduled archive passes", slog.String("knob", settings.EnvVar(r.spec.Name, "archive.enabled")))
+		return r.readOnlyArchiver(ctx, as), nil
 	}
 	if w := as.DetectionWindowWarning(); w != "" {
 		r.logger.Warn(w, slog.String("hot_window_key", settings.EnvVar(r.spec.Name, "archive.hot_window_days")),
@@ -193,7 +200,7 @@ func (r *runtime[T]) startArchiver(ctx context.Context, pool *pgxpool.Pool, reg 
 	if err != nil {
 		return nil, err
 	}
-	a := &archiver{engine: e, store: st}
+	a := &archiver{engine: e, store: st, objectLock: e.ObjectLock()}
 	if as.IntervalSeconds == 0 {
 		r.logger.Info("archiver enabled with interval 0: manual passes only")
 		return a, nil
@@ -223,11 +230,36 @@ func (r *runtime[T]) scheduled(bk archive.BookkeepFunc) archive.BookkeepFunc {
 }
 
 // archiver is serve's archiver: its scheduled worker (nil: none), its
-// engine and store (nil when disabled).
+// engine (nil when disabled) and store (nil when none is configured or it
+// cannot be opened), and whether the bucket has Object Lock.
 type archiver struct {
-	worker *archive.Worker
-	engine *archive.Engine
-	store  *store.Store
+	worker     *archive.Worker
+	engine     *archive.Engine
+	store      *store.Store
+	objectLock bool
+}
+
+// readOnlyArchiver opens the configured store of a disabled archiver for
+// what needs no consent: reading archived records (they are cold, not
+// gone) and keeping the store's locks on held archives. Nothing is
+// written there by it; a store that cannot be opened is a WARN and leaves
+// archived records unreadable until it can.
+func (r *runtime[T]) readOnlyArchiver(ctx context.Context, as archive.Settings) *archiver {
+	if as.Store.URL == "" {
+		return &archiver{}
+	}
+	bctx, cancel := context.WithTimeout(ctx, archive.BootTimeout)
+	defer cancel()
+	st, err := store.Open(bctx, as.Store.URL, store.WithRequestTimeout(as.Store.RequestTimeout))
+	if err != nil {
+		r.logger.Warn("archived records are unreadable: the store did not open", slog.String("knob", settings.EnvVar(r.spec.Name, "archive.store.url")), slog.Any("error", err))
+		return &archiver{}
+	}
+	locked, err := st.ObjectLock(bctx)
+	if err != nil {
+		r.logger.Warn("store object lock unknown; holds are kept in the ledger only until it answers", slog.Any("error", err))
+	}
+	return &archiver{store: st, objectLock: locked}
 }
 
 func (a *archiver) close() {

@@ -118,8 +118,27 @@ func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *
 	if err != nil {
 		return nil, nil, err
 	}
-	api, err := r.archiveAPI(ctx, pool, arch, reg, reader, keys)
-	return api, verifier, err
+	lm, err := r.lifecycleManager(pool, arch, reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	api, err := r.archiveAPI(lm, arch, reader, keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	reconcile := r.lockReconciler(lm, arch)
+	switch {
+	case verifier == nil:
+		return api, reconcile, nil
+	case reconcile == nil:
+		return api, verifier, nil
+	}
+	return api, func(ctx context.Context) error {
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return verifier(gctx) })
+		g.Go(func() error { return reconcile(gctx) })
+		return g.Wait()
+	}, nil
 }
 
 // outboxWorker builds serve's worker: every tick drains the outbox (after

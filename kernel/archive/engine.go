@@ -36,6 +36,10 @@ type Config struct {
 	// DBTimeout bounds each database step of a pass (the lease, a batch's
 	// select, its delete transaction); 0 means DefaultDBTimeout.
 	DBTimeout time.Duration
+	// ObjectLock: the bucket has S3 Object Lock, so an archive booked under
+	// an active hold gets its objects' legal holds before its rows' delete
+	// commits.
+	ObjectLock bool
 }
 
 // Bounds of Config, shared with the settings validation.
@@ -485,6 +489,12 @@ func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, ids 
 	if err := e.bookkeep(ctx, tx, m, e.actor); err != nil {
 		return fail(ErrBookkeep, spec.Table, stepErr(ctx, err))
 	}
+	if err := e.lockIfHeld(ctx, tx, m); err != nil {
+		if errors.Is(err, ErrStore) {
+			return err
+		}
+		return fail(ErrBookkeep, spec.Table, stepErr(ctx, err))
+	}
 	failpoint.Inject(failpoint.ArchiveBeforeCommit)
 	if err := tx.Commit(ctx); err != nil {
 		return fail(ErrDB, spec.Table, fmt.Errorf("commit: %w", stepErr(ctx, err)))
@@ -492,6 +502,9 @@ func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, ids 
 	failpoint.Inject(failpoint.ArchiveAfterCommit)
 	return nil
 }
+
+// ObjectLock reports whether the engine locks archives booked under a hold.
+func (e *Engine) ObjectLock() bool { return e.cfg.ObjectLock }
 
 // dbStep bounds one database step of a pass by DBTimeout; the cause names
 // the bound, so a frozen database's error says what happened.

@@ -371,3 +371,44 @@ func TestPurgeDueByUTCDate(t *testing.T) {
 	require.True(t, w.exists(t, tomorrow.DataKey), "an archive retained until tomorrow (UTC) was destroyed")
 	require.False(t, w.exists(t, today.DataKey))
 }
+
+// TestReconcileLocks (issue 22 finding 4): a hold placed where the store's
+// Object Lock was not used (the archiver disabled, the store unknown) is
+// recorded in the ledger only; the reconciliation locks every held
+// archive's objects, reports the drift (archive_hold_lock_drift, WARN) and
+// finds none the next time; an unheld archive is not locked.
+func TestReconcileLocks(t *testing.T) {
+	t.Parallel()
+	w := newWorldLocked(t, 0, false) // holds placed without the store's locks
+	held, free := w.archived(t, 400, "NULL"), w.archived(t, 400, "NULL")
+	_, err := w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "hearing", Reason: "subpoena", ArchiveIDs: []uuid.UUID{held.ArchiveID}}, "ops:carol")
+	require.NoError(t, err)
+	for _, key := range []string{held.DataKey, held.ManifestKey} {
+		on, err := w.st.LegalHold(w.ctx, key)
+		require.NoError(t, err)
+		require.False(t, on, "the drift this test starts from")
+	}
+	locking, err := lifecycle.New(w.db.Pool, w.st, lifecycle.Config{Service: w.s3.Service, ObjectLock: true}, slog.New(&kerneltest.LogRecorder{}), w.m)
+	require.NoError(t, err)
+	rep, err := locking.ReconcileLocks(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, lifecycle.LockReport{Held: 1, Drift: 2, Locked: 2}, rep)
+	require.InDelta(t, 2, testutil.ToFloat64(w.m.HoldLockDrift), 0)
+	for _, key := range []string{held.DataKey, held.ManifestKey} {
+		on, err := w.st.LegalHold(w.ctx, key)
+		require.NoError(t, err)
+		require.True(t, on, "%s is locked", key)
+		_, err = w.st.DestroyAllVersions(w.ctx, key)
+		require.ErrorIs(t, err, store.ErrLocked)
+	}
+	on, err := w.st.LegalHold(w.ctx, free.DataKey)
+	require.NoError(t, err)
+	require.False(t, on, "an unheld archive is not locked")
+	rep, err = locking.ReconcileLocks(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, lifecycle.LockReport{Held: 1}, rep)
+	require.Zero(t, testutil.ToFloat64(w.m.HoldLockDrift))
+	for _, key := range []string{held.DataKey, held.ManifestKey} {
+		require.NoError(t, w.st.SetLegalHold(context.Background(), key, false))
+	}
+}

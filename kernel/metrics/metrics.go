@@ -273,6 +273,11 @@ type Purge struct {
 	// (archive_purge_refused_total{reason}: no_longer_eligible,
 	// self_approval, already_running).
 	Refused *prometheus.CounterVec
+	// HoldLockDrift is the number of objects of held archives the last
+	// store-lock reconciliation found without their Object Lock legal hold
+	// (each then locked): archive_hold_lock_drift. Not 0 means a hold was
+	// not enforced by the store until then.
+	HoldLockDrift prometheus.Gauge
 }
 
 // NewPurge creates the purge instruments and registers them on reg.
@@ -286,8 +291,12 @@ func NewPurge(reg prometheus.Registerer) (*Purge, error) {
 			Name: "archive_purge_refused_total",
 			Help: "Archives skipped or purge requests refused, per reason.",
 		}, []string{"reason"}),
+		HoldLockDrift: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "archive_hold_lock_drift",
+			Help: "Objects of held archives the last store-lock reconciliation found without their Object Lock legal hold (then locked).",
+		}),
 	}
-	if err := register(reg, m.Purged, m.Refused); err != nil {
+	if err := register(reg, m.Purged, m.Refused, m.HoldLockDrift); err != nil {
 		return nil, err
 	}
 	return m, nil

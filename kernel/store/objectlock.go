@@ -131,3 +131,28 @@ func (s *Store) versioned(ctx context.Context) (bool, error) {
 	})
 	return s.versioning.on, s.versioning.err
 }
+
+// LegalHold reports whether the object's current version is under an
+// Object Lock legal hold (S3 only; ErrNotFound when there is no current
+// version).
+func (s *Store) LegalHold(ctx context.Context, key string) (bool, error) {
+	if err := ValidateKey(key); err != nil {
+		return false, err
+	}
+	if s.s3 == nil {
+		return false, fmt.Errorf("store: legal hold %s: the %s backend has no object lock", key, s.scheme)
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out, err := s.s3.GetObjectLegalHold(ctx, &s3.GetObjectLegalHoldInput{Bucket: aws.String(s.identity.Bucket), Key: aws.String(key)})
+	var ae smithy.APIError
+	switch {
+	case errors.As(err, &ae) && (ae.ErrorCode() == "NoSuchKey" || ae.ErrorCode() == "NotFound" || ae.ErrorCode() == "MethodNotAllowed"):
+		return false, fmt.Errorf("store: legal hold of %s: %w", key, ErrNotFound)
+	case errors.As(err, &ae) && ae.ErrorCode() == "NoSuchObjectLockConfiguration":
+		return false, nil // never set on this version
+	case err != nil:
+		return false, fmt.Errorf("store: legal hold of %s: %w", key, timedOut(ctx, err))
+	}
+	return out.LegalHold != nil && out.LegalHold.Status == types.ObjectLockLegalHoldStatusOn, nil
+}

@@ -32,3 +32,8 @@ INSERT INTO archive_ledger (
     sqlc.arg(last_record_at), sqlc.arg(hot_window_days), sqlc.arg(archived_at), sqlc.arg(archived_by),
     archive_is_held(sqlc.arg(archive_id), sqlc.arg(table_name), sqlc.arg(first_record_at), sqlc.arg(last_record_at))
 );
+
+-- ArchiveHeld reads whether a just-booked archive is under a legal hold
+-- (an active hold covered it when its ledger row was written).
+-- name: ArchiveHeld :one
+SELECT legal_hold FROM archive_ledger WHERE archive_id = sqlc.arg(archive_id);

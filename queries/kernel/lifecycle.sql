@@ -182,3 +182,12 @@ FROM archive_ledger
 WHERE table_name = sqlc.arg(table_name) AND purged_at IS NULL
   AND first_record_at < sqlc.arg(to_at) AND last_record_at >= sqlc.arg(from_at)
 ORDER BY first_record_at, archive_id;
+
+-- HeldArchives pages the unpurged archives under a legal hold (by
+-- archive_id), for the store-lock reconciliation.
+-- name: HeldArchives :many
+SELECT archive_id, data_key, manifest_key
+FROM archive_ledger
+WHERE legal_hold AND purged_at IS NULL AND archive_id > sqlc.arg(after)::uuid
+ORDER BY archive_id
+LIMIT sqlc.arg(row_limit)::int;

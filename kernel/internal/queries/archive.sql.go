@@ -11,6 +11,19 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const archiveHeld = `-- name: ArchiveHeld :one
+SELECT legal_hold FROM archive_ledger WHERE archive_id = $1
+`
+
+// ArchiveHeld reads whether a just-booked archive is under a legal hold
+// (an active hold covered it when its ledger row was written).
+func (q *Queries) ArchiveHeld(ctx context.Context, archiveID pgtype.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, archiveHeld, archiveID)
+	var legal_hold bool
+	err := row.Scan(&legal_hold)
+	return legal_hold, err
+}
+
 const insertArchiveLedger = `-- name: InsertArchiveLedger :exec
 INSERT INTO archive_ledger (
     archive_id, table_name, data_key, manifest_key, data_sha256, record_count,

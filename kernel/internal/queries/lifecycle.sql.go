@@ -182,6 +182,47 @@ func (q *Queries) GetPurge(ctx context.Context, purgeID pgtype.UUID) (GetPurgeRo
 	return i, err
 }
 
+const heldArchives = `-- name: HeldArchives :many
+SELECT archive_id, data_key, manifest_key
+FROM archive_ledger
+WHERE legal_hold AND purged_at IS NULL AND archive_id > $1::uuid
+ORDER BY archive_id
+LIMIT $2::int
+`
+
+type HeldArchivesParams struct {
+	After    pgtype.UUID
+	RowLimit int32
+}
+
+type HeldArchivesRow struct {
+	ArchiveID   pgtype.UUID
+	DataKey     string
+	ManifestKey string
+}
+
+// HeldArchives pages the unpurged archives under a legal hold (by
+// archive_id), for the store-lock reconciliation.
+func (q *Queries) HeldArchives(ctx context.Context, arg HeldArchivesParams) ([]HeldArchivesRow, error) {
+	rows, err := q.db.Query(ctx, heldArchives, arg.After, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []HeldArchivesRow
+	for rows.Next() {
+		var i HeldArchivesRow
+		if err := rows.Scan(&i.ArchiveID, &i.DataKey, &i.ManifestKey); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const insertHold = `-- name: InsertHold :one
 INSERT INTO archive_holds (title, reason, table_name, from_at, to_at, archive_ids, created_by)
 VALUES ($1, $2, $3, $4, $5,

@@ -84,3 +84,12 @@ type Purge struct {
 	Skipped        []pgtype.UUID
 	CertificateKey *string
 }
+
+type RetentionDetachedPartition struct {
+	TableOid   pgtype.Uint32
+	SchemaName string
+	TableName  string
+	Parent     string
+	UpperBound pgtype.Timestamptz
+	DetachedAt pgtype.Timestamptz
+}

@@ -29,3 +29,12 @@ type ExchangeSendJob struct {
 	CreatedAt   pgtype.Timestamptz
 	CompletedAt pgtype.Timestamptz
 }
+
+type RetentionDetachedPartition struct {
+	TableOid   pgtype.Uint32
+	SchemaName string
+	TableName  string
+	Parent     string
+	UpperBound pgtype.Timestamptz
+	DetachedAt pgtype.Timestamptz
+}

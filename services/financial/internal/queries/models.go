@@ -23,6 +23,15 @@ type EventOutbox struct {
 	LastError   *string
 }
 
+type RetentionDetachedPartition struct {
+	TableOid   pgtype.Uint32
+	SchemaName string
+	TableName  string
+	Parent     string
+	UpperBound pgtype.Timestamptz
+	DetachedAt pgtype.Timestamptz
+}
+
 type SubsidyReconcileQueue struct {
 	ID             pgtype.UUID
 	CreatedAt      pgtype.Timestamptz

@@ -44,6 +44,15 @@ type EventOutbox struct {
 	LastError   *string
 }
 
+type RetentionDetachedPartition struct {
+	TableOid   pgtype.Uint32
+	SchemaName string
+	TableName  string
+	Parent     string
+	UpperBound time.Time
+	DetachedAt time.Time
+}
+
 type RuleEvaluation struct {
 	ID          uuid.UUID
 	EvaluatedAt time.Time

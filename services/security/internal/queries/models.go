@@ -129,3 +129,12 @@ type Purge struct {
 	Skipped        []uuid.UUID
 	CertificateKey *string
 }
+
+type RetentionDetachedPartition struct {
+	TableOid   pgtype.Uint32
+	SchemaName string
+	TableName  string
+	Parent     string
+	UpperBound time.Time
+	DetachedAt time.Time
+}
