@@ -30,9 +30,17 @@ const (
 	// so five attempts span a few seconds rather than microseconds.
 	inboundRetryDelay = time.Second
 	// deadLetterRetryDelay is waited after a failed dead-letter record
-	// (the database is down) before the next try; dead letters are retried
-	// until recorded, never dropped.
+	// (the database is down) before the next try; dead letters are never
+	// dropped.
 	deadLetterRetryDelay = 5 * time.Second
+	// DeadLetterMaxAttempts is how many times a dead letter's record is
+	// tried (a failed one goes to the back of the queue, so it never holds
+	// the others) before it is parked, whole, in the durable queue
+	// <queue>.dead-letter.parked for an operator: 60 tries 5 s apart ride
+	// out a five-minute database outage; nothing retries for ever.
+	DeadLetterMaxAttempts = 60
+	// parkedSuffix names the parked dead letters' exchange and queue.
+	parkedSuffix = ".parked"
 	// deadLetterSuffix names the dead-letter exchange and queue after the
 	// transport's exchange and the service's queue.
 	deadLetterSuffix = ".dead-letter"
@@ -118,7 +126,8 @@ func (r *runtime[T]) startInbound(pool *pgxpool.Pool, reg prometheus.Registerer)
 	queue := InboundQueue(r.tr.AMQPExchange, r.spec.Name)
 	dlx, dlq := DeadLetterNames(r.tr.AMQPExchange, r.spec.Name)
 	events := &rabbitmq.Consumer{Logger: r.logger, Concurrency: InboundConcurrency, MaxAttempts: InboundMaxAttempts, DeadLetterExchange: dlx, DeadLetterQueue: dlq, RetryDelay: inboundRetryDelay}
-	dead := &rabbitmq.Consumer{Logger: r.logger, RetryDelay: deadLetterRetryDelay}
+	dead := &rabbitmq.Consumer{Logger: r.logger, RetryDelay: deadLetterRetryDelay, MaxAttempts: DeadLetterMaxAttempts,
+		DeadLetterExchange: dlx + parkedSuffix, DeadLetterQueue: dlq + parkedSuffix}
 	return func(ctx context.Context) error {
 		done := make(chan struct{}, 2)
 		go func() {

@@ -1,13 +1,16 @@
 package security
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/eventsig"
@@ -193,12 +196,9 @@ func (h *inbound) DeadLetter(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery
 	if reason == "" {
 		reason = deadLetterReason
 	}
-	payload := []byte(d.Message.Payload)
-	if len(payload) == 0 {
-		payload = []byte("null")
-	}
+	rec := storableDeadLetter(d.Message.EventType, []byte(d.Message.Payload), reason)
 	if err := queries.New(tx).InsertDeadLetterAudit(ctx, queries.InsertDeadLetterAuditParams{
-		EventType: d.Message.EventType, Payload: payload, Reason: reason,
+		EventType: rec.eventType, Payload: rec.payload, Reason: rec.reason,
 	}); err != nil {
 		return fmt.Errorf("dead_letter_audit: %w", err)
 	}
@@ -243,4 +243,38 @@ func (h *inbound) applyLifecycle(ctx context.Context, tx pgx.Tx, d rabbitmq.Deli
 	}
 	o.Applied = &n
 	return o, nil
+}
+
+// deadLetterRecord is a dead letter as dead_letter_audit can store it.
+type deadLetterRecord struct {
+	eventType, reason string
+	payload           []byte
+}
+
+// storableDeadLetter makes a dead letter storable whatever its bytes:
+// PostgreSQL's jsonb refuses a \u0000 escape and invalid UTF-8, and text
+// refuses NUL bytes, and a record that cannot be inserted would be retried
+// without end. A payload that is not storable JSON is kept losslessly as
+// {"unstorable_payload": true, "payload_base64": …}; an event type or
+// reason that is not storable text is escaped (its exact bytes kept in
+// base64 beside the payload, flagged).
+func storableDeadLetter(eventType string, payload []byte, reason string) deadLetterRecord {
+	text := func(v string) (string, bool) {
+		if utf8.ValidString(v) && !strings.ContainsRune(v, 0) {
+			return v, true
+		}
+		return strings.ToValidUTF8(strings.ReplaceAll(v, "\x00", `\u0000`), "\uFFFD"), false
+	}
+	et, etOK := text(eventType)
+	rs, _ := text(reason)
+	okJSON := len(payload) > 0 && utf8.Valid(payload) && json.Valid(payload) && !bytes.Contains(payload, []byte(`\u0000`))
+	if okJSON && etOK {
+		return deadLetterRecord{eventType: et, reason: rs, payload: payload}
+	}
+	wrapped := map[string]any{"unstorable_payload": true, "payload_base64": base64.StdEncoding.EncodeToString(payload)}
+	if !etOK {
+		wrapped["event_type_base64"] = base64.StdEncoding.EncodeToString([]byte(eventType))
+	}
+	doc, _ := json.Marshal(wrapped) // strings and a bool: cannot fail
+	return deadLetterRecord{eventType: et, reason: rs, payload: doc}
 }

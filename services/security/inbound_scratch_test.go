@@ -4,6 +4,7 @@ package security_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"log/slog"
 	"maps"
@@ -303,4 +304,35 @@ func TestInboundAppliesLifecycle(t *testing.T) {
 	var by string
 	require.NoError(t, e.db.Pool.QueryRow(context.Background(), `SELECT purged_by FROM archive_records WHERE archive_id = $1`, testArchiveID).Scan(&by))
 	require.Equal(t, "ops:alice", by)
+}
+
+// TestDeadLetterUnstorableBodies (issue 22 finding 5): dead letters whose
+// bytes PostgreSQL cannot store as they are (a \u0000 escape, invalid
+// UTF-8, not JSON, a NUL in the event type or the reason) are recorded
+// losslessly, flagged, instead of failing (and being retried for ever).
+func TestDeadLetterUnstorableBodies(t *testing.T) {
+	t.Parallel()
+	e := newFleetEnv(t, true)
+	cases := []struct {
+		name, eventType, reason string
+		payload                 []byte
+	}{
+		{"nul escape", "exchange.sent", "bad", []byte(`{"case":"a\u0000b"}`)},
+		{"invalid utf-8", "exchange.sent", "bad", []byte("{\"case\":\"\xff\xfe\"}")},
+		{"not json", "exchange.sent", "bad", []byte("not json at all")},
+		{"empty", "exchange.sent", "bad", nil},
+		{"nul in type and reason", "exchange.\x00sent", "re\x00ason \xff", []byte(`{"case":"c"}`)},
+	}
+	for _, c := range cases {
+		d := delivery(t, "x", nil, nil)
+		d.Message.EventType, d.Message.Payload, d.LastError = c.eventType, c.payload, c.reason
+		require.NoError(t, pgx.BeginFunc(context.Background(), e.db.Pool, func(tx pgx.Tx) error { return e.in.DeadLetter(context.Background(), tx, d) }), c.name)
+		var payload map[string]any
+		require.NoError(t, e.db.Pool.QueryRow(context.Background(), `SELECT payload FROM dead_letter_audit ORDER BY id DESC LIMIT 1`).Scan(&payload), c.name)
+		require.Equal(t, true, payload["unstorable_payload"], c.name)
+		raw, err := base64.StdEncoding.DecodeString(payload["payload_base64"].(string))
+		require.NoError(t, err)
+		require.Equal(t, string(c.payload), string(raw), "%s: the payload's exact bytes are kept", c.name)
+	}
+	require.Equal(t, float64(len(cases)), testutil.ToFloat64(e.m.DeadLettered))
 }
