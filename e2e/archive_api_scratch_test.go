@@ -132,7 +132,7 @@ func TestArchiveAPIOverServe(t *testing.T) {
 	code, _, body = call(t, "POST", u+"holds", hold, `{"title": "hearing", "reason": "subpoena", "archive_ids": ["`+id+`"]}`)
 	require.Equal(t, http.StatusCreated, code, body)
 	holdID := body["id"].(string)
-	code, _, body = call(t, "PUT", u+"records/"+id+"/retention", hold, `{"retention_until": "`+time.Now().AddDate(0, 0, -1).Format(time.DateOnly)+`"}`)
+	code, _, body = call(t, "PUT", u+"records/"+id+"/retention", mint(t, "ops:carol", "archive:hold archive:purge"), `{"retention_until": "`+time.Now().AddDate(0, 0, -1).Format(time.DateOnly)+`"}`)
 	require.Equal(t, http.StatusOK, code, body)
 	code, _, body = call(t, "GET", u+"records?held=true", hold, "")
 	require.Equal(t, http.StatusOK, code)

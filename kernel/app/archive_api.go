@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/craig/retention/kernel/identity"
 	"io"
 	"log/slog"
 	"net/http"
@@ -248,7 +249,7 @@ func (a *ArchiveAPI) require(scope string, next handlerFunc) http.Handler {
 
 // reservedActor: actors the kernel writes itself can never be a token's.
 func reservedActor(sub string) bool {
-	return strings.HasPrefix(sub, "system:") || strings.HasPrefix(sub, CLIActorPrefix)
+	return identity.HasReservedPrefix(sub, "system:", CLIActorPrefix)
 }
 
 func (a *ArchiveAPI) refuse(r *http.Request, reason string, err error) {
@@ -290,6 +291,10 @@ func (a *ArchiveAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, http.StatusConflict, map[string]string{"error": "already_running"})
 	case errors.Is(err, lifecycle.ErrSelfApproval):
 		writeError(w, http.StatusForbidden, "self_approval", err.Error(), nil)
+	case errors.Is(err, lifecycle.ErrShortens):
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": "insufficient_scope", "required": auth.ScopePurge, "message": err.Error()})
+	case errors.Is(err, lifecycle.ErrHeldPurged):
+		writeError(w, http.StatusConflict, "purged", err.Error(), nil)
 	case errors.Is(err, lifecycle.ErrNotAwaiting):
 		writeError(w, http.StatusConflict, "not_awaiting_approval", err.Error(), nil)
 	case errors.Is(err, context.Canceled):
@@ -409,7 +414,7 @@ func (a *ArchiveAPI) retention(w http.ResponseWriter, r *http.Request, p auth.Pr
 		writeError(w, http.StatusBadRequest, "invalid_request", `retention_until must be a date "YYYY-MM-DD" (years 2000..9999)`, nil)
 		return
 	}
-	if err := a.Lifecycle.SetRetention(r.Context(), id, day, p.Subject); err != nil {
+	if err := a.Lifecycle.SetRetention(r.Context(), id, day, p.Subject, p.Has(auth.ScopePurge)); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -550,7 +555,11 @@ func (r *runtime[T]) lifecycleManager(pool *pgxpool.Pool, arch *archiver, reg pr
 	if err != nil {
 		return nil, err
 	}
-	return lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired, ObjectLock: arch.objectLock}, r.logger, pm)
+	var tables []string
+	for _, t := range r.spec.Archive.Tables() {
+		tables = append(tables, t.Table)
+	}
+	return lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired, ObjectLock: arch.objectLock, Tables: tables}, r.logger, pm)
 }
 
 // lockReconciler keeps the store's legal holds on the ledger's held

@@ -21,6 +21,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"github.com/craig/retention/kernel/identity"
 	"os"
 	"slices"
 	"strings"
@@ -148,6 +149,9 @@ func (v *Verifier) Verify(_ context.Context, raw string) (Principal, error) {
 	}
 	if strings.TrimSpace(c.Subject) == "" {
 		return Principal{}, &Error{Reason: ReasonClaims, Err: errors.New("the token has no sub")}
+	}
+	if err := identity.Check(c.Subject); err != nil {
+		return Principal{}, &Error{Reason: ReasonClaims, Err: fmt.Errorf("sub: %w", err)}
 	}
 	return Principal{Subject: c.Subject, Scopes: strings.Fields(c.Scope)}, nil
 }

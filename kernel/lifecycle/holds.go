@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,6 +71,9 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 	if err := req.check(); err != nil {
 		return Hold{}, err
 	}
+	if req.Table != nil && len(m.cfg.Tables) > 0 && !slices.Contains(m.cfg.Tables, *req.Table) {
+		return Hold{}, fmt.Errorf("%w: table %q is not archived by this service (archived: %v)", ErrInvalid, *req.Table, m.cfg.Tables)
+	}
 	var id uuid.UUID
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
@@ -77,6 +81,15 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 			return fmt.Errorf("check archive ids: %w", err)
 		} else if len(unknown) > 0 {
 			return fmt.Errorf("%w: archive_ids not in this service's ledger: %v", ErrInvalid, uuids(unknown))
+		}
+		for _, aid := range req.ArchiveIDs {
+			row, err := q.GetLedgerRow(ctx, pgUUID(aid))
+			if err != nil {
+				return fmt.Errorf("check archive %s: %w", aid, err)
+			}
+			if row.PurgedAt.Valid {
+				return fmt.Errorf("%w: %s (purged %s)", ErrHeldPurged, aid, row.PurgedAt.Time.UTC().Format(time.RFC3339))
+			}
 		}
 		row, err := q.InsertHold(ctx, queries.InsertHoldParams{
 			Title: req.Title, Reason: req.Reason, TableName: req.Table, FromAt: pgTime(req.From), ToAt: pgTime(req.To),

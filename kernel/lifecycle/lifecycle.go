@@ -49,6 +49,11 @@ var (
 	ErrAlreadyRunning = errors.New("lifecycle: another purge or archive pass holds the archive lease")
 	ErrSelfApproval   = errors.New("lifecycle: a purge cannot be approved by the operator who requested it")
 	ErrNotAwaiting    = errors.New("lifecycle: the purge is not awaiting approval")
+	// ErrShortens: the retention date would bring destruction nearer,
+	// which only the purge scope may do.
+	ErrShortens = errors.New("lifecycle: the date brings the archive's destruction nearer, which needs archive:purge")
+	// ErrHeldPurged: a hold names an archive already purged.
+	ErrHeldPurged = errors.New("lifecycle: a hold names an archive already purged")
 )
 
 // Config is one service's lifecycle.
@@ -65,6 +70,9 @@ type Config struct {
 	// the objects (the store then refuses to delete a held archive) and the
 	// purge destroys every version.
 	ObjectLock bool
+	// Tables are the service's archived tables (from its spec): a hold by
+	// table names one of them. Empty: not checked.
+	Tables []string
 }
 
 // Manager runs the lifecycle of one service's archives.
@@ -146,9 +154,14 @@ func (m *Manager) Records(ctx context.Context, f Filter) ([]Record, error) {
 }
 
 // SetRetention sets or moves an unpurged archive's retention date, logged
-// and announced (<service>.archive_retention_set), attributed to actor.
-func (m *Manager) SetRetention(ctx context.Context, archiveID uuid.UUID, until time.Time, actor string) error {
-	day := until.UTC().Format(time.DateOnly)
+// and announced (<service>.archive_retention_set), attributed to actor. A
+// date that brings destruction nearer (before today's UTC date, before the
+// archive's current date, or any date on an undated archive, which was
+// never purgeable) needs mayShorten (the purge scope); without it the call
+// fails with ErrShortens and changes nothing. The log records which it was.
+func (m *Manager) SetRetention(ctx context.Context, archiveID uuid.UUID, until time.Time, actor string, mayShorten bool) error {
+	until = time.Date(until.Year(), until.Month(), until.Day(), 0, 0, 0, 0, time.UTC)
+	day := until.Format(time.DateOnly)
 	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
 		cur, err := q.GetLedgerRow(ctx, pgUUID(archiveID))
@@ -160,12 +173,18 @@ func (m *Manager) SetRetention(ctx context.Context, archiveID uuid.UUID, until t
 		case cur.PurgedAt.Valid:
 			return fmt.Errorf("%w: %s", ErrPurged, archiveID)
 		}
+		today := time.Now().UTC().Truncate(24 * time.Hour)
+		nearer := until.Before(today) || !cur.RetentionUntil.Valid || until.Before(cur.RetentionUntil.Time)
+		if nearer && !mayShorten {
+			return fmt.Errorf("%w: %s from %v to %s", ErrShortens, archiveID, dateString(cur.RetentionUntil), day)
+		}
 		if _, err := q.SetRetentionUntil(ctx, queries.SetRetentionUntilParams{
 			RetentionUntil: pgtype.Date{Time: until, Valid: true}, ArchiveID: pgUUID(archiveID),
 		}); err != nil {
 			return fmt.Errorf("set retention of %s: %w", archiveID, err)
 		}
-		detail := map[string]any{"archive_id": archiveID, "table": cur.TableName, "retention_until": day, "previous": dateString(cur.RetentionUntil)}
+		detail := map[string]any{"archive_id": archiveID, "table": cur.TableName, "retention_until": day, "previous": dateString(cur.RetentionUntil),
+			"brings_destruction_nearer": nearer}
 		return m.record(ctx, tx, actor, "archive_retention_set", detail, act{archive: archiveID})
 	})
 }

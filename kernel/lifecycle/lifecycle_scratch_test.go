@@ -195,6 +195,12 @@ func TestDualControl(t *testing.T) {
 
 	_, err = w.mgr.Approve(w.ctx, *res.PurgeID, "ops:alice")
 	require.ErrorIs(t, err, lifecycle.ErrSelfApproval)
+	// Issue 22 finding 12: the same person in another spelling is not a
+	// second identity.
+	for _, same := range []string{"Ops:Alice", "ops\uff1aalice", "ops:\u0430lice"} {
+		_, err = w.mgr.Approve(w.ctx, *res.PurgeID, same)
+		require.ErrorIs(t, err, lifecycle.ErrSelfApproval, same)
+	}
 	_, err = w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", ArchiveIDs: []uuid.UUID{b.ArchiveID}}, "ops:carol")
 	require.NoError(t, err)
 	done, err := w.mgr.Approve(w.ctx, *res.PurgeID, "ops:bob")
@@ -235,14 +241,20 @@ func TestRetentionAndBadInput(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, 0)
 	a := w.archived(t, 400, "NULL")
-	require.NoError(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now().AddDate(0, 0, 30), "ops:carol"))
-	require.NoError(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now().AddDate(0, 0, -1), "ops:carol"))
-	require.Equal(t, int64(2), w.db.Count(t, `SELECT count(*) FROM archive_lifecycle_log WHERE action = 'archive_retention_set' AND actor = 'ops:carol'`))
-	require.ErrorIs(t, w.mgr.SetRetention(w.ctx, uuid.New(), time.Now(), "ops:carol"), lifecycle.ErrNotFound)
+	// Issue 22 finding 14: without the purge scope a date can only move
+	// destruction further away; an undated archive is never purgeable.
+	require.ErrorIs(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now().AddDate(0, 0, 30), "ops:carol", false), lifecycle.ErrShortens)
+	require.NoError(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now().AddDate(0, 0, 30), "ops:carol", true))
+	require.NoError(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now().AddDate(0, 0, 31), "ops:carol", false))
+	require.ErrorIs(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now().AddDate(0, 0, 29), "ops:carol", false), lifecycle.ErrShortens)
+	require.ErrorIs(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), "ops:carol", false), lifecycle.ErrShortens)
+	require.NoError(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now().AddDate(0, 0, -1), "ops:carol", true))
+	require.Equal(t, int64(3), w.db.Count(t, `SELECT count(*) FROM archive_lifecycle_log WHERE action = 'archive_retention_set' AND actor = 'ops:carol'`), "three dates set, the refused ones not logged")
+	require.ErrorIs(t, w.mgr.SetRetention(w.ctx, uuid.New(), time.Now(), "ops:carol", true), lifecycle.ErrNotFound)
 	res, err := w.mgr.Purge(w.ctx, 10, false, "ops:alice")
 	require.NoError(t, err)
 	require.Len(t, res.Purged, 1)
-	require.ErrorIs(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now(), "ops:carol"), lifecycle.ErrPurged)
+	require.ErrorIs(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now(), "ops:carol", true), lifecycle.ErrPurged)
 
 	for _, req := range []lifecycle.HoldRequest{
 		{Title: "", Reason: "r", ArchiveIDs: []uuid.UUID{a.ArchiveID}}, {Title: "t", Reason: "r"},
@@ -411,4 +423,25 @@ func TestReconcileLocks(t *testing.T) {
 	for _, key := range []string{held.DataKey, held.ManifestKey} {
 		require.NoError(t, w.st.SetLegalHold(context.Background(), key, false))
 	}
+}
+
+// TestHoldRefusals (issue 22 finding 14): a hold by a table the service
+// does not archive (a misspelling) is refused, so is one naming a purged
+// archive; neither is recorded.
+func TestHoldRefusals(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 0)
+	mgr, err := lifecycle.New(w.db.Pool, w.st, lifecycle.Config{Service: w.s3.Service, Tables: []string{"rule_evaluations"}}, slog.New(&kerneltest.LogRecorder{}), w.m)
+	require.NoError(t, err)
+	_, err = mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Table: ptr("rule_evaluatons")}, "ops:carol")
+	require.ErrorIs(t, err, lifecycle.ErrInvalid)
+	due := w.archived(t, 400, "CURRENT_DATE - 1")
+	res, err := mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{due.ArchiveID}, res.Purged)
+	_, err = mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", ArchiveIDs: []uuid.UUID{due.ArchiveID}}, "ops:carol")
+	require.ErrorIs(t, err, lifecycle.ErrHeldPurged)
+	require.Zero(t, w.db.Count(t, "SELECT count(*) FROM archive_holds"))
+	_, err = mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Table: ptr("rule_evaluations")}, "ops:carol")
+	require.NoError(t, err)
 }

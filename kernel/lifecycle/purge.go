@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/craig/retention/kernel/identity"
 	"log/slog"
 	"time"
 
@@ -86,7 +87,7 @@ func (m *Manager) Approve(ctx context.Context, purgeID uuid.UUID, approver strin
 			return fmt.Errorf("read purge %s: %w", purgeID, err)
 		case p.Status != StatusAwaitingApproval:
 			return fmt.Errorf("%w: %s is %s", ErrNotAwaiting, purgeID, p.Status)
-		case p.RequestedBy == approver:
+		case identity.Same(p.RequestedBy, approver):
 			m.metrics.Refused.WithLabelValues("self_approval").Inc()
 			return fmt.Errorf("%w: %s requested %s", ErrSelfApproval, approver, purgeID)
 		}
