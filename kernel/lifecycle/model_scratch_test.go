@@ -1,0 +1,294 @@
+//go:build scratch
+
+package lifecycle_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/lifecycle"
+	"github.com/craig/retention/kernel/store"
+)
+
+// modelSeed is the lifecycle model's fixed seed in CI (-rapid.seed or
+// RAPID_SEED choose another); CRAIG_MODEL_CHECKS its number of sequences
+// (default modelChecks; go tool mage test:faults runs more).
+const (
+	modelSeed   = "2222"
+	modelChecks = 25
+)
+
+// modelArchive is the reference model's view of one archive.
+type modelArchive struct {
+	id        uuid.UUID
+	data, man string
+	first     time.Time
+	until     *time.Time // UTC date; nil: undated
+	purged    bool
+}
+
+// modelHold is an active hold: by ids, or by table and record-time range.
+type modelHold struct {
+	id       uuid.UUID
+	ids      []uuid.UUID
+	from, to *time.Time
+}
+
+func (h modelHold) covers(a *modelArchive) bool {
+	if h.ids != nil {
+		for _, id := range h.ids {
+			if id == a.id {
+				return true
+			}
+		}
+		return false
+	}
+	last := a.first.Add(time.Hour) // w.archived's record range
+	return (h.from == nil || !last.Before(*h.from)) && (h.to == nil || a.first.Before(*h.to))
+}
+
+// TestLifecycleModel (issue 22): random sequences of archives, holds by id
+// and by table and range (covering archives booked later), releases,
+// retention dates with and without the purge scope, purges direct and with
+// approvals by distinct and near-identical subjects, reconciliations and
+// changes of the database's time zone and date style drive a real database
+// and the real store (Object Lock), and after every step a reference model
+// is checked: no archive destroyed unless due by the UTC date, free of
+// holds and (with approvals) approved by another identity; every held
+// archive's objects under the store's legal hold after a reconciliation;
+// every unpurged archive's objects present.
+func TestLifecycleModel(t *testing.T) {
+	if f := flag.Lookup("rapid.seed"); f != nil && f.Value.String() == "0" && os.Getenv("RAPID_SEED") == "" {
+		require.NoError(t, flag.Set("rapid.seed", modelSeed))
+	}
+	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == "100" {
+		n := strconv.Itoa(modelChecks)
+		if v := os.Getenv("CRAIG_MODEL_CHECKS"); v != "" {
+			n = v
+		}
+		require.NoError(t, flag.Set("rapid.checks", n))
+	}
+	w := newWorldLocked(t, 1, true)
+	zones := []string{"UTC", "Pacific/Kiritimati", "Etc/GMT+12", "America/New_York", "Europe/Dublin"}
+	styles := []string{"ISO, YMD", "SQL, DMY", "German", "Postgres, MDY"}
+	// The manager runs on a pool that is NOT pinned: the database's own
+	// zone and date style, which the steps change, reach its sessions.
+	raw, err := pgxpool.New(w.ctx, w.db.URL)
+	require.NoError(t, err)
+	t.Cleanup(raw.Close)
+	mgr, err := lifecycle.New(raw, w.st, lifecycle.Config{Service: w.s3.Service, ApprovalsRequired: 1, ObjectLock: true, Tables: []string{"rule_evaluations"}},
+		slog.New(&kerneltest.LogRecorder{}), w.m)
+	require.NoError(t, err)
+	var all []*modelArchive
+	t.Cleanup(func() { unlockAll(w.st, all) })
+	sequences, steps := 0, 0
+
+	rapid.Check(t, func(rt *rapid.T) {
+		sequences++
+		w.db.Exec(t, `UPDATE archive_holds SET released_at = now(), released_by = 'model', release_reason = 'next sequence' WHERE released_at IS NULL`)
+		w.db.Exec(t, `UPDATE archive_ledger SET legal_hold = false`)
+		unlockAll(w.st, all)
+		var archives []*modelArchive
+		holds := map[uuid.UUID]modelHold{}
+		today := time.Now().UTC().Truncate(24 * time.Hour)
+		held := func(a *modelArchive) bool {
+			for _, h := range holds {
+				if h.covers(a) {
+					return true
+				}
+			}
+			return false
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"archive": func(rt *rapid.T) {
+				days := rapid.IntRange(200, 600).Draw(rt, "days_ago")
+				ret := "NULL"
+				var until *time.Time
+				if rapid.Bool().Draw(rt, "dated") {
+					d := today.AddDate(0, 0, rapid.IntRange(-3, 3).Draw(rt, "retention_offset"))
+					until, ret = &d, "'"+d.Format(time.DateOnly)+"'::date"
+				}
+				m := w.archived(t, days, ret)
+				a := &modelArchive{id: m.ArchiveID, data: m.DataKey, man: m.ManifestKey, first: m.FirstRecordAt, until: until}
+				archives, all = append(archives, a), append(all, a)
+				// A hold placed before the archive was booked covers it too.
+				_, err := mgr.ReconcileLocks(w.ctx)
+				require.NoError(t, err)
+			},
+			"hold_ids": func(rt *rapid.T) {
+				if len(archives) == 0 {
+					rt.Skip("no archive")
+				}
+				a := rapid.SampledFrom(archives).Draw(rt, "archive")
+				h, err := mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", ArchiveIDs: []uuid.UUID{a.id}}, "ops:carol")
+				if a.purged {
+					if err == nil {
+						rt.Fatalf("a hold on purged archive %s was accepted", a.id)
+					}
+					return
+				}
+				if err != nil {
+					rt.Fatalf("hold: %v", err)
+				}
+				holds[h.ID] = modelHold{id: h.ID, ids: []uuid.UUID{a.id}}
+			},
+			"hold_range": func(rt *rapid.T) {
+				from := today.AddDate(0, 0, -rapid.IntRange(150, 650).Draw(rt, "from_days_ago"))
+				to := from.AddDate(0, 0, rapid.IntRange(1, 400).Draw(rt, "span_days"))
+				table := "rule_evaluations"
+				h, err := mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Table: &table, From: &from, To: &to}, "ops:carol")
+				if err != nil {
+					rt.Fatalf("hold: %v", err)
+				}
+				holds[h.ID] = modelHold{id: h.ID, from: &from, to: &to}
+			},
+			"release": func(rt *rapid.T) {
+				if len(holds) == 0 {
+					rt.Skip("no hold")
+				}
+				var ids []uuid.UUID
+				for id := range holds {
+					ids = append(ids, id)
+				}
+				id := rapid.SampledFrom(sortedIDs(ids)).Draw(rt, "hold")
+				if _, err := mgr.ReleaseHold(w.ctx, id, "done", "ops:carol"); err != nil {
+					rt.Fatalf("release: %v", err)
+				}
+				delete(holds, id)
+			},
+			"retention": func(rt *rapid.T) {
+				if len(archives) == 0 {
+					rt.Skip("no archive")
+				}
+				a := rapid.SampledFrom(archives).Draw(rt, "archive")
+				d := today.AddDate(0, 0, rapid.IntRange(-3, 3).Draw(rt, "offset"))
+				purgeScope := rapid.Bool().Draw(rt, "purge_scope")
+				err := mgr.SetRetention(w.ctx, a.id, d, "ops:carol", purgeScope)
+				nearer := d.Before(today) || a.until == nil || d.Before(*a.until)
+				switch {
+				case a.purged:
+					if err == nil {
+						rt.Fatalf("retention set on purged archive %s", a.id)
+					}
+				case nearer && !purgeScope:
+					if err == nil {
+						rt.Fatalf("archive:hold brought %s's destruction nearer (%v -> %s)", a.id, a.until, d.Format(time.DateOnly))
+					}
+				case err != nil:
+					rt.Fatalf("retention: %v", err)
+				default:
+					a.until = &d
+				}
+			},
+			"purge": func(rt *rapid.T) {
+				res, err := mgr.Purge(w.ctx, 100, false, "ops:alice")
+				if err != nil {
+					rt.Fatalf("purge: %v", err)
+				}
+				if res.PurgeID == nil {
+					return
+				}
+				approver := rapid.SampledFrom([]string{"ops:alice", "Ops:Alice", "ops\uff1aalice", "ops:\u0430lice", "ops:bob"}).Draw(rt, "approver")
+				done, err := mgr.Approve(w.ctx, *res.PurgeID, approver)
+				if approver != "ops:bob" {
+					if err == nil {
+						rt.Fatalf("%q approved ops:alice's purge", approver)
+					}
+					return
+				}
+				if err != nil {
+					rt.Fatalf("approve: %v", err)
+				}
+				for _, id := range done.Purged {
+					for _, a := range archives {
+						if a.id == id {
+							a.purged = true
+						}
+					}
+				}
+			},
+			"clock": func(rt *rapid.T) {
+				name := pgx.Identifier{w.db.Name}.Sanitize()
+				w.db.Exec(t, fmt.Sprintf("ALTER DATABASE %s SET timezone = '%s'", name, rapid.SampledFrom(zones).Draw(rt, "zone")))
+				w.db.Exec(t, fmt.Sprintf("ALTER DATABASE %s SET datestyle = '%s'", name, rapid.SampledFrom(styles).Draw(rt, "datestyle")))
+				raw.Reset() // new sessions take the database's new settings
+			},
+			"": func(rt *rapid.T) { // the model's checks, after every step
+				steps++
+				checkModel(rt, w, archives, today, held)
+			},
+		})
+	})
+	t.Logf("lifecycle model: %d sequences, %d steps", sequences, steps)
+}
+
+// checkModel compares the database and the store with the model.
+func checkModel(rt *rapid.T, w *world, archives []*modelArchive, today time.Time, held func(*modelArchive) bool) {
+	ctx := context.Background()
+	for _, a := range archives {
+		var purgedAt *time.Time
+		var legal bool
+		if err := w.db.Pool.QueryRow(ctx, `SELECT purged_at, legal_hold FROM archive_ledger WHERE archive_id = $1`, a.id).Scan(&purgedAt, &legal); err != nil {
+			rt.Fatalf("ledger %s: %v", a.id, err)
+		}
+		switch {
+		case purgedAt != nil && !a.purged:
+			rt.Fatalf("archive %s destroyed, the model says it must stay (until %v, today %s UTC, held %v)", a.id, a.until, today.Format(time.DateOnly), held(a))
+		case purgedAt == nil && a.purged:
+			rt.Fatalf("archive %s reported purged, its ledger row is not", a.id)
+		case a.purged:
+			continue
+		}
+		if legal != held(a) {
+			rt.Fatalf("archive %s legal_hold %v, the model's holds say %v", a.id, legal, held(a))
+		}
+		for _, key := range []string{a.data, a.man} {
+			if _, err := w.st.Get(ctx, key); err != nil {
+				rt.Fatalf("unpurged archive %s: %s unreadable: %v", a.id, key, err)
+			}
+			if legal {
+				on, err := w.st.LegalHold(ctx, key)
+				if err != nil || !on {
+					rt.Fatalf("held archive %s: %s not under the store's legal hold (%v)", a.id, key, err)
+				}
+			}
+		}
+	}
+}
+
+func sortedIDs(ids []uuid.UUID) []uuid.UUID {
+	for i := range ids {
+		for j := i + 1; j < len(ids); j++ {
+			if ids[j].String() < ids[i].String() {
+				ids[i], ids[j] = ids[j], ids[i]
+			}
+		}
+	}
+	return ids
+}
+
+// unlockAll lifts the store's legal holds the model's archives got, so the
+// scratch prefix can be cleaned.
+func unlockAll(st *store.Store, all []*modelArchive) {
+	for _, a := range all {
+		if a.purged {
+			continue
+		}
+		for _, key := range []string{a.data, a.man} {
+			_ = st.SetLegalHold(context.Background(), key, false)
+		}
+	}
+}
