@@ -52,7 +52,6 @@ func Check(sub string) error {
 	return nil
 }
 
-
 // Key is the form identities are compared on (see the package comment).
 func Key(sub string) string {
 	folded := cases.Fold().String(norm.NFKC.String(sub))

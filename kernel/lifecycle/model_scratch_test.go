@@ -212,12 +212,16 @@ func TestLifecycleModel(t *testing.T) {
 				if err != nil {
 					rt.Fatalf("approve: %v", err)
 				}
+				destroyed := map[uuid.UUID]bool{}
 				for _, id := range done.Purged {
-					for _, a := range archives {
-						if a.id == id {
-							a.purged = true
-						}
+					destroyed[id] = true
+				}
+				for _, a := range archives {
+					due := !a.purged && a.until != nil && !a.until.After(today) && !held(a)
+					if due != destroyed[a.id] {
+						rt.Fatalf("archive %s (until %v, today %s UTC, held %v): due %v, destroyed %v", a.id, a.until, today.Format(time.DateOnly), held(a), due, destroyed[a.id])
 					}
+					a.purged = a.purged || destroyed[a.id]
 				}
 			},
 			"clock": func(rt *rapid.T) {
