@@ -232,7 +232,7 @@ func TestLifecycleModel(t *testing.T) {
 			},
 			"": func(rt *rapid.T) { // the model's checks, after every step
 				steps++
-				checkModel(rt, w, archives, today, held)
+				checkModel(rt, w, mgr, archives, today, held)
 			},
 		})
 	})
@@ -240,8 +240,24 @@ func TestLifecycleModel(t *testing.T) {
 }
 
 // checkModel compares the database and the store with the model.
-func checkModel(rt *rapid.T, w *world, archives []*modelArchive, today time.Time, held func(*modelArchive) bool) {
+func checkModel(rt *rapid.T, w *world, mgr *lifecycle.Manager, archives []*modelArchive, today time.Time, held func(*modelArchive) bool) {
 	ctx := context.Background()
+	// What the service calls purgeable now is exactly what the model says
+	// is due by the UTC date, whatever the session's zone and date style.
+	recs, err := mgr.Records(ctx, lifecycle.Filter{Purgeable: ptr(true), Limit: 1000})
+	if err != nil {
+		rt.Fatalf("records: %v", err)
+	}
+	purgeable := map[uuid.UUID]bool{}
+	for _, r := range recs {
+		purgeable[r.ArchiveID] = true
+	}
+	for _, a := range archives {
+		due := !a.purged && a.until != nil && !a.until.After(today) && !held(a)
+		if due != purgeable[a.id] {
+			rt.Fatalf("archive %s (until %v, today %s UTC, held %v): due %v, the service says purgeable %v", a.id, a.until, today.Format(time.DateOnly), held(a), due, purgeable[a.id])
+		}
+	}
 	for _, a := range archives {
 		var purgedAt *time.Time
 		var legal bool
