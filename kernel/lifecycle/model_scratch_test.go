@@ -103,7 +103,16 @@ func TestLifecycleModel(t *testing.T) {
 		unlockAll(w.st, all)
 		var archives []*modelArchive
 		holds := map[uuid.UUID]modelHold{}
-		today := time.Now().UTC().Truncate(24 * time.Hour)
+		// today is the database's UTC date, read before every step: the
+		// steps' dates are relative to it, and a step during which it
+		// changes (the clock crossed UTC midnight) is not judged.
+		var today time.Time
+		utcDate := func() time.Time {
+			var d time.Time
+			require.NoError(t, w.db.Pool.QueryRow(w.ctx, `SELECT (now() AT TIME ZONE 'UTC')::date`).Scan(&d))
+			return d
+		}
+		today = utcDate()
 		held := func(a *modelArchive) bool {
 			for _, h := range holds {
 				if h.covers(a) {
@@ -212,6 +221,9 @@ func TestLifecycleModel(t *testing.T) {
 				if err != nil {
 					rt.Fatalf("approve: %v", err)
 				}
+				if now := utcDate(); !now.Equal(today) {
+					rt.Skip("the clock crossed UTC midnight during the purge")
+				}
 				destroyed := map[uuid.UUID]bool{}
 				for _, id := range done.Purged {
 					destroyed[id] = true
@@ -232,7 +244,14 @@ func TestLifecycleModel(t *testing.T) {
 			},
 			"": func(rt *rapid.T) { // the model's checks, after every step
 				steps++
+				if now := utcDate(); !now.Equal(today) {
+					today = now // crossed UTC midnight: judged from the next step
+					return
+				}
 				checkModel(rt, w, mgr, archives, today, held)
+				if now := utcDate(); !now.Equal(today) {
+					rt.Skip("the clock crossed UTC midnight during the check")
+				}
 			},
 		})
 	})
