@@ -364,7 +364,7 @@ func TestArchiveFetchByID(t *testing.T) {
 	require.NoError(t, st.PutCreate(ctx, ledger[0].DataKey, []byte(`{"id":"`+ledger[0].FirstRecordID.String()+`","forged":true}`+"\n"), store.ContentTypeNDJSON))
 	code, _, body = call(t, "GET", u+"rows/rule_evaluations/"+ledger[0].FirstRecordID.String(), tok, "")
 	require.Equal(t, http.StatusConflict, code)
-	require.Equal(t, map[string]any{"error": "archive_corrupt"}, body)
+	require.Equal(t, map[string]any{"error": "archive_corrupt", "archive_id": ledger[0].ArchiveID.String(), "key": ledger[0].DataKey}, body)
 	code, _, body = call(t, "POST", u+"verify", tok, `{"deep": true}`)
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, 1.0, body["failed"])
@@ -377,7 +377,7 @@ func TestArchiveFetchByID(t *testing.T) {
 	require.Equal(t, 0.0, body["failed"], "shallow: both objects exist")
 	code, _, body = call(t, "GET", u+"rows/rule_evaluations?from=2025-01-01T00:00:00Z&to=2030-01-01T00:00:00Z", tok, "")
 	require.Equal(t, http.StatusConflict, code, "a range never streams a line of a corrupt object")
-	require.Equal(t, map[string]any{"error": "archive_corrupt"}, body)
+	require.Equal(t, map[string]any{"error": "archive_corrupt", "archive_id": ledger[0].ArchiveID.String(), "key": ledger[0].DataKey}, body)
 
 	// Purged: 410 with the time.
 	db.Exec(t, `UPDATE archive_ledger SET purged_at = now(), purged_by = 'ops:x' WHERE archive_id = $1`, ledger[0].ArchiveID)

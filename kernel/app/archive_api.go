@@ -99,20 +99,31 @@ func (a *ArchiveAPI) rows(w http.ResponseWriter, r *http.Request, p auth.Princip
 	case err == nil:
 	case cw.n > 0:
 		a.Logger.ErrorContext(r.Context(), "archive range read stopped", slog.Int("rows_sent", n), slog.Any("error", err))
-		code := "internal"
+		line := map[string]any{"error": "internal"}
 		if errors.Is(err, archiveread.ErrCorrupt) {
-			code = "archive_corrupt"
+			line = corruptBody(err)
 		}
-		_ = json.NewEncoder(w).Encode(map[string]string{"error": code})
+		_ = json.NewEncoder(w).Encode(line)
 	case errors.Is(err, archiveread.ErrInvalidRange):
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
 	case errors.Is(err, archiveread.ErrUnknownTable):
 		writeError(w, http.StatusNotFound, "not_found", err.Error(), nil)
 	case errors.Is(err, archiveread.ErrCorrupt):
-		writeJSON(w, http.StatusConflict, map[string]string{"error": "archive_corrupt"})
+		writeJSON(w, http.StatusConflict, corruptBody(err))
 	default:
 		a.fail(w, r, err)
 	}
+}
+
+// corruptBody is the answer about an archive no stored version of which
+// matches its ledger: it names the archive (and the object).
+func corruptBody(err error) map[string]any {
+	body := map[string]any{"error": "archive_corrupt"}
+	var ce *archiveread.CorruptError
+	if errors.As(err, &ce) {
+		body["archive_id"], body["key"] = ce.ArchiveID, ce.Key
+	}
+	return body
 }
 
 // gc collects the orphans under the service's prefix (objects no local
@@ -201,7 +212,7 @@ func (a *ArchiveAPI) row(w http.ResponseWriter, r *http.Request, p auth.Principa
 		writeJSON(w, http.StatusGone, map[string]any{"error": "purged", "purged_at": purged.PurgedAt, "archive_id": purged.ArchiveID})
 	case errors.Is(err, archiveread.ErrCorrupt):
 		a.Logger.ErrorContext(r.Context(), "archive does not match its ledger hash; the row is not served", slog.Any("error", err))
-		writeJSON(w, http.StatusConflict, map[string]string{"error": "archive_corrupt"})
+		writeJSON(w, http.StatusConflict, corruptBody(err))
 	case errors.Is(err, archiveread.ErrNotFound), errors.Is(err, archiveread.ErrUnknownTable):
 		writeError(w, http.StatusNotFound, "not_found", err.Error(), nil)
 	case err != nil:
@@ -492,7 +503,11 @@ func (a *ArchiveAPI) purge(w http.ResponseWriter, r *http.Request, p auth.Princi
 	case res.Status == lifecycle.StatusAwaitingApproval:
 		writeJSON(w, http.StatusOK, map[string]any{"purge_id": res.PurgeID, "candidates": nonNilIDs(res.Candidates), "status": res.Status, "more": res.More})
 	default:
-		writeJSON(w, http.StatusOK, map[string]any{"purged": nonNilIDs(res.Purged), "more": res.More, "purge_id": res.PurgeID, "certificate": res.Certificate})
+		body := map[string]any{"purged": nonNilIDs(res.Purged), "more": res.More, "purge_id": res.PurgeID, "certificate": res.Certificate}
+		if len(res.Failed) > 0 {
+			body["failed"] = res.Failed // left for the next purge; the log names each error
+		}
+		writeJSON(w, http.StatusOK, body)
 	}
 }
 
@@ -510,8 +525,12 @@ func (a *ArchiveAPI) approve(w http.ResponseWriter, r *http.Request, p auth.Prin
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"purge_id": id, "purged": nonNilIDs(res.Purged), "skipped": nonNilIDs(res.Skipped),
-		"status": res.Status, "certificate": res.Certificate})
+	body := map[string]any{"purge_id": id, "purged": nonNilIDs(res.Purged), "skipped": nonNilIDs(res.Skipped),
+		"status": res.Status, "certificate": res.Certificate}
+	if len(res.Failed) > 0 {
+		body["failed"] = res.Failed
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func nonNilIDs(ids []uuid.UUID) []uuid.UUID {

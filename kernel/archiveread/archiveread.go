@@ -115,12 +115,9 @@ func (r *Reader) fromArchives(ctx context.Context, table string, id uuid.UUID) (
 			purged = &PurgedError{ArchiveID: aid, PurgedAt: c.PurgedAt.Time}
 			continue
 		}
-		data, err := r.store.Get(ctx, c.DataKey)
+		data, err := r.readData(ctx, aid, c.DataKey, c.DataSha256)
 		if err != nil {
-			return Found{}, fmt.Errorf("archive %s: %w", aid, err)
-		}
-		if archive.SHA256Hex(data) != c.DataSha256 {
-			return Found{}, fmt.Errorf("%w: archive %s (%s)", ErrCorrupt, aid, c.DataKey)
+			return Found{}, err
 		}
 		if line, ok := findLine(data, id); ok {
 			return Found{Source: "archive", ArchiveID: &aid, Row: line}, nil
@@ -193,4 +190,36 @@ func (r *Reader) stage(ctx context.Context, detail map[string]any) error {
 		_, err := outbox.Stage(ctx, tx, outbox.Envelope{EventType: r.service + ".archive_read", Payload: payload})
 		return err
 	})
+}
+
+// CorruptError is an archive none of whose stored versions matches its
+// ledger hash (or whose data is gone): it wraps ErrCorrupt and names the
+// archive, so every answer about it can.
+type CorruptError struct {
+	ArchiveID uuid.UUID
+	Key       string
+	Err       error
+}
+
+func (e *CorruptError) Error() string {
+	return fmt.Sprintf("archiveread: archive %s (%s): %v", e.ArchiveID, e.Key, e.Err)
+}
+
+// Unwrap makes errors.Is(err, ErrCorrupt) true.
+func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
+
+// readData returns an archive's data as its ledger hashed it: the current
+// version when it matches, else the newest older version that does (an
+// overwrite or a delete marker on the current pointer does not make a held
+// archive unreadable; verify restores it as current). No matching version
+// at all is a *CorruptError naming the archive.
+func (r *Reader) readData(ctx context.Context, aid uuid.UUID, key, sha string) ([]byte, error) {
+	f, err := r.store.GetMatching(ctx, key, store.SHA256Matches(sha))
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrNoMatchingVersion):
+		return nil, &CorruptError{ArchiveID: aid, Key: key, Err: err}
+	case err != nil:
+		return nil, fmt.Errorf("archive %s: %w", aid, err)
+	}
+	return f.Data, nil
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -44,12 +43,9 @@ func (r *Reader) Range(ctx context.Context, w io.Writer, table string, from, to 
 	}
 	for _, c := range cands {
 		aid := uuid.UUID(c.ArchiveID.Bytes)
-		data, err := r.store.Get(ctx, c.DataKey)
+		data, err := r.readData(ctx, aid, c.DataKey, c.DataSha256)
 		if err != nil {
-			return archives, rows, fmt.Errorf("archive %s: %w", aid, err)
-		}
-		if archive.SHA256Hex(data) != c.DataSha256 {
-			return archives, rows, fmt.Errorf("%w: archive %s (%s)", ErrCorrupt, aid, c.DataKey)
+			return archives, rows, err
 		}
 		archives = append(archives, aid)
 		n, err := writeInRange(w, data, spec.AgeColumn, from, to)

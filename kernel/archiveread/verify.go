@@ -27,6 +27,11 @@ const (
 	KindSHA256          = "sha256"
 	KindLineCount       = "line_count"
 	KindLineRange       = "line_range"
+	// KindRestored: the current version of an object was overwritten or
+	// delete-marked, and verify made the older version that matches the
+	// ledger current again (Store.Restore). The archive reads again; the
+	// report names it so that somebody asks who wrote over it.
+	KindRestored = "restored"
 )
 
 // maxOrphanList bounds the orphan keys a report names (it counts them all).
@@ -95,7 +100,7 @@ func (r *Reader) verifyLedger(ctx context.Context, deep bool, limit int) (Report
 				next = r.read(ctx, rows[i+1], deep)
 			}
 			if f := r.check(ctx, l, cur, deep, drift); f != nil {
-				rep.Failures = append(rep.Failures, *f)
+				rep.Failures = append(rep.Failures, r.heal(ctx, l, *f))
 			}
 			rep.Checked++
 			after = l.ArchiveID.Bytes
@@ -284,4 +289,36 @@ func (r *Reader) orphanObjects(ctx context.Context) ([]store.Object, error) {
 
 func isArchiveKey(k string) bool {
 	return bytes.HasSuffix([]byte(k), []byte(".ndjson")) || bytes.HasSuffix([]byte(k), []byte(".manifest.json"))
+}
+
+// heal restores, where the bucket keeps versions, an archive's object
+// whose current version no longer matches the ledger (an overwrite, a
+// delete marker) from the newest older version that does, and reports the
+// archive as KindRestored; any other failure, or one no version can fix, is
+// returned as it is.
+func (r *Reader) heal(ctx context.Context, l queries.LedgerToVerifyRow, f Failure) Failure {
+	var key string
+	var match func([]byte) bool
+	switch f.Kind {
+	case KindMissingData, KindSHA256, KindLineCount, KindLineRange:
+		key, match = l.DataKey, store.SHA256Matches(l.DataSha256)
+	case KindMissingManifest, KindManifest:
+		key = l.ManifestKey
+		match = func(b []byte) bool {
+			var m archive.Manifest
+			return json.Unmarshal(b, &m) == nil && manifestDiffers(m, l) == ""
+		}
+	default:
+		return f
+	}
+	found, err := r.store.GetMatching(ctx, key, match)
+	if err != nil || found.VersionID == "" {
+		return f
+	}
+	if err := r.store.Restore(ctx, key, found.VersionID); err != nil {
+		f.Detail += fmt.Sprintf("; version %s matches the ledger but could not be restored: %v", found.VersionID, err)
+		return f
+	}
+	return Failure{ArchiveID: f.ArchiveID, Kind: KindRestored,
+		Detail: fmt.Sprintf("%s: %s; version %s, which matches the ledger, is current again", key, f.Kind, found.VersionID)}
 }

@@ -31,7 +31,11 @@ type PurgeResult struct {
 	Candidates []uuid.UUID `json:"candidates,omitempty"`
 	// Skipped are frozen candidates no longer eligible when executed.
 	Skipped []uuid.UUID `json:"skipped,omitempty"`
-	More    bool        `json:"more"`
+	// Failed are the candidates whose objects the store would not destroy
+	// (an error naming each is logged): nothing of them is stamped, the
+	// next purge tries them again, and the others went on.
+	Failed []uuid.UUID `json:"failed,omitempty"`
+	More   bool        `json:"more"`
 	PurgeID *uuid.UUID  `json:"purge_id,omitempty"`
 	Status  string      `json:"status,omitempty"`
 	// Certificate is the destruction record's key in the store.
@@ -150,6 +154,15 @@ func (m *Manager) execute(ctx context.Context, purgeID uuid.UUID, ids []uuid.UUI
 	var done []destroyed
 	for _, id := range ids {
 		d, ok, err := m.destroy(ctx, purgeID, id, purgedBy)
+		if errors.Is(err, errStore) && ctx.Err() == nil {
+			// One archive's store error never fails the others: it stays
+			// unstamped for the next purge.
+			m.logger.ErrorContext(ctx, "purge could not destroy an archive's objects; it is left for the next purge",
+				slog.String("archive_id", id.String()), slog.Any("error", err))
+			m.metrics.Refused.WithLabelValues("store_error").Inc()
+			res.Failed = append(res.Failed, id)
+			continue
+		}
 		if err != nil {
 			return err // what was destroyed so far stays stamped; the next call finishes
 		}
@@ -190,7 +203,7 @@ func (m *Manager) destroy(ctx context.Context, purgeID, id uuid.UUID, purgedBy s
 			RecordCount: int(row.RecordCount), FirstRecordAt: row.FirstRecordAt.Time, LastRecordAt: row.LastRecordAt.Time}
 		for i, key := range []string{row.ManifestKey, row.DataKey} { // manifest FIRST (D12)
 			if err := m.deleteObject(ctx, key); err != nil {
-				return fmt.Errorf("purge %s: delete %s: %w", id, key, err)
+				return fmt.Errorf("purge %s: delete %s: %w: %w", id, key, errStore, err)
 			}
 			failpoint.Inject([]string{failpoint.PurgeAfterManifestDelete, failpoint.PurgeAfterDataDelete}[i])
 		}
@@ -207,20 +220,22 @@ func (m *Manager) destroy(ctx context.Context, purgeID, id uuid.UUID, purgedBy s
 }
 
 // deleteObject destroys one object of an archive the ledger (locked)
-// says is due and unheld: with Object Lock, its legal hold is released
-// first (the ledger is the authority; a hold release the store missed is
-// caught up here) and every version is deleted; without, a plain delete.
+// says is due and unheld: with Object Lock, the legal hold of every version
+// is released first (the ledger is the authority; a hold release the store
+// missed, or a version an overwrite left under its hold, is caught up here)
+// and every version and delete marker is deleted; without, a plain delete.
 func (m *Manager) deleteObject(ctx context.Context, key string) error {
 	if !m.cfg.ObjectLock {
 		_, err := m.store.DeleteIfExists(ctx, key)
 		return err
 	}
-	if err := m.store.SetLegalHold(ctx, key, false); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	_, err := m.store.DestroyAllVersions(ctx, key)
+	_, err := m.store.DestroyReleased(ctx, key)
 	return err
 }
+
+// errStore marks a purge step the store failed (the archive is left
+// unstamped, the purge goes on with the others).
+var errStore = errors.New("the store did not destroy the object")
 
 // certificate is the destruction record object.
 type certificate struct {

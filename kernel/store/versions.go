@@ -1,0 +1,183 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"sort"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+)
+
+// ErrNoMatchingVersion is wrapped when no version of an object has the
+// expected content.
+var ErrNoMatchingVersion = errors.New("store: no version of the object has the expected content")
+
+// Found is an object's content found by GetMatching.
+type Found struct {
+	Data []byte
+	// VersionID is the version the content came from when it is not the
+	// current one (an overwrite or a delete marker hid it); empty when the
+	// current version matched.
+	VersionID string
+}
+
+// GetMatching returns the content stored under key that matches: the
+// current version's when it does, else (in a versioned bucket) the newest
+// older version's that does. Object Lock protects versions, not the
+// current pointer: an overwrite or a delete marker made with the store's
+// credentials must not make a held archive unreadable. When nothing
+// matches, the error wraps ErrNotFound (no version at all) or
+// ErrNoMatchingVersion.
+func (s *Store) GetMatching(ctx context.Context, key string, match func([]byte) bool) (Found, error) {
+	data, err := s.Get(ctx, key)
+	if err == nil && match(data) {
+		return Found{Data: data}, nil
+	}
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return Found{}, err
+	}
+	if s.s3 == nil {
+		if err != nil {
+			return Found{}, err
+		}
+		return Found{}, fmt.Errorf("%w: %s", ErrNoMatchingVersion, key)
+	}
+	versions, lerr := s.versionsOf(ctx, key)
+	if lerr != nil {
+		return Found{}, lerr
+	}
+	for _, v := range versions {
+		old, gerr := s.getVersion(ctx, key, v)
+		if gerr != nil {
+			continue
+		}
+		if match(old) {
+			return Found{Data: old, VersionID: v}, nil
+		}
+	}
+	if err != nil {
+		return Found{}, err
+	}
+	return Found{}, fmt.Errorf("%w: %s", ErrNoMatchingVersion, key)
+}
+
+// SHA256Matches is a GetMatching predicate: the content's sha256 is want.
+func SHA256Matches(want string) func([]byte) bool {
+	return func(b []byte) bool {
+		sum := sha256.Sum256(b)
+		return hex.EncodeToString(sum[:]) == want
+	}
+}
+
+// Restore makes an older version of key its current version again (a
+// server-side copy), for an object whose current version an overwrite or a
+// delete marker replaced. The old version stays as it was.
+func (s *Store) Restore(ctx context.Context, key, versionID string) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if s.s3 == nil {
+		return fmt.Errorf("store: restore %s: the %s backend has no versions", key, s.scheme)
+	}
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	src := s.identity.Bucket + "/" + url.PathEscape(key) + "?versionId=" + url.QueryEscape(versionID)
+	_, err := s.s3.CopyObject(ctx, &s3.CopyObjectInput{Bucket: aws.String(s.identity.Bucket), Key: aws.String(key), CopySource: aws.String(src)})
+	if err != nil {
+		return fmt.Errorf("store: restore %s version %s: %w", key, versionID, timedOut(ctx, err))
+	}
+	return nil
+}
+
+// versionsOf lists key's versions (not its delete markers), newest first.
+func (s *Store) versionsOf(ctx context.Context, key string) ([]string, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out, err := s.s3.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(s.identity.Bucket), Prefix: aws.String(key)})
+	if err != nil {
+		return nil, fmt.Errorf("store: list versions of %s: %w", key, timedOut(ctx, err))
+	}
+	var vs []types.ObjectVersion
+	for _, v := range out.Versions {
+		if aws.ToString(v.Key) == key {
+			vs = append(vs, v)
+		}
+	}
+	sort.SliceStable(vs, func(i, j int) bool { return aws.ToTime(vs[i].LastModified).After(aws.ToTime(vs[j].LastModified)) })
+	ids := make([]string, len(vs))
+	for i, v := range vs {
+		ids[i] = aws.ToString(v.VersionId)
+	}
+	return ids, nil
+}
+
+// getVersion reads one version of key (at most the object cap).
+func (s *Store) getVersion(ctx context.Context, key, versionID string) ([]byte, error) {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	out, err := s.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.identity.Bucket), Key: aws.String(key), VersionId: aws.String(versionID)})
+	if err != nil {
+		var ae smithy.APIError
+		if errors.As(err, &ae) && (ae.ErrorCode() == "NoSuchVersion" || ae.ErrorCode() == "NoSuchKey" || ae.ErrorCode() == "MethodNotAllowed") {
+			return nil, fmt.Errorf("store: get %s version %s: %w", key, versionID, ErrNotFound)
+		}
+		return nil, fmt.Errorf("store: get %s version %s: %w", key, versionID, timedOut(ctx, err))
+	}
+	defer func() { _ = out.Body.Close() }()
+	var buf bytes.Buffer
+	if _, err := io.Copy(&buf, io.LimitReader(out.Body, maxObjectBytes+1)); err != nil {
+		return nil, fmt.Errorf("store: get %s version %s: %w", key, versionID, timedOut(ctx, err))
+	}
+	if int64(buf.Len()) > maxObjectBytes {
+		return nil, fmt.Errorf("store: get %s version %s: %w", key, versionID, ErrTooLarge)
+	}
+	return buf.Bytes(), nil
+}
+
+// releaseVersions turns off the legal hold of every version of key (the
+// ledger, which the caller has checked, is the authority: a purge of a due,
+// unheld archive destroys every version, including those an overwrite left
+// behind under the hold they had).
+func (s *Store) releaseVersions(ctx context.Context, key string) error {
+	versions, err := s.versionsOf(ctx, key)
+	if err != nil {
+		return err
+	}
+	for _, v := range versions {
+		vctx, cancel := s.bound(ctx)
+		_, err := s.s3.PutObjectLegalHold(vctx, &s3.PutObjectLegalHoldInput{
+			Bucket: aws.String(s.identity.Bucket), Key: aws.String(key), VersionId: aws.String(v),
+			LegalHold: &types.ObjectLockLegalHold{Status: types.ObjectLockLegalHoldStatusOff},
+		})
+		cancel()
+		var ae smithy.APIError
+		if err != nil && !(errors.As(err, &ae) && (ae.ErrorCode() == "NoSuchVersion" || ae.ErrorCode() == "NoSuchKey" || ae.ErrorCode() == "MethodNotAllowed")) {
+			return fmt.Errorf("store: release legal hold of %s version %s: %w", key, v, err)
+		}
+	}
+	return nil
+}
+
+// DestroyReleased releases the legal hold of every version of key, then
+// destroys every version and delete marker (DestroyAllVersions): what a
+// purge does to an archive the ledger says is due and unheld.
+func (s *Store) DestroyReleased(ctx context.Context, key string) (bool, error) {
+	if err := ValidateKey(key); err != nil {
+		return false, err
+	}
+	if s.s3 != nil {
+		if err := s.releaseVersions(ctx, key); err != nil {
+			return false, err
+		}
+	}
+	return s.DestroyAllVersions(ctx, key)
+}
