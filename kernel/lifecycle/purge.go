@@ -34,8 +34,8 @@ type PurgeResult struct {
 	// Failed are the candidates whose objects the store would not destroy
 	// (an error naming each is logged): nothing of them is stamped, the
 	// next purge tries them again, and the others went on.
-	Failed []uuid.UUID `json:"failed,omitempty"`
-	More   bool        `json:"more"`
+	Failed  []uuid.UUID `json:"failed,omitempty"`
+	More    bool        `json:"more"`
 	PurgeID *uuid.UUID  `json:"purge_id,omitempty"`
 	Status  string      `json:"status,omitempty"`
 	// Certificate is the destruction record's key in the store.
