@@ -61,13 +61,27 @@ func (a *ArchiveAPI) routes(mux *http.ServeMux) {
 	mux.Handle("GET /admin/archive/rows/{table}", a.require(auth.ScopeRead, a.rows))
 }
 
-// countingWriter counts what reached the client.
+// StreamSilence bounds a stream by silence, not by its length: every write
+// of a range stream gets this long from its start (the server's 2-minute
+// write timeout would otherwise cut a long stream mid-line, with no error
+// line). A client that stops reading for this long ends the stream; one that
+// reads keeps it going however long the range (craigctl's --timeout bounds
+// the silence on its side the same way).
+const StreamSilence = 2 * time.Minute
+
+// countingWriter counts what reached the client and extends the
+// connection's write deadline before every write (StreamSilence).
 type countingWriter struct {
-	w http.ResponseWriter
-	n int64
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	n  int64
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
+	if c.rc == nil {
+		c.rc = http.NewResponseController(c.w)
+	}
+	_ = c.rc.SetWriteDeadline(time.Now().Add(StreamSilence)) // a test recorder has no deadline to set
 	if c.n == 0 {
 		c.w.Header().Set("Content-Type", "application/x-ndjson")
 		c.w.WriteHeader(http.StatusOK)
