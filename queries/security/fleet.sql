@@ -41,20 +41,33 @@ VALUES (sqlc.arg(event_type), sqlc.arg(payload), sqlc.arg(reason));
 -- The fleet copies follow their producer's lifecycle (validated events; a
 -- source only ever changes its own rows).
 
+-- Each applies only an event newer than the row's last applied one
+-- (lifecycle_at, security migration 00002): a stale event changes nothing.
+
 -- ApplyFleetRetention sets an unpurged fleet row's retention date.
 -- name: ApplyFleetRetention :execrows
 UPDATE archive_records
-SET retention_until = sqlc.arg(retention_until)::date
-WHERE archive_id = sqlc.arg(archive_id) AND source_service = sqlc.arg(source_service) AND purged_at IS NULL;
+SET retention_until = sqlc.arg(retention_until)::date, lifecycle_at = sqlc.arg(at)
+WHERE archive_id = sqlc.arg(archive_id) AND source_service = sqlc.arg(source_service) AND purged_at IS NULL
+  AND (lifecycle_at IS NULL OR lifecycle_at < sqlc.arg(at));
 
 -- ApplyFleetLegalHold sets a fleet row's hold state.
 -- name: ApplyFleetLegalHold :execrows
 UPDATE archive_records
-SET legal_hold = sqlc.arg(legal_hold)
-WHERE archive_id = sqlc.arg(archive_id) AND source_service = sqlc.arg(source_service);
+SET legal_hold = sqlc.arg(legal_hold), lifecycle_at = sqlc.arg(at)
+WHERE archive_id = sqlc.arg(archive_id) AND source_service = sqlc.arg(source_service)
+  AND (lifecycle_at IS NULL OR lifecycle_at < sqlc.arg(at));
 
 -- ApplyFleetPurged stamps the fleet rows of destroyed archives.
 -- name: ApplyFleetPurged :execrows
 UPDATE archive_records
-SET purged_at = sqlc.arg(purged_at), purged_by = sqlc.arg(purged_by)
-WHERE archive_id = ANY (sqlc.arg(archive_ids)::uuid[]) AND source_service = sqlc.arg(source_service) AND purged_at IS NULL;
+SET purged_at = sqlc.arg(purged_at), purged_by = sqlc.arg(purged_by), lifecycle_at = sqlc.arg(purged_at)
+WHERE archive_id = ANY (sqlc.arg(archive_ids)::uuid[]) AND source_service = sqlc.arg(source_service) AND purged_at IS NULL
+  AND (lifecycle_at IS NULL OR lifecycle_at < sqlc.arg(purged_at));
+
+-- StaleFleetRows counts the given archives' fleet rows whose last applied
+-- lifecycle event is at or after at (what a stale event did not change).
+-- name: StaleFleetRows :one
+SELECT count(*)::bigint FROM archive_records
+WHERE archive_id = ANY (sqlc.arg(archive_ids)::uuid[]) AND source_service = sqlc.arg(source_service)
+  AND lifecycle_at >= sqlc.arg(at);

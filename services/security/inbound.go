@@ -221,14 +221,21 @@ func (h *inbound) applyLifecycle(ctx context.Context, tx pgx.Tx, d rabbitmq.Deli
 		return h.refuse(ctx, o, ev.ID.String(), ev.EventType, r), nil
 	}
 	q := queries.New(tx)
+	at := pgtype.Timestamptz{Time: c.At, Valid: true}
+	// Events apply in order per archive: rows that already saw a later (or
+	// this) event are left as they are, and the event is counted stale.
+	stale, err := q.StaleFleetRows(ctx, queries.StaleFleetRowsParams{ArchiveIds: c.IDs(), SourceService: c.SourceService, At: at})
+	if err != nil {
+		return o, fmt.Errorf("fleet ledger: %w", err)
+	}
 	var n int64
 	switch c.Kind {
 	case fleet.KindRetentionSet:
 		n, err = q.ApplyFleetRetention(ctx, queries.ApplyFleetRetentionParams{
-			RetentionUntil: pgtype.Date{Time: c.RetentionUntil, Valid: true}, ArchiveID: c.ArchiveID, SourceService: c.SourceService})
+			RetentionUntil: pgtype.Date{Time: c.RetentionUntil, Valid: true}, At: at, ArchiveID: c.ArchiveID, SourceService: c.SourceService})
 	case fleet.KindHoldPlaced, fleet.KindHoldReleased:
 		for id, held := range c.LegalHold {
-			m, err := q.ApplyFleetLegalHold(ctx, queries.ApplyFleetLegalHoldParams{LegalHold: held, ArchiveID: id, SourceService: c.SourceService})
+			m, err := q.ApplyFleetLegalHold(ctx, queries.ApplyFleetLegalHoldParams{LegalHold: held, At: at, ArchiveID: id, SourceService: c.SourceService})
 			if err != nil {
 				return o, fmt.Errorf("fleet ledger: %w", err)
 			}
@@ -236,12 +243,16 @@ func (h *inbound) applyLifecycle(ctx context.Context, tx pgx.Tx, d rabbitmq.Deli
 		}
 	case fleet.KindPurged:
 		n, err = q.ApplyFleetPurged(ctx, queries.ApplyFleetPurgedParams{
-			PurgedAt: pgtype.Timestamptz{Time: c.At, Valid: true}, PurgedBy: &c.Actor, ArchiveIds: c.Purged, SourceService: c.SourceService})
+			PurgedAt: at, PurgedBy: &c.PurgedBy, ArchiveIds: c.Purged, SourceService: c.SourceService})
 	}
 	if err != nil {
 		return o, fmt.Errorf("fleet ledger: %w", err)
 	}
 	o.Applied = &n
+	if stale > 0 {
+		o = h.refuse(ctx, o, ev.ID.String(), ev.EventType, &fleet.Refusal{Reason: fleet.ReasonStale,
+			Rule: fmt.Sprintf("%d of its archives' fleet rows already applied a lifecycle event at or after %s", stale, c.At.Format(time.RFC3339Nano))})
+	}
 	return o, nil
 }
 

@@ -272,7 +272,13 @@ func TestInboundAppliesLifecycle(t *testing.T) {
 	t.Parallel()
 	e := newFleetEnv(t, true)
 	e.handle(t, delivery(t, "rules.evaluations_archived", rulesPayload(), e.rules))
-	at := time.Now().UTC().Format(time.RFC3339Nano)
+	base := time.Now().UTC().Add(-time.Minute)
+	step := 0
+	next := func() string { // each act a moment after the last, as producers record them
+		step++
+		return base.Add(time.Duration(step) * time.Second).Format(time.RFC3339Nano)
+	}
+	at := next()
 	state := func() (held bool, until *time.Time, purged *time.Time) {
 		require.NoError(t, e.db.Pool.QueryRow(context.Background(),
 			`SELECT legal_hold, retention_until::timestamptz, purged_at FROM archive_records WHERE archive_id = $1`, testArchiveID).Scan(&held, &until, &purged))
@@ -281,9 +287,21 @@ func TestInboundAppliesLifecycle(t *testing.T) {
 	e.handle(t, delivery(t, "rules.archive_hold_placed", map[string]any{"actor": "ops:carol", "at": at, "legal_hold": map[string]bool{testArchiveID: true}}, e.rules))
 	held, _, _ := state()
 	require.True(t, held)
-	e.handle(t, delivery(t, "rules.archive_retention_set", map[string]any{"actor": "ops:carol", "at": at, "archive_id": testArchiveID, "retention_until": "2030-06-30"}, e.rules))
+	e.handle(t, delivery(t, "rules.archive_retention_set", map[string]any{"actor": "ops:carol", "at": next(), "archive_id": testArchiveID, "retention_until": "2030-06-30"}, e.rules))
 	_, until, _ := state()
 	require.Equal(t, "2030-06-30", until.UTC().Format(time.DateOnly))
+
+	// Issue 22 finding 13: released, then the old placement replayed (its
+	// inbox row aged out, so a new event id): refused as stale, counted,
+	// the row stays released.
+	e.handle(t, delivery(t, "rules.archive_hold_released", map[string]any{"actor": "ops:carol", "at": next(), "legal_hold": map[string]bool{testArchiveID: false}}, e.rules))
+	replay := delivery(t, "rules.archive_hold_placed", map[string]any{"actor": "ops:carol", "at": at, "legal_hold": map[string]bool{testArchiveID: true}}, e.rules)
+	e.handle(t, replay)
+	require.Equal(t, "stale", e.auditFleet(t, replay.Message.ID)["refused"])
+	require.Equal(t, 1.0, testutil.ToFloat64(e.m.Refused.WithLabelValues("stale")))
+	held, _, _ = state()
+	require.False(t, held, "a replayed old hold never re-holds")
+	at = next()
 
 	// security's key, speaking for security, naming rules' archive: nothing changes.
 	foreign := delivery(t, "security.archive_purged", map[string]any{"actor": "ops:mallory", "at": at, "archive_ids": []string{testArchiveID}}, e.sec)
@@ -298,12 +316,12 @@ func TestInboundAppliesLifecycle(t *testing.T) {
 	_, _, purged = state()
 	require.Nil(t, purged)
 
-	e.handle(t, delivery(t, "rules.archive_purged", map[string]any{"actor": "ops:alice", "at": at, "archive_ids": []string{testArchiveID}}, e.rules))
+	e.handle(t, delivery(t, "rules.archive_purged", map[string]any{"actor": "ops:alice", "approver": "ops:bob", "at": next(), "archive_ids": []string{testArchiveID}}, e.rules))
 	_, _, purged = state()
 	require.NotNil(t, purged)
 	var by string
 	require.NoError(t, e.db.Pool.QueryRow(context.Background(), `SELECT purged_by FROM archive_records WHERE archive_id = $1`, testArchiveID).Scan(&by))
-	require.Equal(t, "ops:alice", by)
+	require.Equal(t, "ops:bob", by, "the approver's call destroyed it")
 }
 
 // TestDeadLetterUnstorableBodies (issue 22 finding 5): dead letters whose

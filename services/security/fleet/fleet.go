@@ -85,6 +85,9 @@ const (
 	ReasonStoreIdentity = "store_identity"
 	ReasonArchivedBy    = "archived_by"
 	ReasonSignature     = "signature"
+	// ReasonStale: a lifecycle event not newer than the last one applied to
+	// its archive's fleet row (a replay, a reordering); nothing changed.
+	ReasonStale = "stale"
 )
 
 // ErrRefused is wrapped by every Refusal.

@@ -48,8 +48,26 @@ type Change struct {
 	RetentionUntil time.Time
 	// HoldPlaced / HoldReleased: archive → held.
 	LegalHold map[uuid.UUID]bool
-	// Purged: the archives destroyed.
-	Purged []uuid.UUID
+	// Purged: the archives destroyed; PurgedBy the identity whose call
+	// destroyed them (the approver of a dual-controlled purge, else the
+	// requester).
+	Purged   []uuid.UUID
+	PurgedBy string
+}
+
+// IDs are the archives the change names.
+func (c Change) IDs() []uuid.UUID {
+	switch {
+	case c.Kind == KindRetentionSet:
+		return []uuid.UUID{c.ArchiveID}
+	case c.LegalHold != nil:
+		ids := make([]uuid.UUID, 0, len(c.LegalHold))
+		for id := range c.LegalHold {
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	return c.Purged
 }
 
 // lifecyclePayload is the part of a lifecycle event the fleet reads.
@@ -60,6 +78,7 @@ type lifecyclePayload struct {
 	RetentionUntil string          `json:"retention_until"`
 	LegalHold      map[string]bool `json:"legal_hold"`
 	ArchiveIDs     []string        `json:"archive_ids"`
+	Approver       *string         `json:"approver"`
 }
 
 // ValidateLifecycle checks a lifecycle event at time now: its source is
@@ -112,6 +131,10 @@ func ValidateLifecycle(eventType string, body []byte, now time.Time) (Change, er
 				return Change{}, refuse(ReasonArchiveID, "archive_ids: %v", err)
 			}
 			c.Purged = append(c.Purged, id)
+		}
+		c.PurgedBy = c.Actor
+		if p.Approver != nil && strings.TrimSpace(*p.Approver) != "" {
+			c.PurgedBy = *p.Approver // the approval is the destroying act
 		}
 	}
 	return c, nil

@@ -15,19 +15,26 @@ import (
 
 const applyFleetLegalHold = `-- name: ApplyFleetLegalHold :execrows
 UPDATE archive_records
-SET legal_hold = $1
-WHERE archive_id = $2 AND source_service = $3
+SET legal_hold = $1, lifecycle_at = $2
+WHERE archive_id = $3 AND source_service = $4
+  AND (lifecycle_at IS NULL OR lifecycle_at < $2)
 `
 
 type ApplyFleetLegalHoldParams struct {
 	LegalHold     bool
+	At            pgtype.Timestamptz
 	ArchiveID     uuid.UUID
 	SourceService string
 }
 
 // ApplyFleetLegalHold sets a fleet row's hold state.
 func (q *Queries) ApplyFleetLegalHold(ctx context.Context, arg ApplyFleetLegalHoldParams) (int64, error) {
-	result, err := q.db.Exec(ctx, applyFleetLegalHold, arg.LegalHold, arg.ArchiveID, arg.SourceService)
+	result, err := q.db.Exec(ctx, applyFleetLegalHold,
+		arg.LegalHold,
+		arg.At,
+		arg.ArchiveID,
+		arg.SourceService,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -36,8 +43,9 @@ func (q *Queries) ApplyFleetLegalHold(ctx context.Context, arg ApplyFleetLegalHo
 
 const applyFleetPurged = `-- name: ApplyFleetPurged :execrows
 UPDATE archive_records
-SET purged_at = $1, purged_by = $2
+SET purged_at = $1, purged_by = $2, lifecycle_at = $1
 WHERE archive_id = ANY ($3::uuid[]) AND source_service = $4 AND purged_at IS NULL
+  AND (lifecycle_at IS NULL OR lifecycle_at < $1)
 `
 
 type ApplyFleetPurgedParams struct {
@@ -63,22 +71,32 @@ func (q *Queries) ApplyFleetPurged(ctx context.Context, arg ApplyFleetPurgedPara
 
 const applyFleetRetention = `-- name: ApplyFleetRetention :execrows
 
+
 UPDATE archive_records
-SET retention_until = $1::date
-WHERE archive_id = $2 AND source_service = $3 AND purged_at IS NULL
+SET retention_until = $1::date, lifecycle_at = $2
+WHERE archive_id = $3 AND source_service = $4 AND purged_at IS NULL
+  AND (lifecycle_at IS NULL OR lifecycle_at < $2)
 `
 
 type ApplyFleetRetentionParams struct {
 	RetentionUntil pgtype.Date
+	At             pgtype.Timestamptz
 	ArchiveID      uuid.UUID
 	SourceService  string
 }
 
 // The fleet copies follow their producer's lifecycle (validated events; a
 // source only ever changes its own rows).
+// Each applies only an event newer than the row's last applied one
+// (lifecycle_at, security migration 00002): a stale event changes nothing.
 // ApplyFleetRetention sets an unpurged fleet row's retention date.
 func (q *Queries) ApplyFleetRetention(ctx context.Context, arg ApplyFleetRetentionParams) (int64, error) {
-	result, err := q.db.Exec(ctx, applyFleetRetention, arg.RetentionUntil, arg.ArchiveID, arg.SourceService)
+	result, err := q.db.Exec(ctx, applyFleetRetention,
+		arg.RetentionUntil,
+		arg.At,
+		arg.ArchiveID,
+		arg.SourceService,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -242,4 +260,25 @@ type InsertDeadLetterAuditParams struct {
 func (q *Queries) InsertDeadLetterAudit(ctx context.Context, arg InsertDeadLetterAuditParams) error {
 	_, err := q.db.Exec(ctx, insertDeadLetterAudit, arg.EventType, arg.Payload, arg.Reason)
 	return err
+}
+
+const staleFleetRows = `-- name: StaleFleetRows :one
+SELECT count(*)::bigint FROM archive_records
+WHERE archive_id = ANY ($1::uuid[]) AND source_service = $2
+  AND lifecycle_at >= $3
+`
+
+type StaleFleetRowsParams struct {
+	ArchiveIds    []uuid.UUID
+	SourceService string
+	At            pgtype.Timestamptz
+}
+
+// StaleFleetRows counts the given archives' fleet rows whose last applied
+// lifecycle event is at or after at (what a stale event did not change).
+func (q *Queries) StaleFleetRows(ctx context.Context, arg StaleFleetRowsParams) (int64, error) {
+	row := q.db.QueryRow(ctx, staleFleetRows, arg.ArchiveIds, arg.SourceService, arg.At)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }

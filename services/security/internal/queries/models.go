@@ -83,6 +83,7 @@ type ArchiveRecord struct {
 	PurgedAt       pgtype.Timestamptz
 	PurgedBy       *string
 	RecordedAt     time.Time
+	LifecycleAt    pgtype.Timestamptz
 }
 
 type AuditLog struct {
