@@ -1,10 +1,13 @@
 package craigctl
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -104,13 +107,19 @@ func newPurgeCmd(o *options) *cobra.Command {
 			if err != nil || dryRun || len(plan.Candidates) == 0 {
 				return o.purgePlan(raw, plan, err)
 			}
-			if err := o.confirm(cmd.Context(), yes, fmt.Sprintf("This destroys %d archive(s) of %s, every version of their objects (under dual control it requests that, and another operator's approval destroys them):\n  %s",
-				len(plan.Candidates), cl.service, strings.Join(plan.Candidates, "\n  "))); err != nil {
+			detail, err := describeArchives(cmd.Context(), cl, plan.Candidates)
+			if err != nil {
+				return err
+			}
+			if err := o.confirm(cmd.Context(), yes, fmt.Sprintf("This destroys exactly these %d archive(s) of %s, every version of their objects (under dual control it requests that, and another operator's approval destroys them):\n%s",
+				len(plan.Candidates), cl.service, detail)); err != nil {
 				return err
 			}
 			sp := o.spinner("purging", "archives")
 			var res purgeAnswer
-			raw, err = cl.do(cmd.Context(), http.MethodPost, "/admin/archive/purge", nil, map[string]any{"limit": limit}, &res)
+			// Exactly the confirmed archives: the service destroys nothing
+			// (409 no_longer_purgeable) if any of them is no longer due.
+			raw, err = cl.do(cmd.Context(), http.MethodPost, "/admin/archive/purge", nil, map[string]any{"archive_ids": plan.Candidates}, &res)
 			sp.done()
 			if err != nil {
 				return err
@@ -122,6 +131,51 @@ func newPurgeCmd(o *options) *cobra.Command {
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be purged; destroy nothing")
 	c.Flags().BoolVar(&yes, "yes", false, "do not ask (required when stdin is not a terminal)")
 	return c
+}
+
+// describeArchives renders what a destructive prompt destroys: each
+// archive's table, records, record-time range, retention date and holds
+// (from the ledger listing), so the operator confirms records, not ids.
+func describeArchives(ctx context.Context, cl *client, ids []string) (string, error) {
+	var ans struct {
+		Records []record `json:"records"`
+	}
+	byID := map[string]record{}
+	q := url.Values{"limit": {"1000"}}
+	for {
+		if _, err := cl.do(ctx, http.MethodGet, "/admin/archive/records", q, nil, &ans); err != nil {
+			return "", err
+		}
+		for _, r := range ans.Records {
+			byID[r.ArchiveID] = r
+		}
+		if len(ans.Records) < 1000 || len(byID) >= len(ids) && allKnown(byID, ids) {
+			break
+		}
+		q.Set("after", ans.Records[len(ans.Records)-1].ArchiveID)
+		ans.Records = nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %-36s  %-20s  %8s  %-20s  %-20s  %-10s  %s\n", "ARCHIVE_ID", "TABLE", "RECORDS", "FIRST_RECORD_AT", "LAST_RECORD_AT", "RETAIN", "HOLDS")
+	for _, id := range ids {
+		r, ok := byID[id]
+		if !ok {
+			fmt.Fprintf(&b, "  %-36s  (not in the ledger listing)\n", id)
+			continue
+		}
+		fmt.Fprintf(&b, "  %-36s  %-20s  %8d  %-20s  %-20s  %-10s  %d\n", id, sanitize(r.Table), r.RecordCount,
+			r.FirstRecordAt.UTC().Format(time.RFC3339), r.LastRecordAt.UTC().Format(time.RFC3339), orDash(r.RetentionUntil), len(r.Holds))
+	}
+	return strings.TrimRight(b.String(), "\n"), nil
+}
+
+func allKnown(byID map[string]record, ids []string) bool {
+	for _, id := range ids {
+		if _, ok := byID[id]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // purgePlan prints a dry run's candidates (or the error that stopped it).

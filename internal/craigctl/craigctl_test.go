@@ -187,6 +187,10 @@ func purgeFake(t *testing.T) *fake {
 			}
 			answer(200, `{"purged":["11111111-1111-1111-1111-111111111111","22222222-2222-2222-2222-222222222222"],"more":false,"purge_id":"33333333-3333-3333-3333-333333333333","certificate":"CERT"}`)(w, r)
 		},
+		"GET /admin/archive/records": answer(200, `{"records":[
+			{"archive_id":"11111111-1111-1111-1111-111111111111","table":"rule_evaluations","record_count":500,"first_record_at":"2025-01-01T00:00:00Z","last_record_at":"2025-01-02T00:00:00Z","retention_until":"2026-11-30","legal_hold":false,"holds":[]},
+			{"archive_id":"22222222-2222-2222-2222-222222222222","table":"rule_\u001b[31mevaluations","record_count":7,"first_record_at":"2025-02-01T00:00:00Z","last_record_at":"2025-02-02T00:00:00Z","retention_until":"2026-11-29","legal_hold":false,"holds":[]},
+			{"archive_id":"99999999-9999-9999-9999-999999999999","table":"rule_evaluations","record_count":1,"first_record_at":"2025-02-01T00:00:00Z","last_record_at":"2025-02-02T00:00:00Z","retention_until":null,"legal_hold":false,"holds":[]}]}`),
 	})
 }
 
@@ -227,15 +231,22 @@ func TestPurgeAsksToTypeYes(t *testing.T) {
 			require.Equal(t, tc.code, r.code, r.errOut)
 			calls := f.seen()
 			require.Equal(t, map[string]any{"limit": float64(5), "dry_run": true}, calls[0].Body, "the plan comes from a dry run")
-			require.Contains(t, r.errOut, "This destroys 2 archive(s) of rules")
+			require.Contains(t, r.errOut, "This destroys exactly these 2 archive(s) of rules")
 			require.Contains(t, r.errOut, "22222222-2222-2222-2222-222222222222")
+			// Issue 22 finding 11: the prompt shows what is destroyed, not
+			// only ids, and server text cannot drive the terminal.
+			require.Regexp(t, `11111111-1111-1111-1111-111111111111\s+rule_evaluations\s+500\s+2025-01-01T00:00:00Z\s+2025-01-02T00:00:00Z\s+2026-11-30\s+0`, r.errOut)
+			require.Contains(t, r.errOut, `rule_\x1b[31mevaluations`)
+			require.NotContains(t, r.errOut, "\x1b")
+			require.NotContains(t, r.errOut, "99999999", "only the confirmed archives")
 			if tc.purged {
-				require.Len(t, calls, 2)
-				require.Equal(t, map[string]any{"limit": float64(5)}, calls[1].Body)
+				require.Len(t, calls, 3)
+				require.Equal(t, map[string]any{"archive_ids": []any{"11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"}}, calls[2].Body,
+					"the purge names exactly the confirmed archives")
 				require.Contains(t, r.out, "CERT")
 				return
 			}
-			require.Len(t, calls, 1, "refused: nothing but the dry run was called")
+			require.Len(t, calls, 2, "refused: nothing but the dry run and the ledger listing was called")
 			require.Contains(t, r.errOut, "refused: nothing was done")
 		})
 	}
@@ -396,7 +407,7 @@ func TestInterruptAtThePromptRefuses(t *testing.T) {
 	}
 	cancel()
 	require.Equal(t, craigctl.ExitRefused, <-done)
-	require.Len(t, f.seen(), 1, "nothing but the dry run")
+	require.Len(t, f.seen(), 2, "nothing but the dry run and the ledger listing")
 }
 
 // signalWriter closes seen once want has been written to it.

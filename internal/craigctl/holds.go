@@ -204,6 +204,7 @@ type record struct {
 	RetentionUntil *string    `json:"retention_until"`
 	LegalHold      bool       `json:"legal_hold"`
 	PurgedAt       *time.Time `json:"purged_at"`
+	Holds          []string   `json:"holds"`
 }
 
 func newRecordsListCmd(o *options) *cobra.Command {

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 )
@@ -25,7 +28,7 @@ func (o *options) show(raw json.RawMessage, human func(w io.Writer)) error {
 func row(w io.Writer, cells ...any) {
 	s := make([]string, len(cells))
 	for i, c := range cells {
-		s[i] = fmt.Sprint(c)
+		s[i] = sanitize(fmt.Sprint(c))
 	}
 	_, _ = fmt.Fprintln(w, strings.Join(s, "\t"))
 }
@@ -50,4 +53,28 @@ func group(use, short string, subs ...*cobra.Command) *cobra.Command {
 		}}
 	c.AddCommand(subs...)
 	return c
+}
+
+// sanitize makes server text safe to print on a terminal: control and
+// format characters (an ESC that starts an escape sequence, a carriage
+// return that overwrites a line, a bidi override) are shown escaped, as Go
+// quotes them, instead of being interpreted by the terminal.
+func sanitize(s string) string {
+	if strings.IndexFunc(s, unsafeRune) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unsafeRune(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return r != '\t' && (unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError)
 }

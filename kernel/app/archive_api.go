@@ -498,6 +498,10 @@ func (a *ArchiveAPI) purge(w http.ResponseWriter, r *http.Request, p auth.Princi
 	var req struct {
 		Limit  *int `json:"limit"`
 		DryRun bool `json:"dry_run"`
+		// ArchiveIDs, when given, are exactly what is purged (what the
+		// operator confirmed): 409 no_longer_purgeable, nothing destroyed,
+		// if any of them is no longer due.
+		ArchiveIDs []uuid.UUID `json:"archive_ids"`
 	}
 	if !decode(w, r, &req) {
 		return
@@ -506,7 +510,23 @@ func (a *ArchiveAPI) purge(w http.ResponseWriter, r *http.Request, p auth.Princi
 	if req.Limit != nil {
 		limit = *req.Limit
 	}
-	res, err := a.Lifecycle.Purge(r.Context(), limit, req.DryRun, p.Subject)
+	var res lifecycle.PurgeResult
+	var err error
+	switch {
+	case req.ArchiveIDs != nil && req.DryRun:
+		writeError(w, http.StatusBadRequest, "invalid_request", "archive_ids and dry_run do not go together: a dry run lists the candidates", nil)
+		return
+	case req.ArchiveIDs != nil:
+		res, err = a.Lifecycle.PurgeExactly(r.Context(), req.ArchiveIDs, p.Subject)
+	default:
+		res, err = a.Lifecycle.Purge(r.Context(), limit, req.DryRun, p.Subject)
+	}
+	var gone *lifecycle.NoLongerPurgeableError
+	if errors.As(err, &gone) {
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "no_longer_purgeable", "archive_ids": gone.IDs,
+			"message": "nothing was destroyed: these confirmed archives are no longer purgeable; list the candidates again"})
+		return
+	}
 	if err != nil {
 		a.fail(w, r, err)
 		return

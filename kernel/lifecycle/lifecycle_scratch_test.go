@@ -445,3 +445,27 @@ func TestHoldRefusals(t *testing.T) {
 	_, err = mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Table: ptr("rule_evaluations")}, "ops:carol")
 	require.NoError(t, err)
 }
+
+// TestPurgeExactly (issue 22 finding 11): a purge of confirmed archives
+// destroys exactly those, never another due one; if any of them stopped
+// being purgeable since the operator saw the list, nothing is destroyed and
+// the answer names it.
+func TestPurgeExactly(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 0)
+	a, b, c := w.archived(t, 400, "CURRENT_DATE - 1"), w.archived(t, 401, "CURRENT_DATE - 1"), w.archived(t, 402, "CURRENT_DATE - 1")
+	_, err := w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", ArchiveIDs: []uuid.UUID{b.ArchiveID}}, "ops:carol")
+	require.NoError(t, err)
+	_, err = w.mgr.PurgeExactly(w.ctx, []uuid.UUID{a.ArchiveID, b.ArchiveID}, "ops:alice")
+	var gone *lifecycle.NoLongerPurgeableError
+	require.ErrorAs(t, err, &gone)
+	require.Equal(t, []uuid.UUID{b.ArchiveID}, gone.IDs)
+	require.True(t, w.exists(t, a.DataKey), "nothing destroyed")
+	_, err = w.mgr.PurgeExactly(w.ctx, []uuid.UUID{a.ArchiveID, a.ArchiveID}, "ops:alice")
+	require.ErrorIs(t, err, lifecycle.ErrInvalid)
+	res, err := w.mgr.PurgeExactly(w.ctx, []uuid.UUID{a.ArchiveID}, "ops:alice")
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{a.ArchiveID}, res.Purged)
+	require.True(t, w.exists(t, c.DataKey), "a due archive nobody confirmed is not destroyed")
+	_, _ = w.st.DeleteIfExists(context.Background(), res.Certificate)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/craig/retention/kernel/identity"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/craig/retention/kernel/failpoint"
@@ -77,6 +78,64 @@ func (m *Manager) Purge(ctx context.Context, limit int, dryRun bool, actor strin
 	})
 	return res, err
 }
+
+// PurgeExactly purges exactly the archives ids (what an operator saw and
+// confirmed), never others: if any of them is no longer purgeable (a hold
+// placed, a date moved, already purged, unknown) it destroys nothing and
+// fails with ErrNoLongerPurgeable naming them. With approvals required it
+// freezes exactly that list. Each archive is re-checked again, under its
+// lock, at the statement that destroys it.
+func (m *Manager) PurgeExactly(ctx context.Context, ids []uuid.UUID, actor string) (PurgeResult, error) {
+	if len(ids) < 1 || len(ids) > MaxPurgeLimit {
+		return PurgeResult{}, fmt.Errorf("%w: %d archive_ids outside 1..%d", ErrInvalid, len(ids), MaxPurgeLimit)
+	}
+	seen := map[uuid.UUID]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			return PurgeResult{}, fmt.Errorf("%w: archive %s named twice", ErrInvalid, id)
+		}
+		seen[id] = true
+	}
+	var res PurgeResult
+	err := m.leased(ctx, func(ctx context.Context) error {
+		rows, err := queries.New(m.pool).PurgeableAmong(ctx, pgUUIDs(ids))
+		if err != nil {
+			return fmt.Errorf("re-check purge list: %w", err)
+		}
+		due := uuids(rows)
+		if len(due) != len(ids) {
+			var gone []uuid.UUID
+			for _, id := range ids {
+				if !slices.Contains(due, id) {
+					gone = append(gone, id)
+				}
+			}
+			m.metrics.Refused.WithLabelValues("no_longer_eligible").Add(float64(len(gone)))
+			return &NoLongerPurgeableError{IDs: gone}
+		}
+		if m.cfg.ApprovalsRequired > 0 {
+			return m.freeze(ctx, due, actor, &res)
+		}
+		id := uuid.Must(uuid.NewV7())
+		res.PurgeID = &id
+		return m.execute(ctx, id, due, actor, "", true, &res)
+	})
+	return res, err
+}
+
+// ErrNoLongerPurgeable is wrapped by NoLongerPurgeableError.
+var ErrNoLongerPurgeable = errors.New("lifecycle: archives confirmed for purge are no longer purgeable; nothing was destroyed")
+
+// NoLongerPurgeableError names the confirmed archives that are no longer
+// purgeable.
+type NoLongerPurgeableError struct{ IDs []uuid.UUID }
+
+func (e *NoLongerPurgeableError) Error() string {
+	return fmt.Sprintf("%v: %v", ErrNoLongerPurgeable, e.IDs)
+}
+
+// Unwrap makes errors.Is(err, ErrNoLongerPurgeable) true.
+func (e *NoLongerPurgeableError) Unwrap() error { return ErrNoLongerPurgeable }
 
 // Approve executes a frozen purge as approver (another operator than the
 // one who requested it), re-checking every candidate.

@@ -191,3 +191,15 @@ FROM archive_ledger
 WHERE legal_hold AND purged_at IS NULL AND archive_id > sqlc.arg(after)::uuid
 ORDER BY archive_id
 LIMIT sqlc.arg(row_limit)::int;
+
+-- PurgeableAmong returns those of the given archives the purge may destroy
+-- now (the purge predicate, as SelectPurgeCandidates).
+-- name: PurgeableAmong :many
+SELECT l.archive_id
+FROM archive_ledger AS l
+WHERE l.archive_id = ANY (sqlc.arg(ids)::uuid[])
+  AND l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date
+  AND NOT l.legal_hold
+  AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
+  AND l.purged_at IS NULL
+ORDER BY l.retention_until, l.archived_at, l.archive_id;

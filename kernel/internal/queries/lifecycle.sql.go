@@ -619,6 +619,39 @@ func (q *Queries) LogLifecycle(ctx context.Context, arg LogLifecycleParams) erro
 	return err
 }
 
+const purgeableAmong = `-- name: PurgeableAmong :many
+SELECT l.archive_id
+FROM archive_ledger AS l
+WHERE l.archive_id = ANY ($1::uuid[])
+  AND l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date
+  AND NOT l.legal_hold
+  AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
+  AND l.purged_at IS NULL
+ORDER BY l.retention_until, l.archived_at, l.archive_id
+`
+
+// PurgeableAmong returns those of the given archives the purge may destroy
+// now (the purge predicate, as SelectPurgeCandidates).
+func (q *Queries) PurgeableAmong(ctx context.Context, ids []pgtype.UUID) ([]pgtype.UUID, error) {
+	rows, err := q.db.Query(ctx, purgeableAmong, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []pgtype.UUID
+	for rows.Next() {
+		var archive_id pgtype.UUID
+		if err := rows.Scan(&archive_id); err != nil {
+			return nil, err
+		}
+		items = append(items, archive_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const refreshLegalHolds = `-- name: RefreshLegalHolds :many
 UPDATE archive_ledger AS l
 SET legal_hold = archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
