@@ -21,11 +21,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"github.com/craig/retention/kernel/identity"
 	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/craig/retention/kernel/identity"
 
 	"github.com/golang-jwt/jwt/v5"
 )

@@ -59,25 +59,9 @@ func (m *Manager) ReconcileLocks(ctx context.Context) (LockReport, error) {
 			rep.Held++
 			id := uuid.UUID(r.ArchiveID.Bytes)
 			for _, key := range []string{r.DataKey, r.ManifestKey} {
-				on, err := m.store.LegalHold(ctx, key)
-				switch {
-				case errors.Is(err, store.ErrNotFound):
-					rep.Missing++
-					m.logger.WarnContext(ctx, "held archive object has no current version; verify restores it", slog.String("archive_id", id.String()), slog.String("key", key))
-					continue
-				case err != nil:
+				if err := m.lockObject(ctx, id, key, &rep); err != nil {
 					errs = append(errs, err)
-					continue
-				case on:
-					continue
 				}
-				rep.Drift++
-				m.logger.WarnContext(ctx, "held archive object was not under the store's legal hold; locking it", slog.String("archive_id", id.String()), slog.String("key", key))
-				if err := m.store.SetLegalHold(ctx, key, true); err != nil {
-					errs = append(errs, err)
-					continue
-				}
-				rep.Locked++
 			}
 			after = id
 		}
@@ -92,4 +76,25 @@ func (m *Manager) ReconcileLocks(ctx context.Context) (LockReport, error) {
 		return rep, fmt.Errorf("reconcile holds: %w", err)
 	}
 	return rep, nil
+}
+
+// lockObject puts one held archive's object under the store's legal hold
+// when it is not, counting it as drift.
+func (m *Manager) lockObject(ctx context.Context, id uuid.UUID, key string, rep *LockReport) error {
+	on, err := m.store.LegalHold(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		rep.Missing++
+		m.logger.WarnContext(ctx, "held archive object has no current version; verify restores it", slog.String("archive_id", id.String()), slog.String("key", key))
+		return nil
+	case err != nil || on:
+		return err
+	}
+	rep.Drift++
+	m.logger.WarnContext(ctx, "held archive object was not under the store's legal hold; locking it", slog.String("archive_id", id.String()), slog.String("key", key))
+	if err := m.store.SetLegalHold(ctx, key, true); err != nil {
+		return err
+	}
+	rep.Locked++
+	return nil
 }

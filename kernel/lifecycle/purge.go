@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/craig/retention/kernel/identity"
 	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/craig/retention/kernel/identity"
 
 	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/internal/queries"

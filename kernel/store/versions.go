@@ -126,8 +126,7 @@ func (s *Store) getVersion(ctx context.Context, key, versionID string) ([]byte, 
 	defer cancel()
 	out, err := s.s3.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(s.identity.Bucket), Key: aws.String(key), VersionId: aws.String(versionID)})
 	if err != nil {
-		var ae smithy.APIError
-		if errors.As(err, &ae) && (ae.ErrorCode() == "NoSuchVersion" || ae.ErrorCode() == "NoSuchKey" || ae.ErrorCode() == "MethodNotAllowed") {
+		if versionGone(err) {
 			return nil, fmt.Errorf("store: get %s version %s: %w", key, versionID, ErrNotFound)
 		}
 		return nil, fmt.Errorf("store: get %s version %s: %w", key, versionID, timedOut(ctx, err))
@@ -159,8 +158,7 @@ func (s *Store) releaseVersions(ctx context.Context, key string) error {
 			LegalHold: &types.ObjectLockLegalHold{Status: types.ObjectLockLegalHoldStatusOff},
 		})
 		cancel()
-		var ae smithy.APIError
-		if err != nil && !(errors.As(err, &ae) && (ae.ErrorCode() == "NoSuchVersion" || ae.ErrorCode() == "NoSuchKey" || ae.ErrorCode() == "MethodNotAllowed")) {
+		if err != nil && !versionGone(err) {
 			return fmt.Errorf("store: release legal hold of %s version %s: %w", key, v, err)
 		}
 	}
@@ -180,4 +178,18 @@ func (s *Store) DestroyReleased(ctx context.Context, key string) (bool, error) {
 		}
 	}
 	return s.DestroyAllVersions(ctx, key)
+}
+
+// versionGone is an error saying the version (or the object) is not there,
+// or is a delete marker.
+func versionGone(err error) bool {
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "NoSuchVersion", "NoSuchKey", "MethodNotAllowed":
+		return true
+	}
+	return false
 }
