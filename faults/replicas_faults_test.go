@@ -26,7 +26,21 @@ const (
 	replicaCycles = 100
 	replicaPoll   = 50 * time.Millisecond
 	replicaEvery  = 2
+	// replicaBound bounds the wait for replicaCycles cycles: at the
+	// nominal 10 cycles/s per replica they take 2.5 s; 5 minutes is a
+	// bound for a stalled run, never a rate.
+	replicaBound = 5 * time.Minute
 )
+
+// sweepCycles is the sweep cycles the serves have run between them.
+func sweepCycles(t *testing.T, serves []*served) float64 {
+	t.Helper()
+	var n float64
+	for _, s := range serves {
+		n += scrape(t, s)[`retention_prune_duration_seconds_count{table="event_outbox"}`]
+	}
+	return n
+}
 
 // replicaWrite is what the writer adds every tick while the replicas run:
 // eligible and must-keep outbox rows and aged evaluations.
@@ -55,8 +69,13 @@ func TestReplicas(t *testing.T) {
 	}
 	ctx := context.Background()
 	writes := 0
-	deadline := time.Now().Add(time.Duration(replicaCycles*replicaEvery) * replicaPoll * 3 / 2)
-	for time.Now().Before(deadline) {
+	// The writer goes on until the replicas have run replicaCycles sweep
+	// cycles between them: a count, waited for with a generous bound, never
+	// a rate (a fresh-clone CI run on a loaded machine ran 75 in the time
+	// that once sufficed for 100).
+	bound := time.Now().Add(replicaBound)
+	for sweepCycles(t, serves) < replicaCycles {
+		require.True(t, time.Now().Before(bound), "the replicas ran fewer than %d sweep cycles within %v", replicaCycles, replicaBound)
 		_, err := w.Pool.Exec(ctx, replicaWrite)
 		require.NoError(t, err)
 		require.NoError(t, w.Seed(ctx, seedQuery(false), 50, false))
