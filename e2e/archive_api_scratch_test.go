@@ -245,6 +245,17 @@ func TestArchiveAPIRefusesBadInput(t *testing.T) {
 		{"GET", "records?after=nope", ``, 400},
 		{"POST", "purges/nope/approve", ``, 400},
 		{"POST", "purges/" + id + "/approve", ``, 404},
+		// Issue 22 findings 14, 20, 21: a misspelt table, keys in another
+		// case or written twice, a NUL in a title; an archive_ids purge
+		// with a dry run.
+		{"POST", "holds", `{"title": "t", "reason": "r", "table": "rule_evaluatons"}`, 400},
+		{"POST", "holds", `{"title": "t", "TITLE": "u", "reason": "r", "table": "rule_evaluations"}`, 400},
+		{"POST", "holds", `{"Title": "t", "reason": "r", "table": "rule_evaluations"}`, 400},
+		{"POST", "holds", `{"title": "t", "title": "u", "reason": "r", "table": "rule_evaluations"}`, 400},
+		{"POST", "holds", `{"title": "t\u0000", "reason": "r", "table": "rule_evaluations"}`, 400},
+		{"POST", "holds/" + id + "/release", `{"reason": "r\u0000"}`, 400},
+		{"POST", "purge", `{"limit": 1, "limit": 100}`, 400},
+		{"POST", "purge", `{"archive_ids": ["` + id + `"], "dry_run": true}`, 400},
 	} {
 		code, _, body := call(t, tt.method, u+tt.path, tok, tt.body)
 		require.Equal(t, tt.want, code, "%s %s %s: %v", tt.method, tt.path, tt.body, body)

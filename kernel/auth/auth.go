@@ -9,6 +9,7 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -99,7 +100,7 @@ func NewVerifier(c Config) (*Verifier, error) {
 		return nil, err
 	}
 	v := &Verifier{keys: ks, algs: ks.algorithms(), now: time.Now}
-	v.options = []jwt.ParserOption{jwt.WithValidMethods(v.algs), jwt.WithLeeway(Leeway), jwt.WithExpirationRequired(),
+	v.options = []jwt.ParserOption{jwt.WithValidMethods(v.algs), jwt.WithLeeway(Leeway), jwt.WithExpirationRequired(), jwt.WithIssuedAt(),
 		jwt.WithTimeFunc(func() time.Time { return v.now() })}
 	if c.Issuer != "" {
 		v.options = append(v.options, jwt.WithIssuer(c.Issuer))
@@ -147,6 +148,9 @@ func (v *Verifier) Verify(_ context.Context, raw string) (Principal, error) {
 	_, err := jwt.ParseWithClaims(raw, &c, v.keys.keyFunc, v.options...)
 	if err != nil {
 		return Principal{}, &Error{Reason: reasonOf(err), Err: err}
+	}
+	if err := numericTimes(raw); err != nil {
+		return Principal{}, &Error{Reason: ReasonClaims, Err: err}
 	}
 	if strings.TrimSpace(c.Subject) == "" {
 		return Principal{}, &Error{Reason: ReasonClaims, Err: errors.New("the token has no sub")}
@@ -331,4 +335,32 @@ func readBounded(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrKey, path, maxKeyFileBytes)
 	}
 	return b, nil
+}
+
+// numericTimes refuses a (verified) token whose exp, iat or nbf is not a
+// JSON number: RFC 7519 says NumericDate, and the JWT library would read
+// "exp": "4102444800" (a string) as a time.
+func numericTimes(raw string) error {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return errors.New("the token is not three segments")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return fmt.Errorf("payload: %w", err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &m); err != nil {
+		return fmt.Errorf("payload: %w", err)
+	}
+	for _, k := range []string{"exp", "iat", "nbf"} {
+		v, ok := m[k]
+		if !ok {
+			continue
+		}
+		if b := bytes.TrimSpace(v); len(b) == 0 || (b[0] != '-' && (b[0] < '0' || b[0] > '9')) {
+			return fmt.Errorf("%s must be a JSON number (NumericDate), not %s", k, b)
+		}
+	}
+	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"strconv"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -175,4 +176,28 @@ func TestKeySources(t *testing.T) {
 		require.ErrorIs(t, err, auth.ErrKey, name)
 		require.False(t, strings.Contains(err.Error(), "SECRET-MATERIAL") || strings.Contains(err.Error(), secret), name)
 	}
+}
+
+// TestTokenClaimsStrict (issue 22 findings 12 and 19): an iat in the future
+// (beyond the leeway), a string exp or iat, and a sub that could pass for
+// another identity are refused as bad claims; a good one passes.
+func TestTokenClaimsStrict(t *testing.T) {
+	t.Parallel()
+	v, err := auth.NewVerifier(auth.Config{HS256Secret: secret})
+	require.NoError(t, err)
+	future := time.Now().Add(time.Hour).Unix()
+	for name, c := range map[string]jwt.MapClaims{
+		"iat in the future":  with(good(), "iat", future),
+		"string exp":         with(good(), "exp", strconv.FormatInt(future, 10)),
+		"string iat":         with(good(), "iat", strconv.FormatInt(time.Now().Unix(), 10)),
+		"sub trailing space": with(good(), "sub", "ops:alice "),
+		"sub zero-width":     with(good(), "sub", "ops:al\u200bice"),
+		"sub NFD":            with(good(), "sub", "ops:e\u0301ve"),
+	} {
+		_, err := v.Verify(context.Background(), token(t, jwt.SigningMethodHS256, []byte(secret), c, nil))
+		require.Error(t, err, name)
+	}
+	p, err := v.Verify(context.Background(), token(t, jwt.SigningMethodHS256, []byte(secret), with(good(), "iat", time.Now().Unix()), nil))
+	require.NoError(t, err)
+	require.Equal(t, "ops:alice", p.Subject)
 }

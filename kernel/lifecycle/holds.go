@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/store"
@@ -55,6 +56,8 @@ func (r HoldRequest) check() error {
 		return fmt.Errorf("%w: a hold needs a title and a reason", ErrInvalid)
 	case len(r.Title) > maxHoldText || len(r.Reason) > maxHoldText:
 		return fmt.Errorf("%w: title and reason are at most %d bytes", ErrInvalid, maxHoldText)
+	case !storableText(r.Title) || !storableText(r.Reason) || r.Table != nil && !storableText(*r.Table):
+		return fmt.Errorf("%w: title, reason and table must be UTF-8 text without NUL characters", ErrInvalid)
 	case len(r.ArchiveIDs) == 0 && (r.Table == nil || *r.Table == ""):
 		return fmt.Errorf("%w: a hold names archive_ids or a table", ErrInvalid)
 	case r.From != nil && r.To != nil && !r.From.Before(*r.To):
@@ -123,7 +126,7 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 // legal_hold where no other hold covers, logs it and stages
 // <service>.archive_hold_released.
 func (m *Manager) ReleaseHold(ctx context.Context, id uuid.UUID, reason, actor string) (Hold, error) {
-	if strings.TrimSpace(reason) == "" || len(reason) > maxHoldText {
+	if strings.TrimSpace(reason) == "" || len(reason) > maxHoldText || !storableText(reason) {
 		return Hold{}, fmt.Errorf("%w: releasing a hold needs a reason (at most %d bytes)", ErrInvalid, maxHoldText)
 	}
 	var released []queries.RefreshLegalHoldsRow
@@ -227,3 +230,7 @@ func pgTime(t *time.Time) pgtype.Timestamptz {
 	}
 	return pgtype.Timestamptz{Time: *t, Valid: true}
 }
+
+// storableText is text PostgreSQL can store (a NUL or invalid UTF-8 is
+// refused by the server: a 500 where the request is bad).
+func storableText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
