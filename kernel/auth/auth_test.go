@@ -14,9 +14,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
-	"strconv"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
