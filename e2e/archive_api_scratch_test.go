@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/archivetest"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/store"
@@ -324,7 +325,7 @@ func TestArchiveFetchByID(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, code)
 
 	// The range stream: every archived row of [from, to), verbatim.
-	req, err := http.NewRequest("GET", u+"rows/rule_evaluations?from="+time.Now().AddDate(0, 0, -200).UTC().Format(time.RFC3339)+"&to="+time.Now().UTC().Format(time.RFC3339), nil)
+	req, err := http.NewRequest("GET", u+"rows/rule_evaluations?from="+time.Now().AddDate(0, 0, -200).UTC().Format(time.RFC3339)+"&to="+time.Now().Add(time.Minute).UTC().Format(time.RFC3339), nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)
@@ -335,14 +336,29 @@ func TestArchiveFetchByID(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(streamed))
 	require.Equal(t, "application/x-ndjson", resp.Header.Get("Content-Type"))
 	lines := strings.Split(strings.TrimSpace(string(streamed)), "\n")
-	require.Len(t, lines, len(docs)-1, "every archived row, not the hot one")
-	for _, l := range lines {
+	// Issue 22 finding 17: every archived row verbatim, then the hot row
+	// (marked), then the summary.
+	require.Len(t, lines, len(docs)+1, "every archived row, the hot one, the summary")
+	for _, l := range lines[:len(docs)-1] {
 		var v struct {
 			ID uuid.UUID `json:"id"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(l), &v))
 		require.JSONEq(t, docs[v.ID], l)
 	}
+	var hotLine struct {
+		Hot json.RawMessage `json:"hot"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[len(docs)-1]), &hotLine))
+	require.JSONEq(t, hot[hotID(t, hot)], string(hotLine.Hot))
+	var summary struct {
+		Summary archiveread.RangeSummary `json:"summary"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[len(docs)]), &summary))
+	require.Equal(t, len(docs)-1, summary.Summary.ArchivedRows)
+	require.Equal(t, 1, summary.Summary.HotRows)
+	require.True(t, summary.Summary.Complete)
+	require.Equal(t, []uuid.UUID{ledger[0].ArchiveID}, summary.Summary.Archives)
 	code, _, _ = call(t, "GET", u+"rows/rule_evaluations?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z", tok, "")
 	require.Equal(t, http.StatusBadRequest, code)
 
@@ -449,4 +465,14 @@ func TestHoldPlacedBeforeArchiving(t *testing.T) {
 		AND payload -> 'legal_hold' ->> $1 = 'true'`, a.ArchiveID.String()))
 	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM archive_lifecycle_log WHERE action = 'archive_hold_placed' AND archive_id = $1`, a.ArchiveID))
 	require.Equal(t, 0, s.stop(t), s.stderr.String())
+}
+
+// hotID is the id of the one row of docs that is still hot.
+func hotID(t *testing.T, docs map[uuid.UUID]string) uuid.UUID {
+	t.Helper()
+	require.Len(t, docs, 1)
+	for id := range docs {
+		return id
+	}
+	return uuid.Nil
 }

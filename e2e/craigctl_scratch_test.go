@@ -127,7 +127,7 @@ func TestCraigctlAgainstRules(t *testing.T) {
 	require.Contains(t, c.ok("archive", "purge", "--service", "rules", "--limit", "5", "--dry-run"), id)
 	code, _, errOut := c.run("no\n", true, "archive", "purge", "--service", "rules", "--limit", "5")
 	require.Equal(t, craigctl.ExitRefused, code, errOut)
-	require.Contains(t, errOut, "This destroys 1 archive(s) of rules")
+	require.Contains(t, errOut, "This destroys exactly these 1 archive(s) of rules")
 	_, err = st.Get(ctx, ledger[0].DataKey)
 	require.NoError(t, err, "refused: the archive is still there")
 	code, out, errOut = c.run("yes\n", true, "archive", "purge", "--service", "rules", "--limit", "5", "--json")

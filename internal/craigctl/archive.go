@@ -104,12 +104,12 @@ func newPurgeCmd(o *options) *cobra.Command {
 			}
 			var plan purgeAnswer
 			raw, err := cl.do(cmd.Context(), http.MethodPost, "/admin/archive/purge", nil, map[string]any{"limit": limit, "dry_run": true}, &plan)
-			if err != nil || dryRun || len(plan.Candidates) == 0 {
-				return o.purgePlan(raw, plan, err)
+			if err != nil || len(plan.Candidates) == 0 {
+				return o.purgePlan(raw, plan, "", err)
 			}
 			detail, err := describeArchives(cmd.Context(), cl, plan.Candidates)
-			if err != nil {
-				return err
+			if err != nil || dryRun {
+				return o.purgePlan(raw, plan, detail, err)
 			}
 			if err := o.confirm(cmd.Context(), yes, fmt.Sprintf("This destroys exactly these %d archive(s) of %s, every version of their objects (under dual control it requests that, and another operator's approval destroys them):\n%s",
 				len(plan.Candidates), cl.service, detail)); err != nil {
@@ -179,7 +179,7 @@ func allKnown(byID map[string]record, ids []string) bool {
 }
 
 // purgePlan prints a dry run's candidates (or the error that stopped it).
-func (o *options) purgePlan(raw []byte, plan purgeAnswer, err error) error {
+func (o *options) purgePlan(raw []byte, plan purgeAnswer, detail string, err error) error {
 	if err != nil {
 		return err
 	}
@@ -189,9 +189,7 @@ func (o *options) purgePlan(raw []byte, plan purgeAnswer, err error) error {
 			return
 		}
 		row(w, "WOULD PURGE")
-		for _, id := range plan.Candidates {
-			row(w, id)
-		}
+		_, _ = fmt.Fprintln(w, detail) // already escaped and aligned
 		if plan.More {
 			row(w, "(more are purgeable beyond --limit)")
 		}

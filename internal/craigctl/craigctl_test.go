@@ -291,7 +291,9 @@ func TestDestructiveDryRunsNeverAsk(t *testing.T) {
 // service that goes silent is cut off by --timeout.
 func TestFetchRange(t *testing.T) {
 	t.Parallel()
-	rows := "{\"id\":\"a\",\"n\":1}\n{\"id\":\"b\",\"n\":2}\n"
+	rows := "{\"id\":\"a\",\"n\":1}\n{\"hot\": {\"id\":\"b\",\"n\":2}}\n"
+	summary := `{"summary": {"table": "rule_evaluations", "from": "2026-01-01T00:00:00Z", "to": "2026-02-01T00:00:00Z", "archived_rows": 1, "hot_rows": 1, "archives": [], "purged_archives": [], "complete": true}}` + "\n"
+	purged := `{"summary": {"archived_rows": 1, "hot_rows": 1, "complete": false, "purged_archives": [{"archive_id": "44444444-4444-4444-4444-444444444444", "first_record_at": "2026-01-04T00:00:00Z", "last_record_at": "2026-01-05T00:00:00Z", "record_count": 9, "purged_at": "2026-06-01T00:00:00Z"}]}}` + "\n"
 	release := make(chan struct{})
 	f := newFake(t, map[string]http.HandlerFunc{
 		"GET /admin/archive/rows/rule_evaluations": func(w http.ResponseWriter, r *http.Request) {
@@ -303,6 +305,11 @@ func TestFetchRange(t *testing.T) {
 			case "2026-01-03T00:00:00Z":
 				w.(http.Flusher).Flush()
 				<-release
+			case "2026-01-04T00:00:00Z":
+				_, _ = io.WriteString(w, purged)
+			case "2026-01-05T00:00:00Z": // cut short: no summary
+			default:
+				_, _ = io.WriteString(w, summary)
 			}
 		},
 	})
@@ -316,6 +323,21 @@ func TestFetchRange(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, rows, string(got))
 	require.Contains(t, r.errOut, "2 row(s) of rule_evaluations")
+	require.Contains(t, r.errOut, "1 still in the hot table")
+
+	// Issue 22 finding 17: purged archives are named; --strict fails the
+	// fetch and writes nothing; a stream without its summary was cut short.
+	r = run(t, "", false, e, "archive", "fetch", "rule_evaluations", "--service", "rules", "--from", "2026-01-04", "--to", "2026-02-01")
+	require.Equal(t, craigctl.ExitOK, r.code, r.errOut)
+	require.Contains(t, r.errOut, "MISSING: archive 44444444-4444-4444-4444-444444444444 (9 record(s)")
+	strictOut := filepath.Join(t.TempDir(), "strict.ndjson")
+	r = run(t, "", false, e, "archive", "fetch", "rule_evaluations", "--service", "rules", "--from", "2026-01-04", "--to", "2026-02-01", "--strict", "--out", strictOut)
+	require.Equal(t, craigctl.ExitFailed, r.code, r.errOut)
+	require.Contains(t, r.errOut, "--strict: 1 purged archive(s)")
+	require.NoFileExists(t, strictOut)
+	r = run(t, "", false, e, "archive", "fetch", "rule_evaluations", "--service", "rules", "--from", "2026-01-05", "--to", "2026-02-01")
+	require.Equal(t, craigctl.ExitFailed, r.code)
+	require.Contains(t, r.errOut, "cut short")
 	require.Equal(t, "from=2026-01-01T00%3A00%3A00Z&to=2026-02-01T00%3A00%3A00Z", f.seen()[0].Query)
 
 	out2 := filepath.Join(dir, "corrupt.ndjson")

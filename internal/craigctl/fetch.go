@@ -26,6 +26,9 @@ const maxLine = 64 << 20
 
 type fetchFlags struct {
 	id, from, to, out string
+	// strict fails a range fetch (exit 1, nothing written to --out) that
+	// purged archives overlapped: the file would not hold every row.
+	strict bool
 }
 
 func newFetchCmd(o *options) *cobra.Command {
@@ -54,6 +57,7 @@ func newFetchCmd(o *options) *cobra.Command {
 	c.Flags().StringVar(&f.from, "from", "", "range start (RFC 3339 or a date), inclusive, on the table's age column")
 	c.Flags().StringVar(&f.to, "to", "", "range end, exclusive")
 	c.Flags().StringVarP(&f.out, "out", "o", "", "write to FILE (written whole or not at all) instead of stdout")
+	c.Flags().BoolVar(&f.strict, "strict", false, "a range fetch fails (exit 1) when purged archives overlapped the range: rows are missing")
 	return c
 }
 
@@ -115,44 +119,95 @@ func (o *options) fetchRange(cmd *cobra.Command, table string, f fetchFlags) err
 	}
 	q := url.Values{"from": {from.Format(time.RFC3339Nano)}, "to": {to.Format(time.RFC3339Nano)}}
 	sp := o.spinner("fetching "+table, "rows")
-	rows := 0
+	var sum *rangeSummary
 	err = o.writeOut(f.out, func(w io.Writer) (int, error) {
+		var rows int
 		err := cl.stream(cmd.Context(), "/admin/archive/rows/"+url.PathEscape(table), q, func(r io.Reader) error {
 			var err error
-			rows, err = copyRows(w, r, sp)
+			rows, sum, err = copyRows(w, r, sp)
 			return err
 		})
+		if err == nil && f.strict && !sum.Complete {
+			err = fmt.Errorf("--strict: %d purged archive(s) overlapped the range; their rows are gone", len(sum.Purged))
+		}
 		return rows, err
 	})
 	sp.done()
-	if err == nil && !o.json {
-		_, _ = fmt.Fprintf(o.io.Err, "%d row(s) of %s in [%s, %s)\n", rows, table, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	if sum != nil {
+		o.reportRange(table, *sum)
 	}
 	return err
+}
+
+// rangeSummary is a range stream's last line (the service's RangeSummary).
+type rangeSummary struct {
+	ArchivedRows int  `json:"archived_rows"`
+	HotRows      int  `json:"hot_rows"`
+	Complete     bool `json:"complete"`
+	Purged       []struct {
+		ArchiveID     string    `json:"archive_id"`
+		FirstRecordAt time.Time `json:"first_record_at"`
+		LastRecordAt  time.Time `json:"last_record_at"`
+		RecordCount   int       `json:"record_count"`
+		PurgedAt      time.Time `json:"purged_at"`
+	} `json:"purged_archives"`
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	raw  json.RawMessage
+}
+
+// reportRange tells (stderr) what a range fetch holds and what it cannot.
+func (o *options) reportRange(table string, s rangeSummary) {
+	if o.json {
+		_, _ = fmt.Fprintf(o.io.Err, "%s\n", s.raw)
+		return
+	}
+	_, _ = fmt.Fprintf(o.io.Err, "%d row(s) of %s in [%s, %s): %d from archives (verified), %d still in the hot table (marked {\"hot\": ...})\n",
+		s.ArchivedRows+s.HotRows, table, s.From.UTC().Format(time.RFC3339), s.To.UTC().Format(time.RFC3339), s.ArchivedRows, s.HotRows)
+	for _, p := range s.Purged {
+		_, _ = fmt.Fprintf(o.io.Err, "MISSING: archive %s (%d record(s), %s .. %s) was purged at %s\n", p.ArchiveID, p.RecordCount,
+			p.FirstRecordAt.UTC().Format(time.RFC3339), p.LastRecordAt.UTC().Format(time.RFC3339), p.PurgedAt.UTC().Format(time.RFC3339))
+	}
 }
 
 // errStreamStopped: the service ended a stream with an error line.
 var errStreamStopped = errors.New("the service stopped the stream")
 
-// copyRows copies NDJSON rows until the end or the service's error line
-// ({"error": …} alone, which a row, having an id, never is).
-func copyRows(w io.Writer, r io.Reader, sp *progress) (int, error) {
+// errStreamCut: the stream ended without its summary line.
+var errStreamCut = errors.New("the stream ended without its summary line: it was cut short")
+
+// copyRows copies NDJSON rows until the service's summary line (the last;
+// a stream without one was cut short) or its error line ({"error": …} or
+// {"summary": …} alone, which a row, having an id, never is).
+func copyRows(w io.Writer, r io.Reader, sp *progress) (int, *rangeSummary, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	n := 0
 	for sc.Scan() {
 		line := sc.Bytes()
-		var stop map[string]json.RawMessage
-		if json.Unmarshal(line, &stop) == nil && len(stop) == 1 && stop["error"] != nil {
-			return n, fmt.Errorf("%w after %d row(s): %s", errStreamStopped, n, stop["error"])
+		var ctl map[string]json.RawMessage
+		if json.Unmarshal(line, &ctl) == nil && len(ctl) == 1 {
+			if ctl["error"] != nil {
+				return n, nil, fmt.Errorf("%w after %d row(s): %s", errStreamStopped, n, sanitize(string(ctl["error"])))
+			}
+			if raw := ctl["summary"]; raw != nil {
+				sum := &rangeSummary{raw: raw}
+				if err := json.Unmarshal(raw, sum); err != nil {
+					return n, nil, fmt.Errorf("the stream's summary: %w", err)
+				}
+				return n, sum, nil
+			}
 		}
 		if _, err := w.Write(append(line, '\n')); err != nil {
-			return n, err
+			return n, nil, err
 		}
 		n++
 		sp.add(1)
 	}
-	return n, sc.Err()
+	if err := sc.Err(); err != nil {
+		return n, nil, err
+	}
+	return n, nil, fmt.Errorf("%w after %d row(s)", errStreamCut, n)
 }
 
 // writeOut runs write on stdout, or on a temporary file renamed to path

@@ -107,7 +107,8 @@ func (a *ArchiveAPI) rows(w http.ResponseWriter, r *http.Request, p auth.Princip
 		return
 	}
 	cw := &countingWriter{w: w}
-	_, n, err := a.Reader.Range(r.Context(), cw, r.PathValue("table"), from, to, p.Subject)
+	sum, err := a.Reader.Range(r.Context(), cw, r.PathValue("table"), from, to, p.Subject)
+	n := sum.ArchivedRows + sum.HotRows
 	switch {
 	case err == nil && cw.n == 0:
 		w.Header().Set("Content-Type", "application/x-ndjson")

@@ -10,8 +10,10 @@ import (
 	"io"
 	"time"
 
+	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -21,40 +23,113 @@ const MaxRangeDays = 3650
 // ErrInvalidRange is a range read with from not before to or too long.
 var ErrInvalidRange = errors.New("archiveread: invalid range")
 
-// Range writes, as NDJSON to w, every archived row of table whose age
-// column lies in [from, to), archive by archive in record-time order, each
-// object verified against its ledger sha256 before any of its lines is
-// written; a corrupt object stops the stream with ErrCorrupt (the lines
-// already written came from verified objects). It returns the archives
-// read and the rows written, and announces the read.
-func (r *Reader) Range(ctx context.Context, w io.Writer, table string, from, to time.Time, actor string) (archives []uuid.UUID, rows int, err error) {
+// PurgedArchive is an archive whose record times overlapped a range read
+// and which was purged: its rows can no longer be returned.
+type PurgedArchive struct {
+	ArchiveID     uuid.UUID `json:"archive_id"`
+	FirstRecordAt time.Time `json:"first_record_at"`
+	LastRecordAt  time.Time `json:"last_record_at"`
+	RecordCount   int       `json:"record_count"`
+	PurgedAt      time.Time `json:"purged_at"`
+}
+
+// RangeSummary is the last line of a range stream ({"summary": …}): what
+// the stream holds and what it cannot. A stream that ends without it was
+// cut short.
+type RangeSummary struct {
+	Table        string          `json:"table"`
+	From         time.Time       `json:"from"`
+	To           time.Time       `json:"to"`
+	ArchivedRows int             `json:"archived_rows"`
+	HotRows      int             `json:"hot_rows"`
+	Archives     []uuid.UUID     `json:"archives"`
+	Purged       []PurgedArchive `json:"purged_archives"`
+	// Complete is false when a purged archive overlapped the range.
+	Complete bool `json:"complete"`
+}
+
+// Range writes, as NDJSON to w, every row of table whose age column lies in
+// [from, to): first the archived ones (each line the row exactly as
+// archived), archive by archive in record-time order, each object verified
+// against its ledger sha256 before any of its lines is written (a corrupt
+// object stops the stream with a *CorruptError); then the rows still in the
+// hot table, each marked as {"hot": row}; then one {"summary": …} line
+// (RangeSummary) naming the archives read and every purged archive that
+// overlapped the range. The ledger and the hot table are read in one
+// repeatable-read snapshot, so a row archived meanwhile is in exactly one of
+// the two. It announces the read.
+func (r *Reader) Range(ctx context.Context, w io.Writer, table string, from, to time.Time, actor string) (RangeSummary, error) {
+	sum := RangeSummary{Table: table, From: from, To: to, Archives: []uuid.UUID{}, Purged: []PurgedArchive{}}
 	spec, ok := r.tables[table]
 	if !ok {
-		return nil, 0, fmt.Errorf("%w: %q", ErrUnknownTable, table)
+		return sum, fmt.Errorf("%w: %q", ErrUnknownTable, table)
 	}
 	if !from.Before(to) || to.Sub(from) > MaxRangeDays*24*time.Hour {
-		return nil, 0, fmt.Errorf("%w: from must be before to, at most %d days apart", ErrInvalidRange, MaxRangeDays)
+		return sum, fmt.Errorf("%w: from must be before to, at most %d days apart", ErrInvalidRange, MaxRangeDays)
 	}
-	cands, err := queries.New(r.pool).ArchivesInRange(ctx, queries.ArchivesInRangeParams{
-		TableName: table, ToAt: pgtype.Timestamptz{Time: to, Valid: true}, FromAt: pgtype.Timestamptz{Time: from, Valid: true},
+	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		q := queries.New(tx)
+		fromAt, toAt := pgtype.Timestamptz{Time: from, Valid: true}, pgtype.Timestamptz{Time: to, Valid: true}
+		cands, err := q.ArchivesInRange(ctx, queries.ArchivesInRangeParams{TableName: table, ToAt: toAt, FromAt: fromAt})
+		if err != nil {
+			return fmt.Errorf("ledger range of %s: %w", table, err)
+		}
+		purged, err := q.PurgedArchivesInRange(ctx, queries.PurgedArchivesInRangeParams{TableName: table, ToAt: toAt, FromAt: fromAt})
+		if err != nil {
+			return fmt.Errorf("purged archives of %s: %w", table, err)
+		}
+		for _, p := range purged {
+			sum.Purged = append(sum.Purged, PurgedArchive{ArchiveID: p.ArchiveID.Bytes, FirstRecordAt: p.FirstRecordAt.Time.UTC(),
+				LastRecordAt: p.LastRecordAt.Time.UTC(), RecordCount: int(p.RecordCount), PurgedAt: p.PurgedAt.Time.UTC()})
+		}
+		for _, c := range cands {
+			aid := uuid.UUID(c.ArchiveID.Bytes)
+			data, err := r.readData(ctx, aid, c.DataKey, c.DataSha256)
+			if err != nil {
+				return err
+			}
+			sum.Archives = append(sum.Archives, aid)
+			n, err := writeInRange(w, data, spec.AgeColumn, from, to)
+			sum.ArchivedRows += n
+			if err != nil {
+				return err
+			}
+		}
+		sum.HotRows, err = writeHot(ctx, tx, w, spec, from, to)
+		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("ledger range of %s: %w", table, err)
+		return sum, err
 	}
-	for _, c := range cands {
-		aid := uuid.UUID(c.ArchiveID.Bytes)
-		data, err := r.readData(ctx, aid, c.DataKey, c.DataSha256)
-		if err != nil {
-			return archives, rows, err
-		}
-		archives = append(archives, aid)
-		n, err := writeInRange(w, data, spec.AgeColumn, from, to)
-		rows += n
-		if err != nil {
-			return archives, rows, err
-		}
+	sum.Complete = len(sum.Purged) == 0
+	if err := json.NewEncoder(w).Encode(map[string]RangeSummary{"summary": sum}); err != nil {
+		return sum, err
 	}
-	return archives, rows, r.announceRange(ctx, table, from, to, actor, archives)
+	return sum, r.announceRange(ctx, table, from, to, actor, sum.Archives)
+}
+
+// writeHot writes the hot table's rows whose age column is in [from, to),
+// oldest first, each as {"hot": row}. The table and its age column are the
+// service's own spec, quoted: never input.
+func writeHot(ctx context.Context, tx pgx.Tx, w io.Writer, spec archive.TableSpec, from, to time.Time) (int, error) {
+	tbl, age := pgx.Identifier{spec.Table}.Sanitize(), pgx.Identifier{spec.AgeColumn}.Sanitize()
+	rows, err := tx.Query(ctx, "SELECT to_jsonb(t)::text FROM "+tbl+" AS t WHERE t."+age+" >= $1 AND t."+age+" < $2 ORDER BY t."+age+", t.id", from, to)
+	if err != nil {
+		return 0, fmt.Errorf("hot rows of %s: %w", spec.Table, err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var doc string
+		if err := rows.Scan(&doc); err != nil {
+			return n, err
+		}
+		if _, err := fmt.Fprintf(w, "{\"hot\": %s}\n", doc); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, rows.Err()
 }
 
 // writeInRange writes the lines of data whose age column is in [from, to).

@@ -203,3 +203,12 @@ WHERE l.archive_id = ANY (sqlc.arg(ids)::uuid[])
   AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
   AND l.purged_at IS NULL
 ORDER BY l.retention_until, l.archived_at, l.archive_id;
+
+-- PurgedArchivesInRange lists the purged archives of a table whose record
+-- times overlapped [from, to): what a range read can no longer return.
+-- name: PurgedArchivesInRange :many
+SELECT archive_id, first_record_at, last_record_at, record_count, purged_at
+FROM archive_ledger
+WHERE table_name = sqlc.arg(table_name) AND purged_at IS NOT NULL
+  AND first_record_at < sqlc.arg(to_at) AND last_record_at >= sqlc.arg(from_at)
+ORDER BY first_record_at, archive_id;

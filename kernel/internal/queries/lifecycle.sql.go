@@ -652,6 +652,56 @@ func (q *Queries) PurgeableAmong(ctx context.Context, ids []pgtype.UUID) ([]pgty
 	return items, nil
 }
 
+const purgedArchivesInRange = `-- name: PurgedArchivesInRange :many
+SELECT archive_id, first_record_at, last_record_at, record_count, purged_at
+FROM archive_ledger
+WHERE table_name = $1 AND purged_at IS NOT NULL
+  AND first_record_at < $2 AND last_record_at >= $3
+ORDER BY first_record_at, archive_id
+`
+
+type PurgedArchivesInRangeParams struct {
+	TableName string
+	ToAt      pgtype.Timestamptz
+	FromAt    pgtype.Timestamptz
+}
+
+type PurgedArchivesInRangeRow struct {
+	ArchiveID     pgtype.UUID
+	FirstRecordAt pgtype.Timestamptz
+	LastRecordAt  pgtype.Timestamptz
+	RecordCount   int32
+	PurgedAt      pgtype.Timestamptz
+}
+
+// PurgedArchivesInRange lists the purged archives of a table whose record
+// times overlapped [from, to): what a range read can no longer return.
+func (q *Queries) PurgedArchivesInRange(ctx context.Context, arg PurgedArchivesInRangeParams) ([]PurgedArchivesInRangeRow, error) {
+	rows, err := q.db.Query(ctx, purgedArchivesInRange, arg.TableName, arg.ToAt, arg.FromAt)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PurgedArchivesInRangeRow
+	for rows.Next() {
+		var i PurgedArchivesInRangeRow
+		if err := rows.Scan(
+			&i.ArchiveID,
+			&i.FirstRecordAt,
+			&i.LastRecordAt,
+			&i.RecordCount,
+			&i.PurgedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const refreshLegalHolds = `-- name: RefreshLegalHolds :many
 UPDATE archive_ledger AS l
 SET legal_hold = archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
