@@ -97,7 +97,7 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 	}
 	e, err := archive.New(pool, st, r.spec.Archive.Tables(), r.scheduled(r.spec.Archive.Bookkeep), archive.Config{
 		Service: r.spec.Name, HotWindowDays: as.HotWindowDays, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes, DBTimeout: as.DBTimeout,
-		ObjectLock: locked,
+		LedgerHolds: true, ObjectLock: locked,
 	}, r.logger, m)
 	if err != nil {
 		_ = st.Close()

@@ -36,10 +36,13 @@ type Config struct {
 	// DBTimeout bounds each database step of a pass (the lease, a batch's
 	// select, its delete transaction); 0 means DefaultDBTimeout.
 	DBTimeout time.Duration
-	// ObjectLock: the bucket has S3 Object Lock, so an archive booked under
-	// an active hold gets its objects' legal holds before its rows' delete
-	// commits.
-	ObjectLock bool
+	// LedgerHolds: the bookkeeping writes the kernel's archive_ledger (every
+	// service's does; a test's bookkeeper may not), so an archive booked
+	// under an active hold is announced as held, and with ObjectLock (the
+	// bucket has S3 Object Lock) gets its objects' legal holds, before its
+	// rows' delete commits.
+	LedgerHolds bool
+	ObjectLock  bool
 }
 
 // Bounds of Config, shared with the settings validation.

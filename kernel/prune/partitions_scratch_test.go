@@ -108,7 +108,12 @@ func TestRetirePartitions(t *testing.T) {
 	insertAt(t, b.db, kindAgedPending, 1, 38, false) // evidence: its partition stays
 	insertAt(t, b.db, kindFreshPublished, 10, 5, true)
 	insertAt(t, b.db, kindFreshPending, 3, 5, false)
-	b.db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, published_at) VALUES ($1, '{}', now() - interval '30 days 1 hour', now())`, kindAgedPublished)
+	// An aged row in the boundary partition: halfway between the start of
+	// the cutoff's UTC day and the cutoff (30 days 1 hour ago lies a day
+	// earlier in the first hour after UTC midnight).
+	b.db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+		SELECT $1, '{}', c.day + (c.cutoff - c.day) / 2, now()
+		FROM (SELECT now() - interval '30 days' AS cutoff, date_trunc('day', now() - interval '30 days') AS day) AS c`, kindAgedPublished)
 	// The boundary partition (30 days ago) holds an aged row and a young one.
 	b.db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, published_at) VALUES ('boundary_young', '{}', now() - interval '29 days 23 hours', now())`)
 
