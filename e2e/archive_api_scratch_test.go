@@ -79,7 +79,7 @@ func TestArchiveAPIOverServe(t *testing.T) {
 	db := kerneltest.ServiceDB(t, rules.Name)
 	db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
 		SELECT now() - make_interval(days => 100, mins => g), 'r', '{}', '{}' FROM generate_series(1, 7) g`)
-	bucketURL := kerneltest.S3URL(t)
+	bucketURL := kerneltest.S3Bucket(t)
 	st, err := store.Open(ctx, bucketURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
@@ -211,7 +211,7 @@ func TestArchiveAPIRefusesBadInput(t *testing.T) {
 	t.Cleanup(func() { w.deleteBrokerObjects(t) })
 	s := serve(t, runnerOf(rules.Spec()), []string{"CRAIG_RULES__DATABASE_URL=" + db.URL, "CRAIG_RULES__AMQP_URL=" + w.amqpURL,
 		"CRAIG_RULES__AMQP_EXCHANGE=" + w.exchange, "CRAIG_RULES__HTTP_ADDR=" + freeLoopback(), "CRAIG_RULES__AUTH__JWT_HS256_SECRET=" + apiSecret,
-		"CRAIG_RULES__ARCHIVE__ENABLED=true", "CRAIG_RULES__ARCHIVE__STORE__URL=" + kerneltest.S3URL(t), "CRAIG_RULES__ARCHIVE__INTERVAL_SECONDS=0"})
+		"CRAIG_RULES__ARCHIVE__ENABLED=true", "CRAIG_RULES__ARCHIVE__STORE__URL=" + kerneltest.S3Bucket(t), "CRAIG_RULES__ARCHIVE__INTERVAL_SECONDS=0"})
 	waitHealthy(t, s)
 	u := "http://" + s.addr + "/admin/archive/"
 	tok := mint(t, "ops:alice", "archive:read archive:run archive:purge archive:hold")
@@ -279,7 +279,7 @@ func TestArchiveFetchByID(t *testing.T) {
 		SELECT now() - make_interval(days => 100, mins => g), 'r', jsonb_build_object('n', g, 'amount', 1.10), '{}' FROM generate_series(1, 5) g`)
 	db.Exec(t, `INSERT INTO rule_evaluations (rule_id, input, output) VALUES ('hot', '{}', '{}')`)
 	docs := archivetest.Docs(ctx, t, db.Pool, "rule_evaluations", "true")
-	bucketURL := kerneltest.S3URL(t)
+	bucketURL := kerneltest.S3Bucket(t)
 	st, err := store.Open(ctx, bucketURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
@@ -426,7 +426,7 @@ func TestHoldPlacedBeforeArchiving(t *testing.T) {
 	db := kerneltest.ServiceDB(t, rules.Name)
 	db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
 		SELECT now() - make_interval(days => 100, mins => g), 'r', '{}', '{}' FROM generate_series(1, 5) g`)
-	bucketURL := kerneltest.S3URL(t)
+	bucketURL := kerneltest.S3Bucket(t)
 	st, err := store.Open(ctx, bucketURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })

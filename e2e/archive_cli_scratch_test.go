@@ -92,7 +92,7 @@ func (c archivingCase) cmd(t *testing.T, env []string, args ...string) (int, str
 // names the knob and its environment variable; nothing is archived.
 func TestArchiveConsentCLI(t *testing.T) {
 	t.Parallel()
-	bucketURL := kerneltest.S3URL(t)
+	bucketURL := kerneltest.S3Bucket(t)
 	u, err := url.Parse(bucketURL)
 	require.NoError(t, err)
 	q := u.Query()
@@ -176,7 +176,7 @@ func TestArchiveRunCLIRealStore(t *testing.T) {
 
 func testArchiveRunCLI(t *testing.T, c archivingCase) {
 	ctx := context.Background()
-	bucketURL := kerneltest.S3URL(t)
+	bucketURL := kerneltest.S3Bucket(t)
 	db := kerneltest.ServiceDB(t, c.service)
 	c.rows(t, db, 100, 12)
 	c.rows(t, db, 3, 3)
@@ -294,7 +294,7 @@ func TestRetentionSchedule(t *testing.T) {
 			require.Contains(t, stderr, key)
 
 			c.rows(t, db, 100, 3)
-			bucketURL := kerneltest.S3URL(t)
+			bucketURL := kerneltest.S3Bucket(t)
 			on := append(env, c.env("archive.enabled")+"=true", c.env("archive.store.url")+"="+bucketURL, key+"=2555")
 			code, stdout, stderr := c.cmd(t, on, "archive", "run", "--json")
 			require.Equal(t, app.ExitOK, code, stderr)
@@ -317,7 +317,7 @@ func TestArchiveWatchdogGate(t *testing.T) {
 			db := kerneltest.ServiceDB(t, c.service)
 			c.rows(t, db, 100, 4) // 100 d > 90 + 7
 			c.rows(t, db, 95, 2)  // inside the grace: archived, never a violation
-			env := []string{c.env("database_url") + "=" + db.URL, c.env("archive.enabled") + "=true", c.env("archive.store.url") + "=" + kerneltest.S3URL(t)}
+			env := []string{c.env("database_url") + "=" + db.URL, c.env("archive.enabled") + "=true", c.env("archive.store.url") + "=" + kerneltest.S3Bucket(t)}
 			code, stdout, stderr := c.cmd(t, env, "invariants", "--gate", "--json")
 			require.Equal(t, app.ExitFail, code, stderr)
 			watch := c.tables[0] + "_hot_window_overrun"
@@ -336,7 +336,7 @@ func TestArchiveWatchdogGate(t *testing.T) {
 
 			code, stdout, stderr = c.cmd(t, env, "archive", "run", "--json")
 			require.Equal(t, app.ExitOK, code, stderr)
-			deleteReported(t, kerneltest.S3URL(t), []byte(stdout))
+			deleteReported(t, kerneltest.S3Bucket(t), []byte(stdout))
 			require.Len(t, archivetest.Ledger(context.Background(), t, db.Pool), 1)
 			require.Zero(t, db.Count(t, "SELECT count(*) FROM "+c.tables[0]))
 

@@ -59,7 +59,7 @@ func TestCraigctlAgainstRules(t *testing.T) {
 	db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
 		SELECT now() - make_interval(days => 100, mins => g), 'r', jsonb_build_object('case', g), '{}' FROM generate_series(1, 7) g`)
 	docs := archivetest.Docs(ctx, t, db.Pool, "rule_evaluations", "true")
-	bucketURL := kerneltest.S3URL(t)
+	bucketURL := kerneltest.S3Bucket(t)
 	st, err := store.Open(ctx, bucketURL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })

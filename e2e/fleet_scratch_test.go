@@ -49,7 +49,7 @@ type fleetWorld struct {
 
 func newFleetWorld(t *testing.T) *fleetWorld {
 	t.Helper()
-	w := &fleetWorld{amqpURL: kerneltest.AMQPURL(t), bucketURL: kerneltest.S3URL(t), keyDir: t.TempDir()}
+	w := &fleetWorld{amqpURL: kerneltest.AMQPURL(t), bucketURL: kerneltest.S3Bucket(t), keyDir: t.TempDir()}
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
 	w.exchange = "craig.test.fleet." + hex.EncodeToString(suffix)

@@ -48,7 +48,7 @@ func TestArchivedTablesAreInsertOnly(t *testing.T) {
 func TestProbeAndBootRefuseATableWithoutTheTrigger(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	bucketURL := kerneltest.S3URL(t)
+	bucketURL := kerneltest.S3Bucket(t)
 	for name, sabotage := range map[string]string{
 		"Dropped":  `DROP TRIGGER rule_evaluations_insert_only ON rule_evaluations`,
 		"Disabled": `ALTER TABLE rule_evaluations DISABLE TRIGGER rule_evaluations_insert_only`,
