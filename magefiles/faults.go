@@ -49,9 +49,28 @@ func (Test) Faults(ctx context.Context) error {
 	cmd.Env = append(os.Environ(), "CRAIG_FAULTS_REPORT="+report.Name())
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	suiteErr := cmd.Run()
+	modelErr := runModel(ctx)
 	execs, fuzzErr := runFuzzers(ctx)
 	printFaultsReport(report.Name(), execs)
-	return errors.Join(suiteErr, fuzzErr)
+	return errors.Join(suiteErr, modelErr, fuzzErr)
+}
+
+// faultsModelChecks is how many random sequences the lifecycle model runs
+// here (the ordinary test run takes 25): CRAIG_FAULTS_MODEL_CHECKS
+// overrides it.
+const faultsModelChecks = "200"
+
+// runModel runs the lifecycle model test longer than the ordinary run,
+// with a random seed unless RAPID_SEED names one (it prints the seed of a
+// failure, to replay it).
+func runModel(ctx context.Context) error {
+	checks := envOr("CRAIG_FAULTS_MODEL_CHECKS", faultsModelChecks)
+	fmt.Printf("==> go test -tags scratch -run '^TestLifecycleModel$' ./lifecycle/ (kernel), %s sequences\n", checks)
+	cmd := exec.CommandContext(ctx, mg.GoCmd(), "-C", "kernel", "test", "-tags", "scratch", "-count=1", "-timeout", "30m", "-v",
+		"-run", "^TestLifecycleModel$", "./lifecycle/", "-rapid.checks="+checks, "-rapid.seed="+envOr("RAPID_SEED", "0"))
+	cmd.Env = append(os.Environ(), "CRAIG_MODEL_RANDOM=1")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	return cmd.Run()
 }
 
 var fuzzExecs = regexp.MustCompile(`execs: (\d+)`)
