@@ -71,3 +71,9 @@ WHERE archive_id = ANY (sqlc.arg(archive_ids)::uuid[]) AND source_service = sqlc
 SELECT count(*)::bigint FROM archive_records
 WHERE archive_id = ANY (sqlc.arg(archive_ids)::uuid[]) AND source_service = sqlc.arg(source_service)
   AND lifecycle_at >= sqlc.arg(at);
+
+-- ReleaseInboxClaim gives back an event id an event could not prove it
+-- owns (its signature was refused): the refusal is recorded, but the id
+-- stays free for the genuine event, which a forgery must not shadow.
+-- name: ReleaseInboxClaim :exec
+DELETE FROM event_inbox WHERE event_id = sqlc.arg(event_id);

@@ -3,7 +3,9 @@ package security
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +31,11 @@ const (
 	// InboundActor is the audit_log actor of what the inbound path
 	// records: the event's claimed source is data, not an identity.
 	InboundActor = "system:events"
+	// MaxAuditPayload bounds the payload an inbound event's audit_log row
+	// stores (1 MiB: every event the services send is a few KiB; a 20 MB
+	// body would otherwise be copied into the audit trail): a larger one is
+	// recorded by its size and sha256.
+	MaxAuditPayload = 1 << 20
 	// deadLetterReason is recorded when a dead-lettered event carries no
 	// error (it cannot, unless a producer published to the queue itself).
 	deadLetterReason = "delivery failed the maximum number of times"
@@ -86,6 +93,12 @@ func (h *inbound) Handle(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery) er
 		"event_type": d.Message.EventType, "routing_key": d.RoutingKey,
 		"created_at": d.Message.CreatedAt, "payload": d.Message.Payload,
 	}
+	if n := len(d.Message.Payload); n > MaxAuditPayload {
+		// Recorded, not stored whole: its size and hash identify it.
+		sum := sha256.Sum256(d.Message.Payload)
+		detail["payload"], detail["payload_bytes"], detail["payload_sha256"] = nil, n, hex.EncodeToString(sum[:])
+		detail["payload_omitted"] = fmt.Sprintf("larger than %d bytes", MaxAuditPayload)
+	}
 	if isArchiveEvent(d.Message.EventType) {
 		o, err := h.book(ctx, tx, d)
 		if err != nil {
@@ -130,6 +143,12 @@ func (h *inbound) book(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery) (out
 		keyID, err := h.trust.Verify(d.Body, d.Headers, claimedSource(ev.EventType))
 		o.KeyID = keyID
 		if err != nil {
+			// The event could not prove its source: it must not use up its
+			// id (the genuine event with that id would be dropped as a
+			// duplicate). The refusal is recorded; the claim is given back.
+			if err := queries.New(tx).ReleaseInboxClaim(ctx, ev.ID); err != nil {
+				return o, fmt.Errorf("release the inbox claim of %s: %w", ev.ID, err)
+			}
 			return h.refuse(ctx, o, ev.ID.String(), ev.EventType, &fleet.Refusal{Reason: fleet.ReasonSignature, Rule: err.Error()}), nil
 		}
 	}

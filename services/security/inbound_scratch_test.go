@@ -22,6 +22,7 @@ import (
 
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/eventsig"
+	"github.com/craig/retention/kernel/inbox"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/outbox"
@@ -353,4 +354,36 @@ func TestDeadLetterUnstorableBodies(t *testing.T) {
 		require.Equal(t, string(c.payload), string(raw), "%s: the payload's exact bytes are kept", c.name)
 	}
 	require.Equal(t, float64(len(cases)), testutil.ToFloat64(e.m.DeadLettered))
+}
+
+// TestForgeryDoesNotUseUpTheEventID (issue 22 finding 24): an unsigned
+// forgery of an archive event, refused, does not claim its event id in the
+// inbox: the genuine signed event with that id, arriving later, is booked
+// (not dropped as a duplicate). And (finding 23) an oversized payload is
+// recorded by its size and hash, not copied into audit_log.
+func TestForgeryDoesNotUseUpTheEventID(t *testing.T) {
+	t.Parallel()
+	e := newFleetEnv(t, true)
+	genuine := delivery(t, "rules.evaluations_archived", rulesPayload(), e.rules)
+	forged := delivery(t, "rules.evaluations_archived", rulesPayload(), nil)
+	forged.Message.ID = genuine.Message.ID
+	receive := func(d rabbitmq.Delivery) bool {
+		dup, err := inbox.Receive(context.Background(), e.db.Pool, inbox.Event{ID: d.Message.ID, EventType: d.Message.EventType},
+			func(ctx context.Context, tx pgx.Tx) error { return e.in.Handle(ctx, tx, d) })
+		require.NoError(t, err)
+		return dup
+	}
+	require.False(t, receive(forged))
+	require.Equal(t, "signature", e.auditFleet(t, forged.Message.ID)["refused"])
+	require.False(t, receive(genuine), "the genuine event is not a duplicate of the forgery")
+	require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM archive_records WHERE archive_id = $1`, testArchiveID))
+	require.True(t, receive(genuine), "a redelivery of the genuine event is")
+
+	big := delivery(t, "exchange.sent", map[string]any{"blob": strings.Repeat("x", security.MaxAuditPayload)}, nil)
+	e.handle(t, big)
+	var detail map[string]any
+	require.NoError(t, e.db.Pool.QueryRow(context.Background(), `SELECT detail FROM audit_log WHERE subject_id = $1`, big.Message.ID.String()).Scan(&detail))
+	require.Nil(t, detail["payload"])
+	require.Greater(t, detail["payload_bytes"], float64(security.MaxAuditPayload))
+	require.Len(t, detail["payload_sha256"], 64)
 }

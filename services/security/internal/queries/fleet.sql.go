@@ -262,6 +262,18 @@ func (q *Queries) InsertDeadLetterAudit(ctx context.Context, arg InsertDeadLette
 	return err
 }
 
+const releaseInboxClaim = `-- name: ReleaseInboxClaim :exec
+DELETE FROM event_inbox WHERE event_id = $1
+`
+
+// ReleaseInboxClaim gives back an event id an event could not prove it
+// owns (its signature was refused): the refusal is recorded, but the id
+// stays free for the genuine event, which a forgery must not shadow.
+func (q *Queries) ReleaseInboxClaim(ctx context.Context, eventID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, releaseInboxClaim, eventID)
+	return err
+}
+
 const staleFleetRows = `-- name: StaleFleetRows :one
 SELECT count(*)::bigint FROM archive_records
 WHERE archive_id = ANY ($1::uuid[]) AND source_service = $2
