@@ -169,7 +169,7 @@ func TestSweepDryRunTextHeader(t *testing.T) {
 	require.Equal(t, app.ExitOK, code, errOut)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	require.Equal(t, "dry run: nothing deleted; leases free now: true", strings.TrimSpace(lines[0]))
-	require.Equal(t, []string{"TABLE", "GROUP", "ELIGIBLE", "OLDEST", "ELIGIBLE", "BATCHES", "WOULD", "CAP", "SKIPPED"}, strings.Fields(lines[1]))
+	require.Equal(t, []string{"TABLE", "GROUP", "ELIGIBLE", "OLDEST", "ELIGIBLE", "BATCHES", "WOULD", "CAP", "SKIPPED", "NOTES"}, strings.Fields(lines[1]))
 	require.Len(t, lines, 2+3)
-	require.Equal(t, []string{"event_outbox", "transport", "4", "40d00h", "1", "false", "-"}, strings.Fields(lines[2]))
+	require.Equal(t, []string{"event_outbox", "transport", "4", "40d00h", "1", "false", "-", "-"}, strings.Fields(lines[2]))
 }

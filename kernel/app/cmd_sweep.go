@@ -7,7 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/craig/retention/kernel/sweep"
@@ -64,23 +67,55 @@ func writeTable(w io.Writer, rep sweep.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if rep.DryRun {
 		fmt.Fprintf(tw, "dry run: nothing deleted; leases free now: %v\n", rep.LockAcquired)
-		fmt.Fprintln(tw, "TABLE\tGROUP\tELIGIBLE\tOLDEST ELIGIBLE\tBATCHES\tWOULD CAP\tSKIPPED")
+		fmt.Fprintln(tw, "TABLE\tGROUP\tELIGIBLE\tOLDEST ELIGIBLE\tBATCHES\tWOULD CAP\tSKIPPED\tNOTES")
 		for _, t := range rep.Tables {
 			eligible, oldest := "-", "-"
 			if t.DryRunTable != nil {
 				eligible = fmt.Sprint(t.Eligible)
 				oldest = age(t.OldestEligibleAgeSeconds)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%v\t%s\n", t.Table, t.Group, eligible, oldest, t.Batches, t.Capped, dash(t.Skipped))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%v\t%s\t%s\n", t.Table, t.Group, eligible, oldest, t.Batches, t.Capped, dash(t.Skipped), notes(t))
 		}
 		return tw.Flush()
 	}
 	fmt.Fprintf(tw, "lock acquired: %v\n", rep.LockAcquired)
-	fmt.Fprintln(tw, "TABLE\tGROUP\tDELETED\tBATCHES\tCAPPED\tMS\tSKIPPED\tERROR")
+	fmt.Fprintln(tw, "TABLE\tGROUP\tDELETED\tBATCHES\tCAPPED\tMS\tSKIPPED\tERROR\tNOTES")
 	for _, t := range rep.Tables {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\t%.1f\t%s\t%s\n", t.Table, t.Group, t.Deleted, t.Batches, t.Capped, t.DurationMS, dash(t.Skipped), dash(t.Error))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\t%.1f\t%s\t%s\t%s\n", t.Table, t.Group, t.Deleted, t.Batches, t.Capped, t.DurationMS, dash(t.Skipped), dash(t.Error), notes(t))
 	}
 	return tw.Flush()
+}
+
+// notes is what the JSON report says beyond the columns, in words: the
+// partitions dropped, kept, busy or not considered (and the dry run's
+// would-be ones), the pause per reason and a pause budget that ran out.
+func notes(t sweep.TableReport) string {
+	var n []string
+	list := func(what string, names []string) {
+		if len(names) > 0 {
+			n = append(n, fmt.Sprintf("%s %d partition(s): %s", what, len(names), strings.Join(names, ",")))
+		}
+	}
+	list("dropped", t.PartitionsDropped)
+	list("kept (rows that must stay)", t.PartitionsKept)
+	list("busy (next cycle)", t.PartitionBusy)
+	if t.DryRunTable != nil {
+		list("would drop", t.PartitionsToDrop)
+		list("would keep", t.PartitionsToKeep)
+	}
+	if t.PartitionsNotRetired != "" {
+		n = append(n, "partitions not retired: "+t.PartitionsNotRetired)
+	}
+	for _, reason := range slices.Sorted(maps.Keys(t.PausedSeconds)) {
+		n = append(n, fmt.Sprintf("paused %.1fs (%s)", t.PausedSeconds[reason], reason))
+	}
+	if t.PauseExhausted != "" {
+		n = append(n, "pause budget exhausted ("+t.PauseExhausted+"): the rest waits for the next cycle")
+	}
+	if len(n) == 0 {
+		return "-"
+	}
+	return strings.Join(n, "; ")
 }
 
 // age renders an age in seconds as days and hours, or "-" for none; a

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/kernel/sweep"
 )
 
 // TestStreamBoundedBySilence (issue 22 finding 15): a range stream longer
@@ -39,4 +42,24 @@ func TestStreamBoundedBySilence(t *testing.T) {
 		lines++
 	}
 	require.Equal(t, 6, lines, "every line of the stream arrived (%v)", sc.Err())
+}
+
+// TestSweepTextReportNotes (issue 22 finding 26): the text report of
+// sweep --once says what the JSON says beyond its columns: partitions
+// dropped, kept and not retired, pauses, and a pause budget that ran out.
+func TestSweepTextReportNotes(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	require.NoError(t, writeTable(&b, sweep.Report{LockAcquired: true, Tables: []sweep.TableReport{
+		{Table: "event_outbox", Group: "transport", Deleted: 10, PartitionsDropped: []string{"p1", "p2"}, PartitionsKept: []string{"p3"},
+			PausedSeconds: map[string]float64{"replica_lag": 60}, PauseExhausted: "replica_lag"},
+		{Table: "exchange_send_jobs", Group: "exchange_send_jobs", PartitionsNotRetired: "partition_key_mismatch"},
+		{Table: "event_inbox", Group: "transport"},
+	}}))
+	out := b.String()
+	require.Contains(t, out, "dropped 2 partition(s): p1,p2")
+	require.Contains(t, out, "kept (rows that must stay) 1 partition(s): p3")
+	require.Contains(t, out, "paused 60.0s (replica_lag)")
+	require.Contains(t, out, "pause budget exhausted (replica_lag)")
+	require.Contains(t, out, "partitions not retired: partition_key_mismatch")
 }
