@@ -122,6 +122,10 @@ type Cursor struct {
 	at  time.Time
 	id  [16]byte
 	set bool
+	// full is true when the current batch advanced the cursor: it covered
+	// a whole batch of keys, so a delete shorter than its limit (rows a
+	// concurrent replay made ineligible) does not mean none is left.
+	full bool
 }
 
 // Key returns the cursor's key, and false when no batch has covered one yet
@@ -137,7 +141,7 @@ func (c *Cursor) Key() (at time.Time, id [16]byte, ok bool) {
 // (a batch delete called outside PruneTable) ignores it.
 func (c *Cursor) Advance(at time.Time, id [16]byte) {
 	if c != nil {
-		c.at, c.id, c.set = at, id, true
+		c.at, c.id, c.set, c.full = at, id, true, true
 	}
 }
 
@@ -475,6 +479,7 @@ func (l *pruneLoop) next(ctx context.Context) (done bool, err error) {
 	if ok, err := l.pace.beforeBatch(ctx); err != nil || !ok {
 		return true, wrapPace(p, err)
 	}
+	l.cursor.full = false
 	saved := *l.cursor
 	n, err := l.run(ctx, l.db, BatchParams{WindowDays: l.window, Limit: limit, Cursor: l.cursor})
 	if _, werr := l.watch.observe(ctx, n > 0 || err != nil); werr != nil && err == nil && ctx.Err() == nil {
@@ -491,8 +496,11 @@ func (l *pruneLoop) next(ctx context.Context) (done bool, err error) {
 	}
 	l.rep.Deleted += n
 	failpoint.Inject(failpoint.SweepAfterBatch)
-	if n < limit64 {
-		return true, nil // a short batch: nothing eligible is left
+	if n < limit64 && !l.cursor.full {
+		// A short batch: nothing eligible is left. (One that covered a
+		// whole batch of keys but deleted fewer, because a concurrent
+		// replay made some ineligible, goes on: more may remain.)
+		return true, nil
 	}
 	ok, err := l.pace.afterBatch(ctx)
 	return err != nil || !ok, wrapPace(p, err)

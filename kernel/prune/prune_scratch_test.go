@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/kerneltest"
@@ -447,4 +448,50 @@ func TestPruneRunsOnEveryDBKind(t *testing.T) {
 	require.NoError(t, tx.Commit(ctx))
 
 	require.Zero(t, countOutbox(t, db, kindAgedPublished), "one row deleted on each kind of DB")
+}
+
+// execHook is a prune.DB that runs before once, just before the first Exec
+// it is asked for (a keyset batch's DELETE, after its bound query).
+type execHook struct {
+	prune.DB
+	before func()
+}
+
+func (h *execHook) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if h.before != nil {
+		h.before()
+		h.before = nil
+	}
+	return h.DB.Exec(ctx, sql, args...)
+}
+
+// TestShortenedBatchDoesNotEndTheCycle (issue 22 finding 27): a replay that
+// re-nulls published_at on rows of a batch between its bound and its delete
+// makes that batch delete fewer rows than its limit; the cycle goes on (a
+// batch that covered a whole batch of keys is not the last), so every
+// eligible row is deleted in the one cycle and the replayed rows are kept.
+func TestShortenedBatchDoesNotEndTheCycle(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	insertOutbox(t, b.db, kindAgedPublished, 50, 40, true)
+	p := b.outbox
+	p.BatchSize, p.YieldToWriters = 10, false
+	inner := p.DeleteBatch
+	calls := 0
+	p.DeleteBatch = func(ctx context.Context, db prune.DB, bp prune.BatchParams) (int64, error) {
+		calls++
+		h := &execHook{DB: db}
+		if calls == 1 {
+			h.before = func() { // another session, committed before the DELETE runs
+				b.db.Exec(t, `UPDATE event_outbox SET published_at = NULL, event_type = 'replayed'
+					WHERE id IN (SELECT id FROM event_outbox ORDER BY created_at, id LIMIT 3)`)
+			}
+		}
+		return inner(ctx, h, bp)
+	}
+	rep, err := prune.PruneTable(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	require.Equal(t, int64(47), rep.Deleted, "every eligible row in one cycle")
+	require.Equal(t, int64(3), countOutbox(t, b.db, "replayed"), "the replayed rows are kept")
+	require.Zero(t, countOutbox(t, b.db, kindAgedPublished))
 }
