@@ -76,27 +76,23 @@ func (s *Store) DestroyAllVersions(ctx context.Context, key string) (bool, error
 	if s.s3 == nil {
 		return s.DeleteIfExists(ctx, key)
 	}
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	out, err := s.s3.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(s.identity.Bucket), Prefix: aws.String(key)})
+	versions, markers, err := s.allVersions(ctx, key)
 	if err != nil {
-		return false, fmt.Errorf("store: list versions of %s: %w", key, timedOut(ctx, err))
+		return false, err
 	}
 	var ids []*string
-	existed := false
-	for _, v := range out.Versions {
-		if aws.ToString(v.Key) == key {
-			ids = append(ids, v.VersionId)
-			existed = true
-		}
+	existed := len(versions) > 0
+	for _, v := range versions {
+		ids = append(ids, v.VersionId)
 	}
-	for _, m := range out.DeleteMarkers {
-		if aws.ToString(m.Key) == key {
-			ids = append(ids, m.VersionId)
-		}
+	for _, m := range markers {
+		ids = append(ids, m.VersionId)
 	}
 	for _, id := range ids {
-		_, err := s.s3.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(s.identity.Bucket), Key: aws.String(key), VersionId: id})
+		dctx, cancel := s.bound(ctx) // each delete its own bound: an object may have thousands of versions
+		_, err := s.s3.DeleteObject(dctx, &s3.DeleteObjectInput{Bucket: aws.String(s.identity.Bucket), Key: aws.String(key), VersionId: id})
+		err = timedOut(dctx, err)
+		cancel()
 		var ae smithy.APIError
 		if errors.As(err, &ae) && ae.ErrorCode() == "AccessDenied" {
 			return false, fmt.Errorf("store: destroy %s: %w: %w", key, ErrLocked, err)
@@ -105,8 +101,14 @@ func (s *Store) DestroyAllVersions(ctx context.Context, key string) (bool, error
 			continue // a concurrent delete took this version first
 		}
 		if err != nil {
-			return false, fmt.Errorf("store: destroy %s version %s: %w", key, aws.ToString(id), timedOut(ctx, err))
+			return false, fmt.Errorf("store: destroy %s version %s: %w", key, aws.ToString(id), err)
 		}
+	}
+	// Re-checked: what reports an object destroyed has seen none of it left.
+	if left, markers, err := s.allVersions(ctx, key); err != nil {
+		return false, err
+	} else if len(left)+len(markers) > 0 {
+		return false, fmt.Errorf("store: destroy %s: %d version(s) and %d marker(s) still there after the deletes", key, len(left), len(markers))
 	}
 	return existed, nil
 }

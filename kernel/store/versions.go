@@ -100,17 +100,9 @@ func (s *Store) Restore(ctx context.Context, key, versionID string) error {
 
 // versionsOf lists key's versions (not its delete markers), newest first.
 func (s *Store) versionsOf(ctx context.Context, key string) ([]string, error) {
-	ctx, cancel := s.bound(ctx)
-	defer cancel()
-	out, err := s.s3.ListObjectVersions(ctx, &s3.ListObjectVersionsInput{Bucket: aws.String(s.identity.Bucket), Prefix: aws.String(key)})
+	vs, _, err := s.allVersions(ctx, key)
 	if err != nil {
-		return nil, fmt.Errorf("store: list versions of %s: %w", key, timedOut(ctx, err))
-	}
-	var vs []types.ObjectVersion
-	for _, v := range out.Versions {
-		if aws.ToString(v.Key) == key {
-			vs = append(vs, v)
-		}
+		return nil, err
 	}
 	sort.SliceStable(vs, func(i, j int) bool { return aws.ToTime(vs[i].LastModified).After(aws.ToTime(vs[j].LastModified)) })
 	ids := make([]string, len(vs))
@@ -118,6 +110,43 @@ func (s *Store) versionsOf(ctx context.Context, key string) ([]string, error) {
 		ids[i] = aws.ToString(v.VersionId)
 	}
 	return ids, nil
+}
+
+// allVersions lists every version and delete marker of exactly key, page
+// by page (a listing stops at 1,000 entries: an object overwritten more
+// often, or many keys sharing its prefix, would otherwise hide versions).
+func (s *Store) allVersions(ctx context.Context, key string) ([]types.ObjectVersion, []types.DeleteMarkerEntry, error) {
+	var versions []types.ObjectVersion
+	var markers []types.DeleteMarkerEntry
+	var keyMarker, versionMarker *string
+	for {
+		lctx, cancel := s.bound(ctx)
+		out, err := s.s3.ListObjectVersions(lctx, &s3.ListObjectVersionsInput{Bucket: aws.String(s.identity.Bucket), Prefix: aws.String(key),
+			KeyMarker: keyMarker, VersionIdMarker: versionMarker})
+		if err != nil {
+			err = timedOut(lctx, err)
+			cancel()
+			return nil, nil, fmt.Errorf("store: list versions of %s: %w", key, err)
+		}
+		cancel()
+		for _, v := range out.Versions {
+			if aws.ToString(v.Key) == key {
+				versions = append(versions, v)
+			}
+		}
+		for _, m := range out.DeleteMarkers {
+			if aws.ToString(m.Key) == key {
+				markers = append(markers, m)
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) || (out.NextKeyMarker == nil && out.NextVersionIdMarker == nil) {
+			return versions, markers, nil
+		}
+		if aws.ToString(out.NextKeyMarker) > key {
+			return versions, markers, nil // past every version of key
+		}
+		keyMarker, versionMarker = out.NextKeyMarker, out.NextVersionIdMarker
+	}
 }
 
 // getVersion reads one version of key (at most the object cap).
