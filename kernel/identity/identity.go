@@ -45,28 +45,49 @@ func Check(sub string) error {
 		return fmt.Errorf("%w: not in Unicode NFC", ErrInvalid)
 	}
 	for _, r := range sub {
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError {
-			return fmt.Errorf("%w: control or format character U+%04X", ErrInvalid, r)
+		if unicode.IsControl(r) || ignorable(r) || r == utf8.RuneError {
+			return fmt.Errorf("%w: control, format or invisible character U+%04X", ErrInvalid, r)
 		}
 	}
 	return nil
 }
 
-// Key is the form identities are compared on (see the package comment).
+// Key is the form identities are compared on (see the package comment):
+// NFKD (a fullwidth colon is a colon, ё is е and a diaeresis), without
+// combining marks, format characters or default-ignorable code points (a
+// Hangul filler), with Cyrillic, Greek and other letters that render like a
+// Latin one mapped to it (before and after case folding: the capital Η looks
+// like H, its lower case η like n), case-folded. Two subs with one key are
+// one person; the mapping errs towards "the same person" (éve and eve are),
+// which for dual control means a refusal, never a second approver.
 func Key(sub string) string {
-	folded := cases.Fold().String(norm.NFKC.String(sub))
 	var b strings.Builder
-	b.Grow(len(folded))
+	b.Grow(len(sub))
+	for _, r := range norm.NFKD.String(sub) {
+		if ignorable(r) || unicode.Is(unicode.Mn, r) {
+			continue
+		}
+		if l, ok := latinLookalike[r]; ok {
+			r = l
+		}
+		b.WriteRune(r)
+	}
+	folded := cases.Fold().String(b.String())
+	b.Reset()
 	for _, r := range folded {
 		if l, ok := latinLookalike[r]; ok {
 			r = l
 		}
-		if unicode.Is(unicode.Cf, r) || unicode.IsSpace(r) && r != ' ' {
-			continue
-		}
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// ignorable is a code point that renders as nothing: a format character,
+// a default-ignorable one (Hangul fillers, U+3164 among them) or a
+// variation selector.
+func ignorable(r rune) bool {
+	return unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) || unicode.Is(unicode.Variation_Selector, r)
 }
 
 // Same reports whether two subs are one identity.
@@ -84,11 +105,20 @@ func HasReservedPrefix(sub string, prefixes ...string) bool {
 	return false
 }
 
-// latinLookalike maps lower-case Cyrillic and Greek letters (Key folds case
-// first) that render like a Latin letter to it.
+// latinLookalike maps letters that render like a Latin letter to it
+// (capitals and small letters of Cyrillic and Greek, and a few others): a
+// confusable skeleton for the letters an identity is likely to use.
 var latinLookalike = map[rune]rune{
+	// Cyrillic capitals and small letters.
+	'А': 'a', 'В': 'b', 'С': 'c', 'Е': 'e', 'Н': 'h', 'І': 'i', 'Ј': 'j', 'К': 'k', 'М': 'm', 'О': 'o', 'Р': 'p', 'Ѕ': 's',
+	'Т': 't', 'Х': 'x', 'У': 'y', 'Ү': 'y', 'Ԛ': 'q', 'Ԝ': 'w', 'Һ': 'h', 'Ӏ': 'l', 'Ԁ': 'd',
 	'а': 'a', 'в': 'b', 'с': 'c', 'ԁ': 'd', 'е': 'e', 'һ': 'h', 'і': 'i', 'ј': 'j', 'к': 'k', 'ӏ': 'l', 'м': 'm', 'н': 'h',
 	'о': 'o', 'р': 'p', 'ԛ': 'q', 'г': 'r', 'ѕ': 's', 'т': 't', 'у': 'y', 'ѵ': 'v', 'ԝ': 'w', 'х': 'x', 'ү': 'y',
-	'α': 'a', 'β': 'b', 'ε': 'e', 'η': 'n', 'ι': 'i', 'κ': 'k', 'ν': 'v', 'ο': 'o', 'ρ': 'p', 'τ': 't', 'υ': 'u', 'χ': 'x',
-	'ς': 's', 'σ': 'o',
+	// Greek capitals and small letters.
+	'Α': 'a', 'Β': 'b', 'Ε': 'e', 'Ζ': 'z', 'Η': 'h', 'Ι': 'i', 'Κ': 'k', 'Μ': 'm', 'Ν': 'n', 'Ο': 'o', 'Ρ': 'p', 'Τ': 't',
+	'Υ': 'y', 'Χ': 'x',
+	'α': 'a', 'β': 'b', 'ε': 'e', 'η': 'n', 'ι': 'i', 'κ': 'k', 'μ': 'u', 'ν': 'v', 'ο': 'o', 'ρ': 'p', 'τ': 't', 'υ': 'u',
+	'χ': 'x', 'ς': 's', 'σ': 'o', 'ζ': 'z',
+	// Latin and Armenian letters that pass for plain ones.
+	'ı': 'i', 'ɩ': 'i', 'ɑ': 'a', 'ɡ': 'g', 'ʏ': 'y', 'օ': 'o', 'ո': 'n', 'ս': 'u', 'ց': 'g', 'հ': 'h',
 }

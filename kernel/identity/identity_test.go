@@ -38,3 +38,31 @@ func TestSameAndReserved(t *testing.T) {
 	}
 	require.False(t, identity.HasReservedPrefix("ops:system:x", "system:", "cli:"))
 }
+
+// TestLookalikesOfTheHostileRound: what the hostile round passed off as a
+// second person or a non-reserved name.
+func TestLookalikesOfTheHostileRound(t *testing.T) {
+	t.Parallel()
+	for _, pair := range [][2]string{
+		{"ops:Hans", "ops:\u0397ans"},    // Greek capital Eta
+		{"ops:Nina", "ops:\u039dina"},    // Greek capital Nu
+		{"ops:Yuri", "ops:\u03a5uri"},    // Greek capital Upsilon
+		{"ops:Max", "ops:\u039cax"},      // Greek capital Mu
+		{"ops:Zoe", "ops:\u0396oe"},      // Greek capital Zeta
+		{"ops:lёna", "ops:lëna"},         // Cyrillic io vs Latin e diaeresis
+		{"ops:ѐlla", "ops:èlla"},         // Cyrillic ie grave
+		{"ops:kim", "ops:k\u0131m"},      // dotless i
+		{"ops:gail", "ops:\u0261ail"},    // script g
+		{"ops:oona", "ops:\u0585ona"},    // Armenian o
+		{"ops:alice", "ops:alice\u3164"}, // Hangul filler
+		{"ops:alice", "ops:ali\ufe0fce"}, // variation selector
+	} {
+		require.True(t, identity.Same(pair[0], pair[1]), "%q and %q", pair[0], pair[1])
+	}
+	for _, sub := range []string{"SYSTE\u039c:retention", "\u0405YSTE\u039c:x", "cl\u0131:root", "\u0421LI:root"} {
+		require.True(t, identity.HasReservedPrefix(sub, "system:", "cli:"), sub)
+	}
+	for _, bad := range []string{"ops:alice\u3164", "ops:ali\ufe0fce", "ops:\u115falice"} {
+		require.ErrorIs(t, identity.Check(bad), identity.ErrInvalid, "%q", bad)
+	}
+}
