@@ -257,6 +257,10 @@ func TestArchiveAPIRefusesBadInput(t *testing.T) {
 		{"POST", "holds/" + id + "/release", `{"reason": "r\u0000"}`, 400},
 		{"POST", "purge", `{"limit": 1, "limit": 100}`, 400},
 		{"POST", "purge", `{"archive_ids": ["` + id + `"], "dry_run": true}`, 400},
+		{"POST", "purge", `{"archive_ids": null}`, 400},
+		{"POST", "purge", `{"archive_ids": null, "dry_run": true}`, 400},
+		{"POST", "purge", `{"archive_ids": ["` + id + `"], "limit": 0}`, 400},
+		{"POST", "purge", `{"archive_ids": "` + id + `"}`, 400},
 	} {
 		code, _, body := call(t, tt.method, u+tt.path, tok, tt.body)
 		require.Equal(t, tt.want, code, "%s %s %s: %v", tt.method, tt.path, tt.body, body)

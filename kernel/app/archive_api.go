@@ -516,11 +516,18 @@ func (a *ArchiveAPI) purge(w http.ResponseWriter, r *http.Request, p auth.Princi
 		DryRun bool `json:"dry_run"`
 		// ArchiveIDs, when given, are exactly what is purged (what the
 		// operator confirmed): 409 no_longer_purgeable, nothing destroyed,
-		// if any of them is no longer due.
-		ArchiveIDs []uuid.UUID `json:"archive_ids"`
+		// if any of them is no longer due. Raw, to tell null from absent.
+		ArchiveIDs json.RawMessage `json:"archive_ids"`
 	}
 	if !decode(w, r, &req) {
 		return
+	}
+	var ids []uuid.UUID
+	if req.ArchiveIDs != nil {
+		if err := json.Unmarshal(req.ArchiveIDs, &ids); err != nil || ids == nil || req.Limit != nil || req.DryRun {
+			writeError(w, http.StatusBadRequest, "invalid_request", "archive_ids is a list of archive ids, and goes without limit and dry_run", nil)
+			return
+		}
 	}
 	limit := lifecycle.DefaultPurgeLimit
 	if req.Limit != nil {
@@ -529,18 +536,22 @@ func (a *ArchiveAPI) purge(w http.ResponseWriter, r *http.Request, p auth.Princi
 	var res lifecycle.PurgeResult
 	var err error
 	switch {
-	case req.ArchiveIDs != nil && req.DryRun:
-		writeError(w, http.StatusBadRequest, "invalid_request", "archive_ids and dry_run do not go together: a dry run lists the candidates", nil)
-		return
-	case req.ArchiveIDs != nil:
-		res, err = a.Lifecycle.PurgeExactly(r.Context(), req.ArchiveIDs, p.Subject)
+	case ids != nil:
+		res, err = a.Lifecycle.PurgeExactly(r.Context(), ids, p.Subject)
 	default:
 		res, err = a.Lifecycle.Purge(r.Context(), limit, req.DryRun, p.Subject)
 	}
 	var gone *lifecycle.NoLongerPurgeableError
 	if errors.As(err, &gone) {
-		writeJSON(w, http.StatusConflict, map[string]any{"error": "no_longer_purgeable", "archive_ids": gone.IDs,
-			"message": "nothing was destroyed: these confirmed archives are no longer purgeable; list the candidates again"})
+		body := map[string]any{"error": "no_longer_purgeable", "archive_ids": gone.IDs, "purged": nonNilIDs(gone.Purged),
+			"message": "these confirmed archives are no longer purgeable; nothing after the first of them was destroyed; list the candidates again"}
+		if len(gone.NotAttempted) > 0 {
+			body["not_attempted"] = gone.NotAttempted
+		}
+		if gone.Certificate != "" {
+			body["certificate"] = gone.Certificate
+		}
+		writeJSON(w, http.StatusConflict, body)
 		return
 	}
 	if err != nil {
@@ -554,6 +565,9 @@ func (a *ArchiveAPI) purge(w http.ResponseWriter, r *http.Request, p auth.Princi
 		writeJSON(w, http.StatusOK, map[string]any{"purge_id": res.PurgeID, "candidates": nonNilIDs(res.Candidates), "status": res.Status, "more": res.More})
 	default:
 		body := map[string]any{"purged": nonNilIDs(res.Purged), "more": res.More, "purge_id": res.PurgeID, "certificate": res.Certificate}
+		if len(res.Skipped) > 0 {
+			body["skipped"] = res.Skipped // held or undue by the time their turn came
+		}
 		if len(res.Failed) > 0 {
 			body["failed"] = res.Failed // left for the next purge; the log names each error
 		}

@@ -164,7 +164,7 @@ func (m *Manager) SetRetention(ctx context.Context, archiveID uuid.UUID, until t
 	day := until.Format(time.DateOnly)
 	return pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
-		cur, err := q.GetLedgerRow(ctx, pgUUID(archiveID))
+		cur, err := q.GetLedgerRowForUpdate(ctx, pgUUID(archiveID))
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			return fmt.Errorf("%w: archive %s is not in this service's ledger", ErrNotFound, archiveID)

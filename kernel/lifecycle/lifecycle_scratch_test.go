@@ -469,3 +469,71 @@ func TestPurgeExactly(t *testing.T) {
 	require.True(t, w.exists(t, c.DataKey), "a due archive nobody confirmed is not destroyed")
 	_, _ = w.st.DeleteIfExists(context.Background(), res.Certificate)
 }
+
+// waitForLockWait waits (bounded, polling the server's own signal) until a
+// session of the scratch database waits on a lock.
+func waitForLockWait(t *testing.T, w *world) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return w.db.Count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	}, time.Minute, 10*time.Millisecond, "a session waits on the row lock")
+}
+
+// TestRetentionJudgedAgainstTheCommittedDate (hostile round): a date is
+// judged against the date it replaces once the row is locked, not one read
+// before a concurrent change committed: moving 2030 to 2035 while another
+// call's 2040 is committing is bringing destruction nearer (from 2040), which
+// archive:hold may not do.
+func TestRetentionJudgedAgainstTheCommittedDate(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 0)
+	a := w.archived(t, 400, "'2030-01-01'")
+	other, err := w.db.Pool.Begin(w.ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Rollback(context.Background()) })
+	_, err = other.Exec(w.ctx, `UPDATE archive_ledger SET retention_until = '2040-01-01' WHERE archive_id = $1`, a.ArchiveID)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Date(2035, 1, 1, 0, 0, 0, 0, time.UTC), "ops:bob", false) }()
+	waitForLockWait(t, w)
+	require.NoError(t, other.Commit(w.ctx))
+	require.ErrorIs(t, <-done, lifecycle.ErrShortens)
+	require.Equal(t, int64(1), w.db.Count(t, `SELECT count(*) FROM archive_ledger WHERE archive_id = $1 AND retention_until = '2040-01-01'`, a.ArchiveID))
+}
+
+// TestPurgeExactlyStopsAtAHoldPlacedMeanwhile (hostile round): a confirmed
+// list [x, y] whose y is held while x is being destroyed: x (already
+// destroyed) is reported, y is kept, and the answer is no_longer_purgeable
+// naming y, never a quiet success.
+func TestPurgeExactlyStopsAtAHoldPlacedMeanwhile(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 0)
+	x, y := w.archived(t, 400, "CURRENT_DATE - 10"), w.archived(t, 401, "CURRENT_DATE - 10")
+	hold, err := w.db.Pool.Begin(w.ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = hold.Rollback(context.Background()) })
+	_, err = hold.Exec(w.ctx, `SELECT 1 FROM archive_ledger WHERE archive_id = $1 FOR UPDATE`, y.ArchiveID)
+	require.NoError(t, err)
+	type out struct {
+		res lifecycle.PurgeResult
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		r, err := w.mgr.PurgeExactly(w.ctx, []uuid.UUID{x.ArchiveID, y.ArchiveID}, "ops:alice")
+		done <- out{r, err}
+	}()
+	waitForLockWait(t, w) // the purge waits on y, x destroyed
+	_, err = hold.Exec(w.ctx, `INSERT INTO archive_holds (title, reason, archive_ids, created_by) VALUES ('t', 'r', $1, 'ops:carol')`, []uuid.UUID{y.ArchiveID})
+	require.NoError(t, err)
+	_, err = hold.Exec(w.ctx, `UPDATE archive_ledger SET legal_hold = true WHERE archive_id = $1`, y.ArchiveID)
+	require.NoError(t, err)
+	require.NoError(t, hold.Commit(w.ctx))
+	o := <-done
+	var gone *lifecycle.NoLongerPurgeableError
+	require.ErrorAs(t, o.err, &gone)
+	require.Equal(t, []uuid.UUID{y.ArchiveID}, gone.IDs)
+	require.Equal(t, []uuid.UUID{x.ArchiveID}, gone.Purged, "what was destroyed before is reported")
+	require.True(t, w.exists(t, y.DataKey), "the held archive is kept")
+	_, _ = w.st.DeleteIfExists(context.Background(), gone.Certificate)
+}

@@ -75,7 +75,7 @@ func (m *Manager) Purge(ctx context.Context, limit int, dryRun bool, actor strin
 		}
 		id := uuid.Must(uuid.NewV7())
 		res.PurgeID = &id
-		return m.execute(ctx, id, ids, actor, "", true, &res)
+		return m.execute(ctx, id, ids, actor, "", true, false, &res)
 	})
 	return res, err
 }
@@ -119,7 +119,19 @@ func (m *Manager) PurgeExactly(ctx context.Context, ids []uuid.UUID, actor strin
 		}
 		id := uuid.Must(uuid.NewV7())
 		res.PurgeID = &id
-		return m.execute(ctx, id, due, actor, "", true, &res)
+		if err := m.execute(ctx, id, due, actor, "", true, true, &res); err != nil {
+			return err
+		}
+		if len(res.Skipped) > 0 { // one became held or undue after the check: the rest was not attempted
+			var rest []uuid.UUID
+			for _, id := range due {
+				if !slices.Contains(res.Purged, id) && !slices.Contains(res.Skipped, id) && !slices.Contains(res.Failed, id) {
+					rest = append(rest, id)
+				}
+			}
+			return &NoLongerPurgeableError{IDs: res.Skipped, Purged: res.Purged, NotAttempted: rest, Certificate: res.Certificate}
+		}
+		return nil
 	})
 	return res, err
 }
@@ -128,8 +140,17 @@ func (m *Manager) PurgeExactly(ctx context.Context, ids []uuid.UUID, actor strin
 var ErrNoLongerPurgeable = errors.New("lifecycle: archives confirmed for purge are no longer purgeable; nothing was destroyed")
 
 // NoLongerPurgeableError names the confirmed archives that are no longer
-// purgeable.
-type NoLongerPurgeableError struct{ IDs []uuid.UUID }
+// purgeable. Found before anything was destroyed (the usual case), Purged
+// is empty; found at an archive's own re-check, under its lock, while the
+// confirmed list was being destroyed (a hold committed meanwhile), the
+// archives destroyed before it are in Purged (and Certificate) and the
+// rest of the list was not attempted.
+type NoLongerPurgeableError struct {
+	IDs          []uuid.UUID
+	Purged       []uuid.UUID
+	NotAttempted []uuid.UUID
+	Certificate  string
+}
 
 func (e *NoLongerPurgeableError) Error() string {
 	return fmt.Sprintf("%v: %v", ErrNoLongerPurgeable, e.IDs)
@@ -155,7 +176,7 @@ func (m *Manager) Approve(ctx context.Context, purgeID uuid.UUID, approver strin
 			m.metrics.Refused.WithLabelValues("self_approval").Inc()
 			return fmt.Errorf("%w: %s requested %s", ErrSelfApproval, approver, purgeID)
 		}
-		return m.execute(ctx, purgeID, uuids(p.Candidates), p.RequestedBy, approver, false, &res)
+		return m.execute(ctx, purgeID, uuids(p.Candidates), p.RequestedBy, approver, false, false, &res)
 	})
 	return res, err
 }
@@ -203,7 +224,9 @@ type destroyed struct {
 
 // execute destroys each still-eligible candidate, then writes the
 // certificate, the purges row and the archive_purged event.
-func (m *Manager) execute(ctx context.Context, purgeID uuid.UUID, ids []uuid.UUID, actor, approver string, insert bool, res *PurgeResult) error {
+// With exact (a confirmed list), the first archive no longer eligible
+// stops the destruction: the rest of the list is not attempted.
+func (m *Manager) execute(ctx context.Context, purgeID uuid.UUID, ids []uuid.UUID, actor, approver string, insert, exact bool, res *PurgeResult) error {
 	if m.store == nil {
 		return fmt.Errorf("%w: a purge needs the store", ErrInvalid)
 	}
@@ -229,6 +252,9 @@ func (m *Manager) execute(ctx context.Context, purgeID uuid.UUID, ids []uuid.UUI
 		if !ok {
 			res.Skipped = append(res.Skipped, id)
 			m.metrics.Refused.WithLabelValues("no_longer_eligible").Inc()
+			if exact {
+				break
+			}
 			continue
 		}
 		done = append(done, d)

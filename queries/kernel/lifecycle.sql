@@ -212,3 +212,11 @@ FROM archive_ledger
 WHERE table_name = sqlc.arg(table_name) AND purged_at IS NOT NULL
   AND first_record_at < sqlc.arg(to_at) AND last_record_at >= sqlc.arg(from_at)
 ORDER BY first_record_at, archive_id;
+
+-- GetLedgerRowForUpdate reads one archive's lifecycle state and locks its
+-- row until the transaction ends (a date is judged against the date it
+-- replaces, not one a concurrent call is replacing).
+-- name: GetLedgerRowForUpdate :one
+SELECT archive_id, table_name, retention_until, legal_hold, purged_at
+FROM archive_ledger WHERE archive_id = sqlc.arg(archive_id)
+FOR UPDATE;

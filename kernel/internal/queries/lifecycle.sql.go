@@ -154,6 +154,36 @@ func (q *Queries) GetLedgerRow(ctx context.Context, archiveID pgtype.UUID) (GetL
 	return i, err
 }
 
+const getLedgerRowForUpdate = `-- name: GetLedgerRowForUpdate :one
+SELECT archive_id, table_name, retention_until, legal_hold, purged_at
+FROM archive_ledger WHERE archive_id = $1
+FOR UPDATE
+`
+
+type GetLedgerRowForUpdateRow struct {
+	ArchiveID      pgtype.UUID
+	TableName      string
+	RetentionUntil pgtype.Date
+	LegalHold      bool
+	PurgedAt       pgtype.Timestamptz
+}
+
+// GetLedgerRowForUpdate reads one archive's lifecycle state and locks its
+// row until the transaction ends (a date is judged against the date it
+// replaces, not one a concurrent call is replacing).
+func (q *Queries) GetLedgerRowForUpdate(ctx context.Context, archiveID pgtype.UUID) (GetLedgerRowForUpdateRow, error) {
+	row := q.db.QueryRow(ctx, getLedgerRowForUpdate, archiveID)
+	var i GetLedgerRowForUpdateRow
+	err := row.Scan(
+		&i.ArchiveID,
+		&i.TableName,
+		&i.RetentionUntil,
+		&i.LegalHold,
+		&i.PurgedAt,
+	)
+	return i, err
+}
+
 const getPurge = `-- name: GetPurge :one
 SELECT purge_id, status, candidates, requested_by, approved_by
 FROM purges WHERE purge_id = $1
