@@ -494,7 +494,9 @@ func TestRetentionJudgedAgainstTheCommittedDate(t *testing.T) {
 	_, err = other.Exec(w.ctx, `UPDATE archive_ledger SET retention_until = '2040-01-01' WHERE archive_id = $1`, a.ArchiveID)
 	require.NoError(t, err)
 	done := make(chan error, 1)
-	go func() { done <- w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Date(2035, 1, 1, 0, 0, 0, 0, time.UTC), "ops:bob", false) }()
+	go func() {
+		done <- w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Date(2035, 1, 1, 0, 0, 0, 0, time.UTC), "ops:bob", false)
+	}()
 	waitForLockWait(t, w)
 	require.NoError(t, other.Commit(w.ctx))
 	require.ErrorIs(t, <-done, lifecycle.ErrShortens)
