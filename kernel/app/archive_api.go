@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/craig/retention/kernel/jsonstrict"
+
 	"github.com/craig/retention/kernel/identity"
 
 	"github.com/craig/retention/kernel/archive"
@@ -290,7 +292,7 @@ func (a *ArchiveAPI) refuse(r *http.Request, reason string, err error) {
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminBody))
 	if err == nil {
-		err = checkKeys(body, v)
+		err = jsonstrict.CheckKeys(body, v)
 	}
 	if err != nil {
 		var tooLarge *http.MaxBytesError

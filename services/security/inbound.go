@@ -16,11 +16,13 @@ import (
 
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/eventsig"
+	"github.com/craig/retention/kernel/jsonstrict"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/rabbitmq"
 	"github.com/craig/retention/services/security/fleet"
 	"github.com/craig/retention/services/security/internal/queries"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -216,9 +218,18 @@ func (h *inbound) DeadLetter(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery
 		reason = deadLetterReason
 	}
 	rec := storableDeadLetter(d.Message.EventType, []byte(d.Message.Payload), reason)
-	if err := queries.New(tx).InsertDeadLetterAudit(ctx, queries.InsertDeadLetterAuditParams{
-		EventType: rec.eventType, Payload: rec.payload, Reason: rec.reason,
-	}); err != nil {
+	err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error { // a savepoint: a refused insert leaves tx usable
+		return queries.New(sp).InsertDeadLetterAudit(ctx, queries.InsertDeadLetterAuditParams{EventType: rec.eventType, Payload: rec.payload, Reason: rec.reason})
+	})
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22") {
+		// A data exception (a lone surrogate escape, a number beyond
+		// numeric's range): PostgreSQL's jsonb refused what Go's JSON
+		// accepted. Recorded losslessly instead.
+		rec = wrappedDeadLetter(d.Message.EventType, []byte(d.Message.Payload), rec.reason, pe.Code)
+		err = queries.New(tx).InsertDeadLetterAudit(ctx, queries.InsertDeadLetterAuditParams{EventType: rec.eventType, Payload: rec.payload, Reason: rec.reason})
+	}
+	if err != nil {
 		return fmt.Errorf("dead_letter_audit: %w", err)
 	}
 	h.m.DeadLettered.Inc()
@@ -297,14 +308,27 @@ func storableDeadLetter(eventType string, payload []byte, reason string) deadLet
 	}
 	et, etOK := text(eventType)
 	rs, _ := text(reason)
-	okJSON := len(payload) > 0 && utf8.Valid(payload) && json.Valid(payload) && !bytes.Contains(payload, []byte(`\u0000`))
+	// A key written twice is valid JSON that jsonb keeps only the last of:
+	// the first value would be lost.
+	okJSON := len(payload) > 0 && utf8.Valid(payload) && json.Valid(payload) && !bytes.Contains(payload, []byte(`\u0000`)) &&
+		jsonstrict.CheckKeys(payload, nil) == nil
 	if okJSON && etOK {
 		return deadLetterRecord{eventType: et, reason: rs, payload: payload}
 	}
+	return wrappedDeadLetter(eventType, payload, rs, "")
+}
+
+// wrappedDeadLetter keeps a dead letter's exact bytes as base64, flagged
+// (refusedAs: the SQLSTATE with which PostgreSQL refused it as it was).
+func wrappedDeadLetter(eventType string, payload []byte, reason, refusedAs string) deadLetterRecord {
+	et := strings.ToValidUTF8(strings.ReplaceAll(eventType, "\x00", `\u0000`), "\uFFFD")
 	wrapped := map[string]any{"unstorable_payload": true, "payload_base64": base64.StdEncoding.EncodeToString(payload)}
-	if !etOK {
+	if et != eventType {
 		wrapped["event_type_base64"] = base64.StdEncoding.EncodeToString([]byte(eventType))
 	}
+	if refusedAs != "" {
+		wrapped["refused_by_postgresql"] = refusedAs
+	}
 	doc, _ := json.Marshal(wrapped) // strings and a bool: cannot fail
-	return deadLetterRecord{eventType: et, reason: rs, payload: doc}
+	return deadLetterRecord{eventType: et, reason: reason, payload: doc}
 }

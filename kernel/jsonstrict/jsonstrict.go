@@ -1,4 +1,8 @@
-package app
+// Package jsonstrict checks JSON for what encoding/json and PostgreSQL's
+// jsonb accept silently and lose: a key written twice (the last one wins,
+// the first value is gone) and, against a Go struct, a key that matches a
+// field only case-insensitively.
+package jsonstrict
 
 import (
 	"bytes"
@@ -10,12 +14,12 @@ import (
 	"strings"
 )
 
-// checkKeys refuses what encoding/json would quietly accept in an admin
-// request body: a key written twice at any depth (the last one won), and a
-// key that names a field only case-insensitively ("TITLE" set title). v is
-// the request's target (a pointer to a struct); its json tags are the
-// accepted spellings of the top-level keys.
-func checkKeys(body []byte, v any) error {
+// CheckKeys refuses what encoding/json would quietly accept in a request
+// body: a key written twice at any depth (the last one won), and a key
+// that names a field only case-insensitively ("TITLE" set title). v is the
+// request's target (a pointer to a struct); its json tags are the accepted
+// spellings of the top-level keys. A nil v checks only for duplicates.
+func CheckKeys(body []byte, v any) error {
 	names := map[string]bool{}
 	if t := reflect.TypeOf(v); t != nil && t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct {
 		collectJSONNames(t.Elem(), names)
