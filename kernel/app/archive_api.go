@@ -543,21 +543,8 @@ func (a *ArchiveAPI) purge(w http.ResponseWriter, r *http.Request, p auth.Princi
 	default:
 		res, err = a.Lifecycle.Purge(r.Context(), limit, req.DryRun, p.Subject)
 	}
-	var gone *lifecycle.NoLongerPurgeableError
-	if errors.As(err, &gone) {
-		body := map[string]any{"error": "no_longer_purgeable", "archive_ids": gone.IDs, "purged": nonNilIDs(gone.Purged),
-			"message": "these confirmed archives are no longer purgeable; nothing after the first of them was destroyed; list the candidates again"}
-		if len(gone.NotAttempted) > 0 {
-			body["not_attempted"] = gone.NotAttempted
-		}
-		if gone.Certificate != "" {
-			body["certificate"] = gone.Certificate
-		}
-		writeJSON(w, http.StatusConflict, body)
-		return
-	}
 	if err != nil {
-		a.fail(w, r, err)
+		a.purgeFailed(w, r, err)
 		return
 	}
 	switch {
@@ -575,6 +562,26 @@ func (a *ArchiveAPI) purge(w http.ResponseWriter, r *http.Request, p auth.Princi
 		}
 		writeJSON(w, http.StatusOK, body)
 	}
+}
+
+// purgeFailed answers a purge that failed: 409 no_longer_purgeable for a
+// confirmed list (naming what was not purgeable, what was destroyed before
+// it and what was not attempted), else as every lifecycle error.
+func (a *ArchiveAPI) purgeFailed(w http.ResponseWriter, r *http.Request, err error) {
+	var gone *lifecycle.NoLongerPurgeableError
+	if !errors.As(err, &gone) {
+		a.fail(w, r, err)
+		return
+	}
+	body := map[string]any{"error": "no_longer_purgeable", "archive_ids": gone.IDs, "purged": nonNilIDs(gone.Purged),
+		"message": "these confirmed archives are no longer purgeable; nothing after the first of them was destroyed; list the candidates again"}
+	if len(gone.NotAttempted) > 0 {
+		body["not_attempted"] = gone.NotAttempted
+	}
+	if gone.Certificate != "" {
+		body["certificate"] = gone.Certificate
+	}
+	writeJSON(w, http.StatusConflict, body)
 }
 
 func (a *ArchiveAPI) approve(w http.ResponseWriter, r *http.Request, p auth.Principal) {
