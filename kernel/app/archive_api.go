@@ -119,8 +119,11 @@ func (a *ArchiveAPI) rows(w http.ResponseWriter, r *http.Request, p auth.Princip
 	case cw.n > 0:
 		a.Logger.ErrorContext(r.Context(), "archive range read stopped", slog.Int("rows_sent", n), slog.Any("error", err))
 		line := map[string]any{"error": "internal"}
-		if errors.Is(err, archiveread.ErrCorrupt) {
+		switch {
+		case errors.Is(err, archiveread.ErrCorrupt):
 			line = corruptBody(err)
+		case errors.Is(err, archiveread.ErrUnreadable):
+			line = unreadableBody(err)
 		}
 		_ = json.NewEncoder(w).Encode(line)
 	case errors.Is(err, archiveread.ErrInvalidRange):
@@ -129,6 +132,8 @@ func (a *ArchiveAPI) rows(w http.ResponseWriter, r *http.Request, p auth.Princip
 		writeError(w, http.StatusNotFound, "not_found", err.Error(), nil)
 	case errors.Is(err, archiveread.ErrCorrupt):
 		writeJSON(w, http.StatusConflict, corruptBody(err))
+	case errors.Is(err, archiveread.ErrUnreadable):
+		writeJSON(w, http.StatusBadGateway, unreadableBody(err))
 	default:
 		a.fail(w, r, err)
 	}
@@ -136,6 +141,15 @@ func (a *ArchiveAPI) rows(w http.ResponseWriter, r *http.Request, p auth.Princip
 
 // corruptBody is the answer about an archive no stored version of which
 // matches its ledger: it names the archive (and the object).
+func unreadableBody(err error) map[string]any {
+	body := map[string]any{"error": "archive_unreadable"}
+	var ue *archiveread.UnreadableError
+	if errors.As(err, &ue) {
+		body["archive_id"], body["key"] = ue.ArchiveID, ue.Key
+	}
+	return body
+}
+
 func corruptBody(err error) map[string]any {
 	body := map[string]any{"error": "archive_corrupt"}
 	var ce *archiveread.CorruptError
@@ -232,6 +246,9 @@ func (a *ArchiveAPI) row(w http.ResponseWriter, r *http.Request, p auth.Principa
 	case errors.Is(err, archiveread.ErrCorrupt):
 		a.Logger.ErrorContext(r.Context(), "archive does not match its ledger hash; the row is not served", slog.Any("error", err))
 		writeJSON(w, http.StatusConflict, corruptBody(err))
+	case errors.Is(err, archiveread.ErrUnreadable):
+		a.Logger.ErrorContext(r.Context(), "the store could not give an archive's bytes whole; the row is not served", slog.Any("error", err))
+		writeJSON(w, http.StatusBadGateway, unreadableBody(err))
 	case errors.Is(err, archiveread.ErrNotFound), errors.Is(err, archiveread.ErrUnknownTable):
 		writeError(w, http.StatusNotFound, "not_found", err.Error(), nil)
 	case err != nil:

@@ -216,6 +216,8 @@ func (e *CorruptError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
 func (r *Reader) readData(ctx context.Context, aid uuid.UUID, key, sha string) ([]byte, error) {
 	f, err := r.store.GetMatching(ctx, key, store.SHA256Matches(sha))
 	switch {
+	case errors.Is(err, store.ErrUnreadable):
+		return nil, &UnreadableError{ArchiveID: aid, Key: key, Err: err}
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrNoMatchingVersion):
 		return nil, &CorruptError{ArchiveID: aid, Key: key, Err: err}
 	case err != nil:
@@ -223,3 +225,23 @@ func (r *Reader) readData(ctx context.Context, aid uuid.UUID, key, sha string) (
 	}
 	return f.Data, nil
 }
+
+// ErrUnreadable is wrapped by UnreadableError.
+var ErrUnreadable = errors.New("archiveread: the store could not give the archive's bytes whole")
+
+// UnreadableError is an archive the store answered for but whose bytes it
+// could not give whole, and no other version of which matches: damaged on
+// the store's disk, or a connection cut mid-body (try again; if it stays,
+// restore from the bucket's versions or a replica).
+type UnreadableError struct {
+	ArchiveID uuid.UUID
+	Key       string
+	Err       error
+}
+
+func (e *UnreadableError) Error() string {
+	return fmt.Sprintf("archiveread: archive %s (%s): %v", e.ArchiveID, e.Key, e.Err)
+}
+
+// Unwrap makes errors.Is(err, ErrUnreadable) true.
+func (e *UnreadableError) Unwrap() []error { return []error{ErrUnreadable, e.Err} }

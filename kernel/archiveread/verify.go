@@ -32,6 +32,10 @@ const (
 	// ledger current again (Store.Restore). The archive reads again; the
 	// report names it so that somebody asks who wrote over it.
 	KindRestored = "restored"
+	// KindUnreadable: the store answered for the data object but could not
+	// give its bytes whole (damaged on its disk; or a connection cut, which
+	// the next pass tells apart).
+	KindUnreadable = "unreadable"
 )
 
 // maxOrphanList bounds the orphan keys a report names (it counts them all).
@@ -164,6 +168,8 @@ func (r *Reader) check(ctx context.Context, l queries.LedgerToVerifyRow, o *obje
 		return fail(KindMissingData, "data object %s missing (%v)", l.DataKey, o.derr)
 	case !deep:
 		return nil
+	case errors.Is(o.derr, store.ErrUnreadable):
+		return fail(KindUnreadable, "%v", o.derr)
 	case o.derr != nil:
 		return fail(KindMissingData, "%v", o.derr)
 	case archive.SHA256Hex(o.data) != l.DataSha256:
@@ -300,7 +306,7 @@ func (r *Reader) heal(ctx context.Context, l queries.LedgerToVerifyRow, f Failur
 	var key string
 	var match func([]byte) bool
 	switch f.Kind {
-	case KindMissingData, KindSHA256, KindLineCount, KindLineRange:
+	case KindMissingData, KindSHA256, KindLineCount, KindLineRange, KindUnreadable:
 		key, match = l.DataKey, store.SHA256Matches(l.DataSha256)
 	case KindMissingManifest, KindManifest:
 		key = l.ManifestKey

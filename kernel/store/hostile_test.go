@@ -3,6 +3,8 @@ package store_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -71,4 +73,32 @@ func TestRequestTimeout(t *testing.T) {
 		require.Contains(t, err.Error(), addr, "%s: the error names what did not answer", name)
 		require.Less(t, took, 20*bound, "%s took %v", name, took)
 	}
+}
+
+// TestGetCutMidBody (issue 22 finding 25): a store that answers a read and
+// then cannot give the object's bytes whole (damaged on its disk, a body
+// cut short) is ErrUnreadable, told apart from a missing object and a
+// timeout.
+func TestGetCutMidBody(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"id": 1}`))
+		if hj, ok := w.(http.Hijacker); ok {
+			if c, _, err := hj.Hijack(); err == nil {
+				_ = c.Close()
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	st, err := store.Open(t.Context(), "s3://bucket?endpoint="+srv.URL+"&region=us-east-1&use_path_style=true&disable_https=true&anonymous=true",
+		store.WithRequestTimeout(5*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	_, err = st.Get(t.Context(), "retention-archives/t/x.ndjson")
+	require.ErrorIs(t, err, store.ErrUnreadable)
+	require.NotErrorIs(t, err, store.ErrNotFound)
+	require.NotErrorIs(t, err, store.ErrTimeout)
 }

@@ -21,6 +21,10 @@ import (
 // expected content.
 var ErrNoMatchingVersion = errors.New("store: no version of the object has the expected content")
 
+// ErrUnreadable is wrapped when the store answered a read but could not
+// give the object's bytes whole (damaged on its disk, or cut off mid-body).
+var ErrUnreadable = errors.New("store: the object could not be read whole")
+
 // Found is an object's content found by GetMatching.
 type Found struct {
 	Data []byte
@@ -42,7 +46,7 @@ func (s *Store) GetMatching(ctx context.Context, key string, match func([]byte) 
 	if err == nil && match(data) {
 		return Found{Data: data}, nil
 	}
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrUnreadable) {
 		return Found{}, err
 	}
 	if s.s3 == nil {
