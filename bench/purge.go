@@ -10,11 +10,11 @@ import (
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/store"
 	"github.com/craig/retention/migrations"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -64,7 +64,7 @@ func (r *runner) purgeOnce(ctx context.Context, st *store.Store, tpl string, rou
 		return run, err
 	}
 	defer r.discard(db.name)
-	pool, err := pgxpool.New(ctx, db.url)
+	pool, err := pgsession.NewPool(ctx, db.url)
 	if err != nil {
 		return run, err
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/craig/retention/kernel/auth"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/store"
 	"github.com/craig/retention/migrations"
 	"github.com/craig/retention/services/rules"
@@ -121,7 +122,7 @@ func (r *runner) readWorld(ctx context.Context) (*readWorld, func(), error) {
 	if err := migrateDB(ctx, dbURL, sets); err != nil {
 		return nil, nil, err
 	}
-	pool, err := pgxpool.New(ctx, dbURL)
+	pool, err := pgsession.NewPool(ctx, dbURL)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/migrate"
+	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/migrations"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -120,7 +120,7 @@ func (s *server) close() error {
 
 // migrateDB applies migration sets to a database of the run.
 func migrateDB(ctx context.Context, dbURL string, sets []migrations.Set) error {
-	pool, err := pgxpool.New(ctx, dbURL)
+	pool, err := pgsession.NewPool(ctx, dbURL)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/sweep"
 	"github.com/craig/retention/migrations"
 	"github.com/jackc/pgx/v5"
@@ -65,7 +66,7 @@ func (r *runner) steadyOnce(ctx context.Context, tpl string, round int) (SteadyR
 		return run, err
 	}
 	defer r.discard(db.name)
-	pool, err := pgxpool.New(ctx, db.url)
+	pool, err := pgsession.NewPool(ctx, db.url)
 	if err != nil {
 		return run, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/craig/retention/faults"
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/pgsession"
 )
 
 // poolPingAfter is just over pgxpool's default idle time after which an
@@ -38,7 +39,7 @@ func enginePool(t *testing.T, w *rulesWorld, host string) *pgxpool.Pool {
 	if host != "" {
 		u.Host = host
 	}
-	pool, err := pgxpool.New(context.Background(), u.String())
+	pool, err := pgsession.NewPool(context.Background(), u.String())
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	return pool

@@ -12,6 +12,7 @@ import (
 	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/store"
 	"github.com/google/uuid"
@@ -76,6 +77,11 @@ func New(pool *pgxpool.Pool, st *store.Store, specs []TableSpec, bookkeep Bookke
 	}
 	if pool == nil || st == nil || bookkeep == nil || logger == nil || m == nil {
 		return nil, fail(ErrConfig, "", errors.New("pool, store, bookkeep, logger and metrics are required"))
+	}
+	// The pass's cursor and hot window are times compared in SQL: only on
+	// sessions pinned to UTC and ISO dates do they mean one instant.
+	if err := pgsession.CheckPinned(pool); err != nil {
+		return nil, fail(ErrConfig, "", err)
 	}
 	if len(specs) == 0 {
 		return nil, fail(ErrConfig, "", errors.New("no table specs"))

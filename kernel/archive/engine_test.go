@@ -13,6 +13,7 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/store"
@@ -27,7 +28,7 @@ import (
 // must not touch the database.
 func lazyPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	pool, err := pgsession.NewPool(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	return pool
@@ -422,4 +423,16 @@ func TestDetectionWindowWarning(t *testing.T) {
 	w := s.DetectionWindowWarning()
 	require.Contains(t, w, "archive.hot_window_days (29)")
 	require.Contains(t, w, "archive.detection_lookback_days (30)")
+}
+
+// TestNewRefusesUnpinnedPool (issue 22 finding 7): an archive pass's cursor
+// and hot window are times compared in SQL; a pool whose sessions are not
+// pinned to UTC and ISO dates is refused.
+func TestNewRefusesUnpinnedPool(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.ErrorIs(t, pgsession.CheckPinned(pool), pgsession.ErrNotPinned)
+	require.NoError(t, pgsession.CheckPinned(lazyPool(t)))
 }

@@ -9,6 +9,10 @@
 package pgsession
 
 import (
+	"context"
+	"errors"
+	"fmt"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -64,4 +68,29 @@ func ParseConnConfig(databaseURL string) (*pgx.ConnConfig, error) {
 	}
 	Pin(cfg)
 	return cfg, nil
+}
+
+// NewPool opens a pool on databaseURL whose connections are pinned.
+func NewPool(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	cfg, err := ParsePoolConfig(databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// ErrNotPinned is returned by CheckPinned.
+var ErrNotPinned = errors.New("pgsession: the pool's connections are not pinned to UTC and ISO dates (open it with pgsession or app.OpenPool)")
+
+// CheckPinned refuses a pool whose connections are not pinned: code that
+// compares times in SQL (a sweep's cutoff, an archive pass's cursor) runs
+// only on pinned sessions, whatever the database's settings.
+func CheckPinned(pool *pgxpool.Pool) error {
+	rp := pool.Config().ConnConfig.RuntimeParams
+	for _, kv := range pinned {
+		if rp[kv[0]] != kv[1] {
+			return fmt.Errorf("%w: %s is %q", ErrNotPinned, kv[0], rp[kv[0]])
+		}
+	}
+	return nil
 }

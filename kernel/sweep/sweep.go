@@ -19,6 +19,7 @@ import (
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -321,6 +322,11 @@ var ErrInvalidGroups = errors.New("sweep: invalid groups")
 func New(pool *pgxpool.Pool, groups []Group, logger *slog.Logger, m *metrics.Prune) (*Sweeper, error) {
 	if pool == nil || logger == nil || m == nil {
 		return nil, fmt.Errorf("%w: pool, logger and metrics are required", ErrInvalidGroups)
+	}
+	// Cutoffs are now() - N days in the session's zone: only on sessions
+	// pinned to UTC is that N × 24 hours (a DST zone moves it by an hour).
+	if err := pgsession.CheckPinned(pool); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidGroups, err)
 	}
 	tables, keys := map[string]bool{}, map[int64]string{}
 	for _, g := range groups {

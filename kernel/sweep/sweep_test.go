@@ -11,6 +11,7 @@ import (
 
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/sweep"
 )
@@ -53,7 +54,7 @@ func TestNew(t *testing.T) {
 	t.Parallel()
 
 	// pgxpool.New does not connect; New never touches the database.
-	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none")
+	pool, err := pgsession.NewPool(context.Background(), "postgres://nobody@127.0.0.1:1/none")
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	logger := slog.New(slog.DiscardHandler)
@@ -149,4 +150,19 @@ func TestReportDeleted(t *testing.T) {
 	require.Zero(t, sweep.Report{}.Deleted())
 	r := sweep.Report{Tables: []sweep.TableReport{{Deleted: 3}, {Deleted: 0}, {Deleted: 1050}}}
 	require.Equal(t, int64(1053), r.Deleted())
+}
+
+// TestNewRefusesUnpinnedPool (issue 22 finding 7): a sweep's cutoffs are
+// computed in the session's zone; a pool whose sessions are not pinned to
+// UTC (a DST zone moves now() - 30 days by an hour) is refused.
+func TestNewRefusesUnpinnedPool(t *testing.T) {
+	t.Parallel()
+	pool, err := pgxpool.New(context.Background(), "postgres://nobody@127.0.0.1:1/none")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	m, err := metrics.NewPrune(prometheus.NewRegistry())
+	require.NoError(t, err)
+	_, err = sweep.New(pool, []sweep.Group{sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 31})},
+		slog.New(slog.DiscardHandler), m)
+	require.ErrorIs(t, err, pgsession.ErrNotPinned)
 }
