@@ -104,11 +104,30 @@ func (s *Store) DestroyAllVersions(ctx context.Context, key string) (bool, error
 			return false, fmt.Errorf("store: destroy %s version %s: %w", key, aws.ToString(id), err)
 		}
 	}
-	// Re-checked: what reports an object destroyed has seen none of it left.
-	if left, markers, err := s.allVersions(ctx, key); err != nil {
+	// Re-checked: what reports an object destroyed has seen none of the
+	// versions it deleted left (a version written meanwhile by somebody
+	// else is not this call's).
+	left, markers, err := s.allVersions(ctx, key)
+	if err != nil {
 		return false, err
-	} else if len(left)+len(markers) > 0 {
-		return false, fmt.Errorf("store: destroy %s: %d version(s) and %d marker(s) still there after the deletes", key, len(left), len(markers))
+	}
+	deleted := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		deleted[aws.ToString(id)] = true
+	}
+	still := 0
+	for _, v := range left {
+		if deleted[aws.ToString(v.VersionId)] {
+			still++
+		}
+	}
+	for _, m := range markers {
+		if deleted[aws.ToString(m.VersionId)] {
+			still++
+		}
+	}
+	if still > 0 {
+		return false, fmt.Errorf("store: destroy %s: %d version(s) or marker(s) still there after their deletes", key, still)
 	}
 	return existed, nil
 }
