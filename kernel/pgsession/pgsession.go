@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -42,6 +43,16 @@ func Settings() map[string]string {
 func Pin(cfg *pgx.ConnConfig) {
 	if cfg.RuntimeParams == nil {
 		cfg.RuntimeParams = map[string]string{}
+	}
+	// PostgreSQL's setting names are case-insensitive and the last one sent
+	// wins, in the random order of a Go map: a "timezone" from PGTZ or a
+	// "datestyle" in the URL must not be sent beside the pinned one.
+	for name := range cfg.RuntimeParams {
+		for _, kv := range pinned {
+			if strings.EqualFold(name, kv[0]) {
+				delete(cfg.RuntimeParams, name)
+			}
+		}
 	}
 	for _, kv := range pinned {
 		cfg.RuntimeParams[kv[0]] = kv[1]
@@ -88,6 +99,11 @@ var ErrNotPinned = errors.New("pgsession: the pool's connections are not pinned 
 func CheckPinned(pool *pgxpool.Pool) error {
 	rp := pool.Config().ConnConfig.RuntimeParams
 	for _, kv := range pinned {
+		for name, v := range rp {
+			if strings.EqualFold(name, kv[0]) && (name != kv[0] || v != kv[1]) {
+				return fmt.Errorf("%w: %s is %q", ErrNotPinned, name, v)
+			}
+		}
 		if rp[kv[0]] != kv[1] {
 			return fmt.Errorf("%w: %s is %q", ErrNotPinned, kv[0], rp[kv[0]])
 		}
