@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/craig/retention/kernel/archive"
@@ -64,6 +65,12 @@ func (r *Reader) Range(ctx context.Context, w io.Writer, table string, from, to 
 	if !ok {
 		return sum, fmt.Errorf("%w: %q", ErrUnknownTable, table)
 	}
+	// PostgreSQL keeps microseconds: the ledger, the hot table and the
+	// archived lines are compared at that precision, never at Go's
+	// nanoseconds (a bound between two microseconds would put a row in
+	// neither of two adjacent ranges).
+	from, to = from.Truncate(time.Microsecond), to.Truncate(time.Microsecond)
+	sum.From, sum.To = from, to
 	if !from.Before(to) || to.Sub(from) > MaxRangeDays*24*time.Hour {
 		return sum, fmt.Errorf("%w: from must be before to, at most %d days apart", ErrInvalidRange, MaxRangeDays)
 	}
@@ -142,12 +149,12 @@ func writeInRange(w io.Writer, data []byte, ageColumn string, from, to time.Time
 		if err := json.Unmarshal(sc.Bytes(), &doc); err != nil {
 			return n, fmt.Errorf("archive line: %w", err)
 		}
-		var at time.Time
-		if err := json.Unmarshal(doc[ageColumn], &at); err != nil {
-			continue // infinity or BC: outside any range a caller can name
+		at, finite, err := ageOf(doc[ageColumn])
+		if err != nil {
+			return n, fmt.Errorf("archive line: %s: %w", ageColumn, err)
 		}
-		if at.Before(from) || !at.Before(to) {
-			continue
+		if !finite || at.Before(from) || !at.Before(to) {
+			continue // infinity is outside any range a caller can name
 		}
 		if _, err := w.Write(append(sc.Bytes(), '\n')); err != nil {
 			return n, err
@@ -164,4 +171,28 @@ func (r *Reader) announceRange(ctx context.Context, table string, from, to time.
 	}
 	return r.stage(ctx, map[string]any{"actor": actor, "table": table, "from": from, "to": to, "source": "archive",
 		"archive_ids": archives, "at": time.Now().UTC().Format(time.RFC3339Nano)})
+}
+
+// ageOf reads an archived row's age column as to_jsonb rendered it:
+// RFC 3339, "infinity"/"-infinity" (finite false), or a BC date
+// ("0001-06-01T00:00:00+00:00 BC" is year 0 to Go, which counts a year 0).
+// Anything else is an error: a row is never left out of a range silently.
+func ageOf(raw json.RawMessage) (at time.Time, finite bool, err error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return time.Time{}, false, fmt.Errorf("not a timestamp: %s", raw)
+	}
+	switch s {
+	case "infinity", "-infinity":
+		return time.Time{}, false, nil
+	}
+	bc := strings.HasSuffix(s, " BC")
+	at, err = time.Parse(time.RFC3339Nano, strings.TrimSuffix(s, " BC"))
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("timestamp %q: %w", s, err)
+	}
+	if bc { // 1 BC is year 0, 2 BC year -1
+		at = at.AddDate(1-2*at.Year(), 0, 0)
+	}
+	return at, true, nil
 }
