@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/failpoint"
+	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/pgsession"
@@ -494,6 +495,11 @@ func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, ids 
 	}
 	if n != int64(len(ids)) {
 		return fail(ErrDB, spec.Table, fmt.Errorf("delete removed %d rows of the %d archived (archive %s): rolled back; the objects are orphans", n, len(ids), m.ArchiveID))
+	}
+	if e.cfg.LedgerHolds { // a hold placed meanwhile commits first, or waits for this booking (lease.HoldsKey)
+		if err := queries.New(tx).LockHoldsShared(ctx, lease.HoldsKey); err != nil {
+			return fail(ErrDB, spec.Table, fmt.Errorf("order with holds: %w", stepErr(ctx, err)))
+		}
 	}
 	if err := e.bookkeep(ctx, tx, m, e.actor); err != nil {
 		return fail(ErrBookkeep, spec.Table, stepErr(ctx, err))

@@ -32,6 +32,13 @@ const (
 	TransportKey int64 = 0x4352_4149_4701_0001
 	// ArchiveKey guards archive passes.
 	ArchiveKey int64 = 0x4352_4149_4701_0002
+	// HoldsKey orders holds and archive bookings (a transaction-scoped
+	// lock, never a lease): an archive pass books each archive holding it
+	// shared, a hold's placement holds it exclusive. A hold therefore either
+	// commits before a booking reads the active holds (the archive is held
+	// from its first moment) or waits for the booking to commit (the hold's
+	// own refresh then holds and locks it): never neither.
+	HoldsKey int64 = 0x4352_4149_4701_0003
 )
 
 // Func runs while the lease is held, on the lease's own connection.

@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/craig/retention/kernel/lease"
+
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/store"
 	"github.com/google/uuid"
@@ -80,6 +82,11 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 	var id uuid.UUID
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
+		// Ordered with archive bookings (lease.HoldsKey): one in flight
+		// commits before this hold reads the ledger, so the hold covers it.
+		if err := q.LockHoldsExclusive(ctx, lease.HoldsKey); err != nil {
+			return fmt.Errorf("order with archive bookings: %w", err)
+		}
 		if unknown, err := q.UnknownArchiveIDs(ctx, pgUUIDs(req.ArchiveIDs)); err != nil {
 			return fmt.Errorf("check archive ids: %w", err)
 		} else if len(unknown) > 0 {
@@ -132,6 +139,9 @@ func (m *Manager) ReleaseHold(ctx context.Context, id uuid.UUID, reason, actor s
 	var released []queries.RefreshLegalHoldsRow
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
+		if err := q.LockHoldsExclusive(ctx, lease.HoldsKey); err != nil {
+			return fmt.Errorf("order with archive bookings: %w", err)
+		}
 		if _, err := q.ReleaseHold(ctx, queries.ReleaseHoldParams{ID: pgUUID(id), ReleasedBy: &actor, ReleaseReason: &reason}); errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: no active hold %s", ErrNotFound, id)
 		} else if err != nil {

@@ -37,3 +37,8 @@ INSERT INTO archive_ledger (
 -- (an active hold covered it when its ledger row was written).
 -- name: ArchiveHeld :one
 SELECT legal_hold FROM archive_ledger WHERE archive_id = sqlc.arg(archive_id);
+
+-- LockHoldsShared orders an archive's booking with hold placements (see
+-- lease.HoldsKey): held until the booking's transaction ends.
+-- name: LockHoldsShared :exec
+SELECT pg_advisory_xact_lock_shared(sqlc.arg(key)::bigint);

@@ -220,3 +220,8 @@ ORDER BY first_record_at, archive_id;
 SELECT archive_id, table_name, retention_until, legal_hold, purged_at
 FROM archive_ledger WHERE archive_id = sqlc.arg(archive_id)
 FOR UPDATE;
+
+-- LockHoldsExclusive orders a hold's placement with archive bookings (see
+-- lease.HoldsKey): held until the placement's transaction ends.
+-- name: LockHoldsExclusive :exec
+SELECT pg_advisory_xact_lock(sqlc.arg(key)::bigint);

@@ -119,3 +119,14 @@ func (q *Queries) InsertOnlyTriggers(ctx context.Context, tableNames []string) (
 	}
 	return items, nil
 }
+
+const lockHoldsShared = `-- name: LockHoldsShared :exec
+SELECT pg_advisory_xact_lock_shared($1::bigint)
+`
+
+// LockHoldsShared orders an archive's booking with hold placements (see
+// lease.HoldsKey): held until the booking's transaction ends.
+func (q *Queries) LockHoldsShared(ctx context.Context, key int64) error {
+	_, err := q.db.Exec(ctx, lockHoldsShared, key)
+	return err
+}

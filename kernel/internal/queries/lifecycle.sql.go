@@ -581,6 +581,17 @@ func (q *Queries) ListHolds(ctx context.Context) ([]ListHoldsRow, error) {
 	return items, nil
 }
 
+const lockHoldsExclusive = `-- name: LockHoldsExclusive :exec
+SELECT pg_advisory_xact_lock($1::bigint)
+`
+
+// LockHoldsExclusive orders a hold's placement with archive bookings (see
+// lease.HoldsKey): held until the placement's transaction ends.
+func (q *Queries) LockHoldsExclusive(ctx context.Context, key int64) error {
+	_, err := q.db.Exec(ctx, lockHoldsExclusive, key)
+	return err
+}
+
 const lockPurgeable = `-- name: LockPurgeable :one
 SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.record_count,
        l.first_record_at, l.last_record_at
