@@ -58,6 +58,11 @@ func TestOverwrittenArchiveReadsAndHeals(t *testing.T) {
 	rep, err := w.r.Verify(w.ctx, true, 0)
 	require.NoError(t, err)
 	require.Empty(t, rep.Failures, "healed")
+	for _, key := range []string{w.keys.Data, w.keys.Manifest} {
+		on, err := w.st.LegalHold(w.ctx, key)
+		require.NoError(t, err)
+		require.True(t, on, "%s: the restored version carries the archive's legal hold", key)
+	}
 	cur, err := w.st.Get(w.ctx, w.keys.Data)
 	require.NoError(t, err)
 	require.Equal(t, w.data, cur)

@@ -325,6 +325,11 @@ func (r *Reader) heal(ctx context.Context, l queries.LedgerToVerifyRow, f Failur
 		f.Detail += fmt.Sprintf("; version %s matches the ledger but could not be restored: %v", found.VersionID, err)
 		return f
 	}
-	return Failure{ArchiveID: f.ArchiveID, Kind: KindRestored,
-		Detail: fmt.Sprintf("%s: %s; version %s, which matches the ledger, is current again", key, f.Kind, found.VersionID)}
+	detail := fmt.Sprintf("%s: %s; version %s, which matches the ledger, is current again", key, f.Kind, found.VersionID)
+	if l.LegalHold { // the copy is a new version: it gets the hold the archive has
+		if err := r.store.SetLegalHold(ctx, key, true); err != nil {
+			detail += fmt.Sprintf("; its legal hold could not be set (the next lock reconciliation sets it): %v", err)
+		}
+	}
+	return Failure{ArchiveID: f.ArchiveID, Kind: KindRestored, Detail: detail}
 }

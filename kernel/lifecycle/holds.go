@@ -157,8 +157,15 @@ func (m *Manager) ReleaseHold(ctx context.Context, id uuid.UUID, reason, actor s
 	if err != nil {
 		return Hold{}, err
 	}
-	// Off the objects after the release commits; one the store refuses to
-	// release is released again by the purge before it destroys it.
+	// Off the objects after the release commits, for the archives still
+	// unheld now (a hold placed since may cover them again); one the store
+	// refuses to release is released again by the purge before it destroys
+	// it.
+	released, err = m.stillUnheld(ctx, released)
+	if err != nil {
+		m.logger.ErrorContext(ctx, "hold released in the ledger; the store's legal holds stay until the purge lifts them", slog.Any("error", err))
+		return m.hold(ctx, id)
+	}
 	if err := m.lockObjects(ctx, released, false); err != nil {
 		m.logger.ErrorContext(ctx, "hold released in the ledger, but the store kept an object's legal hold; the purge will release it", slog.Any("error", err))
 	}
@@ -244,3 +251,18 @@ func pgTime(t *time.Time) pgtype.Timestamptz {
 // storableText is text PostgreSQL can store (a NUL or invalid UTF-8 is
 // refused by the server: a 500 where the request is bad).
 func storableText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// stillUnheld keeps the released archives that no hold covers now.
+func (m *Manager) stillUnheld(ctx context.Context, rows []queries.RefreshLegalHoldsRow) ([]queries.RefreshLegalHoldsRow, error) {
+	var out []queries.RefreshLegalHoldsRow
+	for _, r := range rows {
+		row, err := queries.New(m.pool).GetLedgerRow(ctx, r.ArchiveID)
+		if err != nil {
+			return nil, fmt.Errorf("re-read %s: %w", uuid.UUID(r.ArchiveID.Bytes), err)
+		}
+		if !row.LegalHold {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}

@@ -161,7 +161,7 @@ ORDER BY archived_at, archive_id;
 -- fact a manifest repeats.
 -- name: LedgerToVerify :many
 SELECT archive_id, table_name, data_key, manifest_key, data_sha256, record_count, store_endpoint, store_bucket,
-       first_record_id, last_record_id, first_record_at, last_record_at, hot_window_days, archived_at, archived_by
+       first_record_id, last_record_id, first_record_at, last_record_at, hot_window_days, archived_at, archived_by, legal_hold
 FROM archive_ledger
 WHERE purged_at IS NULL AND archive_id > sqlc.arg(after)::uuid
 ORDER BY archive_id

@@ -344,7 +344,7 @@ func (q *Queries) LedgerKeys(ctx context.Context) ([]string, error) {
 
 const ledgerToVerify = `-- name: LedgerToVerify :many
 SELECT archive_id, table_name, data_key, manifest_key, data_sha256, record_count, store_endpoint, store_bucket,
-       first_record_id, last_record_id, first_record_at, last_record_at, hot_window_days, archived_at, archived_by
+       first_record_id, last_record_id, first_record_at, last_record_at, hot_window_days, archived_at, archived_by, legal_hold
 FROM archive_ledger
 WHERE purged_at IS NULL AND archive_id > $1::uuid
 ORDER BY archive_id
@@ -372,6 +372,7 @@ type LedgerToVerifyRow struct {
 	HotWindowDays int32
 	ArchivedAt    pgtype.Timestamptz
 	ArchivedBy    string
+	LegalHold     bool
 }
 
 // LedgerToVerify pages the unpurged ledger rows (by archive_id) with every
@@ -401,6 +402,7 @@ func (q *Queries) LedgerToVerify(ctx context.Context, arg LedgerToVerifyParams) 
 			&i.HotWindowDays,
 			&i.ArchivedAt,
 			&i.ArchivedBy,
+			&i.LegalHold,
 		); err != nil {
 			return nil, err
 		}
