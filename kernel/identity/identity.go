@@ -63,6 +63,15 @@ func Check(sub string) error {
 func Key(sub string) string {
 	var b strings.Builder
 	b.Grow(len(sub))
+	// Lookalikes first on the letters as written (NFKD turns some into
+	// others: the lunate sigma ϲ, read as c, into ς), then on what NFKD and
+	// case folding make of them.
+	sub = strings.Map(func(r rune) rune {
+		if l, ok := latinLookalike[r]; ok {
+			return l
+		}
+		return r
+	}, sub)
 	for _, r := range norm.NFKD.String(sub) {
 		if ignorable(r) || unicode.Is(unicode.Mn, r) {
 			continue
@@ -80,14 +89,15 @@ func Key(sub string) string {
 		}
 		b.WriteRune(r)
 	}
-	return b.String()
+	return lookalikeRuns.Replace(b.String())
 }
 
 // ignorable is a code point that renders as nothing: a format character,
 // a default-ignorable one (Hangul fillers, U+3164 among them) or a
 // variation selector.
 func ignorable(r rune) bool {
-	return unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) || unicode.Is(unicode.Variation_Selector, r)
+	return unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) || unicode.Is(unicode.Variation_Selector, r) ||
+		r == '\u2800' // Braille blank: a letter that renders as nothing
 }
 
 // Same reports whether two subs are one identity.
@@ -111,8 +121,8 @@ func HasReservedPrefix(sub string, prefixes ...string) bool {
 var latinLookalike = map[rune]rune{
 	// Cyrillic capitals and small letters.
 	'А': 'a', 'В': 'b', 'С': 'c', 'Е': 'e', 'Н': 'h', 'І': 'i', 'Ј': 'j', 'К': 'k', 'М': 'm', 'О': 'o', 'Р': 'p', 'Ѕ': 's',
-	'Т': 't', 'Х': 'x', 'У': 'y', 'Ү': 'y', 'Ԛ': 'q', 'Ԝ': 'w', 'Һ': 'h', 'Ӏ': 'l', 'Ԁ': 'd',
-	'а': 'a', 'в': 'b', 'с': 'c', 'ԁ': 'd', 'е': 'e', 'һ': 'h', 'і': 'i', 'ј': 'j', 'к': 'k', 'ӏ': 'l', 'м': 'm', 'н': 'h',
+	'Т': 't', 'Х': 'x', 'У': 'y', 'Ү': 'y', 'Ԛ': 'q', 'Ԝ': 'w', 'Һ': 'h', 'Ԁ': 'd',
+	'а': 'a', 'в': 'b', 'с': 'c', 'ԁ': 'd', 'е': 'e', 'һ': 'h', 'і': 'i', 'ј': 'j', 'к': 'k', 'м': 'm', 'н': 'h',
 	'о': 'o', 'р': 'p', 'ԛ': 'q', 'г': 'r', 'ѕ': 's', 'т': 't', 'у': 'y', 'ѵ': 'v', 'ԝ': 'w', 'х': 'x', 'ү': 'y',
 	// Greek capitals and small letters.
 	'Α': 'a', 'Β': 'b', 'Ε': 'e', 'Ζ': 'z', 'Η': 'h', 'Ι': 'i', 'Κ': 'k', 'Μ': 'm', 'Ν': 'n', 'Ο': 'o', 'Ρ': 'p', 'Τ': 't',
@@ -121,4 +131,13 @@ var latinLookalike = map[rune]rune{
 	'χ': 'x', 'ς': 's', 'σ': 'o', 'ζ': 'z',
 	// Latin and Armenian letters that pass for plain ones.
 	'ı': 'i', 'ɩ': 'i', 'ɑ': 'a', 'ɡ': 'g', 'ʏ': 'y', 'օ': 'o', 'ո': 'n', 'ս': 'u', 'ց': 'g', 'հ': 'h',
+	'ᴄ': 'c', 'ꜱ': 's', 'ϲ': 'c', 'Ϲ': 'c', 'Ꭺ': 'a', 'ѡ': 'w', 'γ': 'y', 'п': 'n',
+	// One class for the strokes: l, I, 1, |, ǀ, ꓲ (and i) read alike; 0 is o.
+	'l': 'i', 'I': 'i', '1': 'i', '|': 'i', 'ǀ': 'i', 'ꓲ': 'i', 'Ӏ': 'i', 'ӏ': 'i', '0': 'o',
+	// Colons.
+	'꞉': ':', '∶': ':', '˸': ':', '։': ':', '⁚': ':', '׃': ':',
 }
+
+// lookalikeRuns are letter pairs that read as one letter (after the
+// single letters are mapped): rn is m, vv is w.
+var lookalikeRuns = strings.NewReplacer("rn", "m", "vv", "w")

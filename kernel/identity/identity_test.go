@@ -66,3 +66,22 @@ func TestLookalikesOfTheHostileRound(t *testing.T) {
 		require.ErrorIs(t, identity.Check(bad), identity.ErrInvalid, "%q", bad)
 	}
 }
+
+// TestLookalikesOfTheSecondRound: strokes (l, I, 1), digraphs (rn, vv),
+// more letters and colons, and the Braille blank.
+func TestLookalikesOfTheSecondRound(t *testing.T) {
+	t.Parallel()
+	for _, pair := range [][2]string{
+		{"alice", "aIice"}, {"will", "wi\u01c0\u01c0"}, {"will", "wi\ua4f2\ua4f2"}, {"olga", "0lga"}, {"emma", "ernma"},
+		{"walt", "\u0461alt"}, {"carol", "\u03f2arol"}, {"carol", "\u1d04arol"}, {"alice", "\u13aalice"},
+		{"yann", "\u03b3ann"}, {"nina", "\u043fina"},
+	} {
+		require.True(t, identity.Same(pair[0], pair[1]), "%q and %q", pair[0], pair[1])
+	}
+	for _, sub := range []string{"cIi:ops", "system\ua789x", "system\u2236x", "system\u02f8x", "system\u0589x", "system\u205ax", "\ua731ystem:x", "CLI:root"} {
+		require.True(t, identity.HasReservedPrefix(sub, "system:", "cli:"), "%q", sub)
+	}
+	require.ErrorIs(t, identity.Check("alice\u2800"), identity.ErrInvalid)
+	require.False(t, identity.Same("alice", "bob"))
+	require.False(t, identity.Same("ops:ann", "ops:anne"))
+}
