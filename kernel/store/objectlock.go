@@ -104,12 +104,15 @@ func (s *Store) DestroyAllVersions(ctx context.Context, key string) (bool, error
 			return false, fmt.Errorf("store: destroy %s version %s: %w", key, aws.ToString(id), err)
 		}
 	}
-	// Re-checked: what reports an object destroyed has seen none of the
-	// versions it deleted left (a version written meanwhile by somebody
-	// else is not this call's).
+	return existed, s.checkDestroyed(ctx, key, ids)
+}
+
+// checkDestroyed re-checks a destroy: none of the versions it deleted is
+// left (a version written meanwhile by somebody else is not its own).
+func (s *Store) checkDestroyed(ctx context.Context, key string, ids []*string) error {
 	left, markers, err := s.allVersions(ctx, key)
 	if err != nil {
-		return false, err
+		return err
 	}
 	deleted := make(map[string]bool, len(ids))
 	for _, id := range ids {
@@ -127,9 +130,9 @@ func (s *Store) DestroyAllVersions(ctx context.Context, key string) (bool, error
 		}
 	}
 	if still > 0 {
-		return false, fmt.Errorf("store: destroy %s: %d version(s) or marker(s) still there after their deletes", key, still)
+		return fmt.Errorf("store: destroy %s: %d version(s) or marker(s) still there after their deletes", key, still)
 	}
-	return existed, nil
+	return nil
 }
 
 // versioned reports (once, then cached) whether the bucket keeps versions:

@@ -489,8 +489,8 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 	buf := bytes.NewBuffer(make([]byte, 0, max(r.Size(), 0)))
 	// The limit guards against an object that grew past its announced size.
 	if _, err := io.Copy(buf, io.LimitReader(r, maxObjectBytes+1)); err != nil {
-		if cerr := timedOut(ctx, err); cerr != err || ctx.Err() != nil {
-			return nil, fmt.Errorf("store: get %s: read: %w", key, cerr)
+		if ctx.Err() != nil { // our bound or the caller's: a timeout, not damage
+			return nil, fmt.Errorf("store: get %s: read: %w", key, timedOut(ctx, err))
 		}
 		// The store answered, then could not give the object's bytes
 		// whole (a file damaged on its disk, a connection cut mid-body).
