@@ -30,6 +30,9 @@ import (
 const (
 	modelSeed   = "2222"
 	modelChecks = 25
+	// modelTimeout bounds a whole model run's database and store work (a
+	// bound for a stalled run: 200 sequences took 10 minutes here).
+	modelTimeout = 30 * time.Minute
 )
 
 // modelArchive is the reference model's view of one archive.
@@ -83,6 +86,12 @@ func TestLifecycleModel(t *testing.T) {
 		require.NoError(t, flag.Set("rapid.checks", n))
 	}
 	w := newWorldLocked(t, 1, true)
+	// The world's two minutes bound one test; the model runs as many
+	// sequences as asked (test:faults runs 200): it is bounded by the go
+	// test timeout instead.
+	ctx, cancel := context.WithTimeout(context.Background(), modelTimeout)
+	t.Cleanup(cancel)
+	w.ctx = ctx
 	zones := []string{"UTC", "Pacific/Kiritimati", "Etc/GMT+12", "America/New_York", "Europe/Dublin"}
 	styles := []string{"ISO, YMD", "SQL, DMY", "German", "Postgres, MDY"}
 	// The manager runs on a pool that is NOT pinned: the database's own
