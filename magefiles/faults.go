@@ -67,8 +67,10 @@ func runModel(ctx context.Context) error {
 	checks := envOr("CRAIG_FAULTS_MODEL_CHECKS", faultsModelChecks)
 	fmt.Printf("==> go test -tags scratch -run '^TestLifecycleModel$' ./lifecycle/ (kernel), %s sequences\n", checks)
 	cmd := exec.CommandContext(ctx, mg.GoCmd(), "-C", "kernel", "test", "-tags", "scratch", "-count=1", "-timeout", "30m", "-v",
-		"-run", "^TestLifecycleModel$", "./lifecycle/", "-rapid.checks="+checks, "-rapid.seed="+envOr("RAPID_SEED", "0"))
-	cmd.Env = append(os.Environ(), "CRAIG_MODEL_RANDOM=1")
+		"-run", "^TestLifecycleModel$", "./lifecycle/", "-rapid.seed="+envOr("RAPID_SEED", "0"))
+	// The count goes by the environment: -rapid.checks=100 is rapid's
+	// default, which the test takes for "not set" (and runs 25).
+	cmd.Env = append(os.Environ(), "CRAIG_MODEL_RANDOM=1", "CRAIG_MODEL_CHECKS="+checks)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	return cmd.Run()
 }
