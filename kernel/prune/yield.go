@@ -44,6 +44,7 @@ type yieldWatch struct {
 	now     func() time.Time
 	enabled bool
 	seen    bool // a writer was seen in this call
+	probing bool // the probe window has started (at the first batch)
 }
 
 func newYieldWatch(ctx context.Context, db DB, enabled bool) (*yieldWatch, error) {
@@ -51,7 +52,6 @@ func newYieldWatch(ctx context.Context, db DB, enabled bool) (*yieldWatch, error
 	if !enabled {
 		return w, nil
 	}
-	w.until = w.now().Add(YieldProbe)
 	if err := w.read(ctx); err != nil {
 		return nil, err
 	}
@@ -94,6 +94,12 @@ func (w *yieldWatch) observe(ctx context.Context, wrote bool) (bool, error) {
 // because of a writer seen in this call (not only the call's first
 // YieldProbe).
 func (w *yieldWatch) yielding() (small, forWriter bool) {
+	if w.enabled && !w.probing {
+		// The probe window starts at the call's first batch, not when the
+		// watch was made: on a loaded machine the set-up before the first
+		// batch (a pool's connection, the first reading) can outlast it.
+		w.probing, w.until = true, w.now().Add(YieldProbe)
+	}
 	small = w.enabled && w.now().Before(w.until)
 	return small, small && w.seen
 }
