@@ -84,23 +84,85 @@ func runFuzzers(ctx context.Context) (map[string]string, error) {
 	execs := map[string]string{}
 	var errs []error
 	for _, f := range fuzzTargets {
-		fmt.Printf("==> go test -run '^$' -fuzz '^%s$' -fuzztime %s %s (%s)\n", f.name, fuzzTime, f.pkg, f.dir)
-		var out bytes.Buffer
-		cmd := exec.CommandContext(ctx, mg.GoCmd(), "-C", f.dir, "test", "-run", "^$", "-fuzz", "^"+f.name+"$", "-fuzztime", fuzzTime, f.pkg)
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, os.Stdout), os.Stderr
-		if err := cmd.Run(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w (a failing input is under %s)", f.name, err, filepath.Join(f.dir, f.pkg, "testdata", "fuzz", f.name)))
+		n, err := runFuzzer(ctx, f.dir, f.pkg, f.name, fuzzTime)
+		execs[f.name] = n
+		if err != nil {
+			errs = append(errs, err)
 		}
-		last := ""
-		sc := bufio.NewScanner(&out)
-		for sc.Scan() {
-			if m := fuzzExecs.FindStringSubmatch(sc.Text()); m != nil {
-				last = m[1]
-			}
-		}
-		execs[f.name] = last
 	}
 	return execs, errors.Join(errs...)
+}
+
+// runFuzzer runs one fuzz target and returns the executions it reached.
+//
+// Go 1.26's fuzz coordinator can end a duration-bounded run with a bare
+// "context deadline exceeded" and no failing input when the deadline races
+// a worker on a loaded machine (go.dev/issue/75804, fixed in Go 1.27). That
+// run found nothing: it is reported as the race, not as a failure. Every
+// other failure, and any failure that wrote an input, fails the target.
+func runFuzzer(ctx context.Context, dir, pkg, name, fuzzTime string) (string, error) {
+	corpus := filepath.Join(dir, pkg, "testdata", "fuzz", name)
+	before := corpusFiles(corpus)
+	fmt.Printf("==> go test -run '^$' -fuzz '^%s$' -fuzztime %s %s (%s)\n", name, fuzzTime, pkg, dir)
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, mg.GoCmd(), "-C", dir, "test", "-run", "^$", "-fuzz", "^"+name+"$", "-fuzztime", fuzzTime, pkg)
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, os.Stdout), os.Stderr
+	runErr := cmd.Run()
+	last := ""
+	sc := bufio.NewScanner(bytes.NewReader(out.Bytes()))
+	for sc.Scan() {
+		if m := fuzzExecs.FindStringSubmatch(sc.Text()); m != nil {
+			last = m[1]
+		}
+	}
+	if runErr == nil {
+		return last, nil
+	}
+	added := newCorpusFiles(before, corpusFiles(corpus))
+	if len(added) == 0 && coordinatorRace(out.String(), name) {
+		fmt.Printf("%s: ended by Go's fuzz-time race (go.dev/issue/75804) after %s executions; no failing input was written\n", name, last)
+		return last, nil
+	}
+	return last, fmt.Errorf("%s: %w (failing inputs: %s)", name, runErr, strings.Join(added, ", "))
+}
+
+// coordinatorRace reports whether a fuzz run's only failure is the bare
+// deadline Go's coordinator reports when its fuzz time races a worker.
+func coordinatorRace(out, name string) bool {
+	i := strings.Index(out, "--- FAIL: "+name+" ")
+	if i < 0 {
+		return false
+	}
+	lines := strings.Split(strings.TrimSpace(out[i:]), "\n")
+	var msgs []string
+	for _, l := range lines[1:] {
+		l = strings.TrimSpace(l)
+		if l == "FAIL" || strings.HasPrefix(l, "FAIL\t") || strings.HasPrefix(l, "exit status") {
+			continue
+		}
+		msgs = append(msgs, l)
+	}
+	return len(msgs) == 1 && msgs[0] == "context deadline exceeded"
+}
+
+func corpusFiles(dir string) map[string]bool {
+	out := map[string]bool{}
+	entries, _ := os.ReadDir(dir) // a missing corpus is an empty one
+	for _, e := range entries {
+		out[e.Name()] = true
+	}
+	return out
+}
+
+func newCorpusFiles(before, after map[string]bool) []string {
+	var added []string
+	for name := range after {
+		if !before[name] {
+			added = append(added, name)
+		}
+	}
+	sort.Strings(added)
+	return added
 }
 
 // faultsTally is one scenario line of the report (faults/harness_faults_test.go).

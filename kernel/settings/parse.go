@@ -55,7 +55,7 @@ func (rawYAML) Unmarshal(b []byte) (map[string]any, error) {
 	if len(doc.Content) == 0 {
 		return map[string]any{}, nil
 	}
-	root := resolve(doc.Content[0])
+	root := doc.Content[0]
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 		return map[string]any{}, nil
 	}
@@ -73,22 +73,23 @@ func (rawYAML) Marshal(map[string]any) ([]byte, error) {
 	return nil, errors.New("settings: writing YAML is not supported")
 }
 
-func resolve(n *yaml.Node) *yaml.Node {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	return n
-}
-
 // rawNode converts a YAML node to maps, slices and scalar source strings. A
 // null scalar becomes "" so the strict hook reports it as an empty value.
+// An alias (*name) is refused: one that names its own container never ends,
+// and a few nested ones expand to billions of nodes (FuzzLoad found the
+// first), while a settings file has no need to repeat a value by reference.
 func rawNode(n *yaml.Node, path string) (any, error) {
-	n = resolve(n)
+	if n.Kind == yaml.AliasNode {
+		return nil, fmt.Errorf("yaml: line %d: aliases (*%s) are not supported; write the value out", n.Line, n.Value)
+	}
 	switch n.Kind {
 	case yaml.MappingNode:
 		out := make(map[string]any, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := resolve(n.Content[i])
+			k := n.Content[i]
+			if k.Kind == yaml.AliasNode {
+				return nil, fmt.Errorf("yaml: line %d: aliases (*%s) are not supported; write the key out", k.Line, k.Value)
+			}
 			if k.Kind != yaml.ScalarNode {
 				return nil, fmt.Errorf("yaml: line %d: keys must be plain names", k.Line)
 			}

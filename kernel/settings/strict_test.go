@@ -133,6 +133,14 @@ func TestYAMLDocumentShape(t *testing.T) {
 		{"DuplicateKey", "event_outbox_retention_days: 30\nevent_outbox_retention_days: 5\n", "set twice"},
 		{"NotAMapping", "- 1\n- 2\n", "mapping"},
 		{"ListForAScalar", "event_outbox_retention_days: [30]\n", "single value"},
+		// FuzzLoad (CI, 2026-12-02): an alias naming its own container sent
+		// the walk round the cycle until the stack overflowed; nested aliases
+		// expand exponentially. Both are refused before any walk.
+		{"SelfAlias", "a: &a [*a]\n", "aliases"},
+		{"SelfAliasInMapping", "a: &a {b: *a}\n", "aliases"},
+		{"AliasedValue", "x: &d 30\nevent_outbox_retention_days: *d\n", "aliases"},
+		{"AliasedKey", "x: &k event_outbox_retention_days\n*k : 30\n", "aliases"},
+		{"ExpandingAliases", "a: &a [1,1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n", "aliases"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
