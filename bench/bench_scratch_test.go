@@ -1,5 +1,3 @@
-//go:build scratch
-
 package bench_test
 
 import (
@@ -28,6 +26,7 @@ func TestBenchSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
+	kerneltest.NeedsServer(t, "PostgreSQL and the S3 store")
 	server := os.Getenv(kerneltest.EnvDatabaseURL)
 	if server == "" {
 		server = kerneltest.DefaultDatabaseURL

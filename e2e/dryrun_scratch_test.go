@@ -1,5 +1,3 @@
-//go:build scratch
-
 package e2e
 
 import (

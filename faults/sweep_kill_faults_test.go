@@ -1,4 +1,4 @@
-//go:build scratch && faults
+//go:build faults
 
 package faults_test
 

@@ -32,7 +32,7 @@ var fuzzTargets = []struct{ dir, pkg, name string }{
 	{"kernel", "./app", "FuzzReplayRequest"},
 }
 
-// Faults runs the fault suite (faults/, tags scratch+faults: failpoint kills, store faults, a dying database) and each fuzz target for CRAIG_FAULTS_FUZZTIME (60s), then prints the report; CRAIG_FAULTS_ROUNDS scales the matrices (default 20).
+// Faults runs the fault suite (faults/, tag faults: failpoint kills, store faults, a dying database) and each fuzz target for CRAIG_FAULTS_FUZZTIME (60s), then prints the report; CRAIG_FAULTS_ROUNDS scales the matrices (default 20).
 func (Test) Faults(ctx context.Context) error {
 	mg.CtxDeps(ctx, Store.Up)
 	if err := checkServers(); err != nil {
@@ -44,8 +44,8 @@ func (Test) Faults(ctx context.Context) error {
 	}
 	_ = report.Close()
 	defer func() { _ = os.Remove(report.Name()) }()
-	fmt.Println("==> go test -tags scratch,faults -count=1 ./faults/")
-	cmd := exec.CommandContext(ctx, mg.GoCmd(), "test", "-tags", "scratch,faults", "-count=1", "-timeout", "20m", "./faults/")
+	fmt.Println("==> go test -tags faults -count=1 ./faults/")
+	cmd := exec.CommandContext(ctx, mg.GoCmd(), "test", "-tags", "faults", "-count=1", "-timeout", "20m", "./faults/")
 	cmd.Env = append(os.Environ(), "CRAIG_FAULTS_REPORT="+report.Name())
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	suiteErr := cmd.Run()
@@ -65,8 +65,8 @@ const faultsModelChecks = "100"
 // failure, to replay it).
 func runModel(ctx context.Context) error {
 	checks := envOr("CRAIG_FAULTS_MODEL_CHECKS", faultsModelChecks)
-	fmt.Printf("==> go test -tags scratch -run '^TestLifecycleModel$' ./lifecycle/ (kernel), %s sequences\n", checks)
-	cmd := exec.CommandContext(ctx, mg.GoCmd(), "-C", "kernel", "test", "-tags", "scratch", "-count=1", "-timeout", "30m", "-v",
+	fmt.Printf("==> go test -run '^TestLifecycleModel$' ./lifecycle/ (kernel), %s sequences\n", checks)
+	cmd := exec.CommandContext(ctx, mg.GoCmd(), "-C", "kernel", "test", "-count=1", "-timeout", "30m", "-v",
 		"-run", "^TestLifecycleModel$", "./lifecycle/", "-rapid.seed="+envOr("RAPID_SEED", "0"))
 	// The count goes by the environment: -rapid.checks=100 is rapid's
 	// default, which the test takes for "not set" (and runs 25).

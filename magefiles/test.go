@@ -11,9 +11,12 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/magefile/mage/mg"
 	"github.com/magefile/mage/sh"
@@ -22,30 +25,101 @@ import (
 // Test groups the test runs; every one iterates all workspace modules.
 type Test mg.Namespace
 
-// All runs EVERYTHING: unit and scratch suites in every workspace module, then the fault suite (test:faults); needs PostgreSQL and RabbitMQ, starts the S3 store and the streaming replica (alias: test).
+// All runs EVERYTHING: every workspace module's go test ./... (unit, database and conformance suites), then the fault suite (test:faults); needs PostgreSQL and RabbitMQ, starts the S3 store and the streaming replica (alias: test).
 func (t Test) All(ctx context.Context) error {
 	mg.CtxDeps(ctx, Store.Up, Replica.Up)
-	return errors.Join(runTests(true), t.Faults(ctx))
+	return errors.Join(runTests(ctx, nil, false), t.Faults(ctx), dropTemplates(ctx))
 }
 
-// Unit runs the unit tests (no scratch tag) of every workspace module; no servers needed.
-func (Test) Unit() error { return runTests(false) }
+// Unit runs go test -short in every workspace module: what needs no server (database, broker and store tests skip themselves).
+func (Test) Unit(ctx context.Context) error { return runTests(ctx, nil, true) }
 
-// Scratch runs the scratch suites of every workspace module (starts the S3 store); like test, it includes each package's unit tests.
-func (t Test) Scratch(ctx context.Context) error { return t.All(ctx) }
-
-// runTests runs go test in every workspace module, printing output live, and
-// fails when any module fails (after running them all). The scratch suites
-// are the files tagged `//go:build scratch`; they need real servers.
-func runTests(scratch bool) error {
-	tags := ""
-	if scratch {
-		if err := checkServers(); err != nil {
-			return err
-		}
-		tags = "scratch"
+// Scratch runs every workspace module's go test ./... (unit, database and conformance suites) without the replica and the fault suite; needs PostgreSQL and RabbitMQ, starts the S3 store, edits no server configuration.
+func (Test) Scratch(ctx context.Context) error {
+	mg.CtxDeps(ctx, Store.Up)
+	// The replica tests skip (they are test:all's, which starts one).
+	if err := os.Setenv(noReplicaEnv, noReplica); err != nil {
+		return err
 	}
-	return eachModule("test", tags, "-count=1")
+	return errors.Join(runTests(ctx, nil, false), dropTemplates(ctx))
+}
+
+// Conformance runs every conformance suite (TestConformance*: each service's tables, the store drivers); needs PostgreSQL, starts the S3 store.
+func (Test) Conformance(ctx context.Context) error {
+	mg.CtxDeps(ctx, Store.Up)
+	return errors.Join(runTests(ctx, nil, false, "-run", "^TestConformance"), dropTemplates(ctx))
+}
+
+// Service runs one service module's go test ./... (for example: go tool mage test:service rules); needs PostgreSQL and RabbitMQ, starts the S3 store.
+func (Test) Service(ctx context.Context, name string) error {
+	dir := filepath.Join("services", name)
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		return fmt.Errorf("test:service %q: no module services/%s (the services are the directories under services/)", name, name)
+	}
+	mg.CtxDeps(ctx, Store.Up)
+	if err := os.Setenv(noReplicaEnv, noReplica); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(runTests(ctx, []string{abs}, false), dropTemplates(ctx))
+}
+
+// The replica's URL variable, and the value that says there is none (its
+// tests skip: kerneltest.Replica).
+const (
+	noReplicaEnv = "CRAIG_TEST_REPLICA_URL"
+	noReplica    = "none"
+)
+
+// runTests runs go test ./... in the given module directories (nil: every
+// workspace module), printing output live, and fails when any module fails
+// (after running them all). short passes -short: no server needed.
+func runTests(_ context.Context, dirs []string, short bool, extra ...string) error {
+	flags := []string{"-count=1"}
+	if short {
+		flags = append(flags, "-short")
+	} else if err := checkServers(); err != nil {
+		return err
+	}
+	flags = append(flags, extra...)
+	if dirs == nil {
+		return eachModule("test", "", flags...)
+	}
+	return inModules(dirs, "test", "", flags...)
+}
+
+// dropTemplates drops the scratch-database templates of this run's prefix
+// (CRAIG_TEST_DB_PREFIX, default craig_t): kerneltest keeps one per
+// migration fingerprint while the run's test processes share it.
+func dropTemplates(ctx context.Context) error {
+	prefix := envOr("CRAIG_TEST_DB_PREFIX", "craig_t")
+	server := envOr("CRAIG_TEST_DATABASE_URL", defaultServerURL)
+	return withAdmin(ctx, server, func(conn *pgx.Conn, _ string) error {
+		rows, err := conn.Query(ctx, "SELECT datname FROM pg_database WHERE starts_with(datname, $1) AND datistemplate", prefix+"_tpl_")
+		if err != nil {
+			return fmt.Errorf("list test templates: %w", err)
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("list test templates: %w", err)
+		}
+		for _, n := range names {
+			id := pgx.Identifier{n}.Sanitize()
+			if _, err := conn.Exec(ctx, "ALTER DATABASE "+id+" IS_TEMPLATE false"); err != nil {
+				return fmt.Errorf("drop test template %s: %w", n, err)
+			}
+			if _, err := conn.Exec(ctx, "DROP DATABASE "+id+" WITH (FORCE)"); err != nil {
+				return fmt.Errorf("drop test template %s: %w", n, err)
+			}
+		}
+		if len(names) > 0 {
+			fmt.Printf("==> dropped %d test template(s) %s_tpl_*\n", len(names), prefix)
+		}
+		return nil
+	})
 }
 
 // eachModule runs `go <verb> [-tags <tags>] <flags> ./...` in every workspace
@@ -56,6 +130,12 @@ func eachModule(verb, tags string, flags ...string) error {
 	if err != nil {
 		return err
 	}
+	return inModules(mods, verb, tags, flags...)
+}
+
+// inModules runs `go <verb> [-tags <tags>] <flags> ./...` in each module
+// directory given (eachModule's loop).
+func inModules(mods []string, verb, tags string, flags ...string) error {
 	args := []string{verb}
 	if tags != "" {
 		args = append(args, "-tags", tags)

@@ -1,5 +1,3 @@
-//go:build scratch
-
 package app_test
 
 import (

@@ -1,5 +1,3 @@
-//go:build scratch
-
 package archive_test
 
 import (

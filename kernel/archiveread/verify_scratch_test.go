@@ -1,5 +1,3 @@
-//go:build scratch
-
 package archiveread_test
 
 import (

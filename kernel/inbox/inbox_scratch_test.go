@@ -1,5 +1,3 @@
-//go:build scratch
-
 package inbox_test
 
 import (

@@ -1,5 +1,3 @@
-//go:build scratch
-
 package invariants_test
 
 import (

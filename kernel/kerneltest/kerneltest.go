@@ -6,7 +6,9 @@
 // The server is named by CRAIG_TEST_DATABASE_URL (default: the local server
 // at 127.0.0.1:5432, user postgres). Where none is reachable and a Docker
 // engine is, testcontainers-go starts one for the test process. A test that
-// needs a server and has none FAILS when CI=true and is skipped otherwise.
+// needs a server and has none FAILS with one line saying what to set (a
+// missing server never passes silently, in CI or not); `go test -short`
+// skips every test that needs a server.
 package kerneltest
 
 import (
@@ -21,6 +23,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -40,7 +43,36 @@ import (
 const (
 	EnvDatabaseURL = "CRAIG_TEST_DATABASE_URL"
 	EnvAMQPURL     = "CRAIG_TEST_AMQP_URL"
+	// EnvDBPrefix names the prefix of every database the harness creates:
+	// scratch databases <prefix>_<random>, templates <prefix>_tpl_<hash>.
+	EnvDBPrefix = "CRAIG_TEST_DB_PREFIX"
 )
+
+// DefaultDBPrefix is the database name prefix when CRAIG_TEST_DB_PREFIX is
+// unset: short, and unlike any service database (craig_<service>).
+const DefaultDBPrefix = "craig_t"
+
+// dbPrefixPattern keeps a prefix a plain lower-case identifier short enough
+// that <prefix>_tpl_<16 hex> fits PostgreSQL's 63-byte names.
+var dbPrefixPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+// DBPrefix returns the database name prefix (CRAIG_TEST_DB_PREFIX or the
+// default), or an error naming the variable when the value is not a plain
+// lower-case identifier of at most 32 characters.
+func DBPrefix() (string, error) {
+	p := os.Getenv(EnvDBPrefix)
+	if p == "" {
+		return DefaultDBPrefix, nil
+	}
+	if !dbPrefixPattern.MatchString(p) {
+		return "", fmt.Errorf("%s=%q: want a lower-case identifier of at most 32 characters ([a-z][a-z0-9_]*)", EnvDBPrefix, p)
+	}
+	return p, nil
+}
+
+// TemplatePrefix is the name prefix of the harness's templates under a
+// database prefix (go tool mage drops them when a test run ends).
+func TemplatePrefix(dbPrefix string) string { return dbPrefix + "_tpl_" }
 
 // Defaults: the servers this machine kind runs before a session starts.
 const (
@@ -52,14 +84,39 @@ const (
 // down; the servers are local, so a second is generous.
 const probeTimeout = 2 * time.Second
 
-// Missing reports a required server that is not reachable: a failure under
-// CI=true (a missing server must never pass silently), a skip elsewhere.
+// Missing fails the test on a required server that is not reachable, in one
+// line naming what to set or start: a missing server must never pass
+// silently, in CI or on a laptop (go test -short skips these tests instead).
 func Missing(t testing.TB, what string, err error) {
 	t.Helper()
+	t.Fatalf("%s is not reachable (%s); -short skips the tests that need it", what, oneLine(err))
+}
+
+// Optional reports a server only some suites need (the streaming replica)
+// that is not reachable: a failure under CI=true, where every suite runs,
+// and a skip elsewhere (go tool mage test:scratch runs without one).
+func Optional(t testing.TB, what string, err error) {
+	t.Helper()
 	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s is required and not reachable (CI=true makes this a failure): %v", what, err)
+		t.Fatalf("%s is not reachable (%s); CI=true runs every suite", what, oneLine(err))
 	}
-	t.Skipf("%s not reachable (set CI=true to make this a failure): %v", what, err)
+	t.Skipf("%s is not reachable (%s); set CI=true to make this a failure", what, oneLine(err))
+}
+
+// NeedsServer skips the test under go test -short: it needs a real server.
+func NeedsServer(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s: -short skips it", what)
+	}
+}
+
+// oneLine joins an error's lines (errors.Join and pgx separate with newlines).
+func oneLine(err error) string {
+	if err == nil {
+		return "no answer"
+	}
+	return strings.Join(strings.Fields(err.Error()), " ")
 }
 
 // DB is one scratch database.
@@ -76,15 +133,20 @@ type DB struct {
 // drops it when the test ends.
 func NewDB(t testing.TB, sets ...migrations.Set) *DB {
 	t.Helper()
+	NeedsServer(t, "PostgreSQL")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
+	prefix, err := DBPrefix()
+	if err != nil {
+		t.Fatalf("kerneltest: %v", err)
+	}
 	server := serverURL(t)
-	tpl, err := ensureTemplate(ctx, server, sets)
+	tpl, err := ensureTemplate(ctx, server, TemplatePrefix(prefix), sets)
 	if err != nil {
 		t.Fatalf("kerneltest: template: %v", err)
 	}
-	name := "craig_t_" + randomHex(t, 8)
+	name := prefix + "_" + randomHex(t, 8)
 	admin, err := pgx.Connect(ctx, server)
 	if err != nil {
 		t.Fatalf("kerneltest: connect %s: %v", settings.Redact(server), err)
@@ -154,6 +216,7 @@ func (d *DB) Count(t testing.TB, sql string, args ...any) int64 {
 // local broker) after checking the broker accepts TCP connections.
 func AMQPURL(t testing.TB) string {
 	t.Helper()
+	NeedsServer(t, "RabbitMQ")
 	raw := os.Getenv(EnvAMQPURL)
 	if raw == "" {
 		raw = DefaultAMQPURL
@@ -168,7 +231,7 @@ func AMQPURL(t testing.TB) string {
 	}
 	conn, err := net.DialTimeout("tcp", host, probeTimeout)
 	if err != nil {
-		Missing(t, "RabbitMQ at "+host, err)
+		Missing(t, "RabbitMQ at "+host+": set "+EnvAMQPURL+" or start the broker", err)
 	}
 	_ = conn.Close()
 	return raw
@@ -193,7 +256,7 @@ func serverURL(t testing.TB) string {
 			err = errors.Join(err, cerr)
 		}
 	}
-	Missing(t, "PostgreSQL at "+settings.Redact(raw), err)
+	Missing(t, "PostgreSQL at "+settings.Redact(raw)+": set "+EnvDatabaseURL+" or start a server (or Docker, for testcontainers)", err)
 	return ""
 }
 
@@ -209,12 +272,12 @@ func ping(raw string) error {
 
 // ensureTemplate creates (once per fingerprint, across concurrent test
 // processes) a database with the sets applied and marks it a template.
-func ensureTemplate(ctx context.Context, server string, sets []migrations.Set) (string, error) {
+func ensureTemplate(ctx context.Context, server, tplPrefix string, sets []migrations.Set) (string, error) {
 	fp, err := fingerprint(sets)
 	if err != nil {
 		return "", err
 	}
-	tpl := "craig_tpl_" + fp
+	tpl := tplPrefix + fp
 	admin, err := pgx.Connect(ctx, server)
 	if err != nil {
 		return "", fmt.Errorf("connect %s: %w", settings.Redact(server), err)

@@ -27,8 +27,7 @@ var s3Credentials sync.Once
 
 // S3URL returns the bucket URL of the S3 server for tests (CRAIG_TEST_S3_URL,
 // default the local versitygw) after checking its endpoint accepts TCP
-// connections; an unreachable server is a failure under CI=true and a skip
-// otherwise (Missing).
+// connections; an unreachable server fails the test (Missing).
 //
 // The AWS SDK reads credentials from the environment, and the s3blob URL
 // opener takes none of its own. So when neither AWS_ACCESS_KEY_ID nor
@@ -38,6 +37,7 @@ var s3Credentials sync.Once
 // undo the setting when the first test ends.
 func S3URL(t testing.TB) string {
 	t.Helper()
+	NeedsServer(t, "the S3 store")
 	raw := os.Getenv(EnvS3URL)
 	if raw == "" {
 		raw = DefaultS3URL
@@ -65,7 +65,7 @@ func S3URL(t testing.TB) string {
 		}
 		conn, err := net.DialTimeout("tcp", host, probeTimeout)
 		if err != nil {
-			Missing(t, "S3 server at "+host+" (start it with `go tool mage store:up`)", err)
+			Missing(t, "S3 server at "+host+": set "+EnvS3URL+" or start it with `go tool mage store:up`", err)
 		}
 		_ = conn.Close()
 	}

@@ -1,5 +1,3 @@
-//go:build scratch
-
 package lease_test
 
 import (

@@ -1,5 +1,3 @@
-//go:build scratch
-
 package lifecycle_test
 
 import (

@@ -1,5 +1,3 @@
-//go:build scratch
-
 package outbox_test
 
 import (

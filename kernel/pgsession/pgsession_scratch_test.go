@@ -1,5 +1,3 @@
-//go:build scratch
-
 package pgsession_test
 
 import (

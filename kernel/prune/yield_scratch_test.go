@@ -1,5 +1,3 @@
-//go:build scratch
-
 package prune_test
 
 import (

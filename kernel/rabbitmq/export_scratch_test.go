@@ -1,5 +1,3 @@
-//go:build scratch
-
 package rabbitmq
 
 // CloseConnection closes the publisher's current connection, as a network

@@ -1,5 +1,3 @@
-//go:build scratch
-
 package rabbitmq_test
 
 import (

@@ -1,5 +1,3 @@
-//go:build scratch
-
 package store_test
 
 import (

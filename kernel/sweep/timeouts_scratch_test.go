@@ -1,5 +1,3 @@
-//go:build scratch
-
 package sweep_test
 
 import (

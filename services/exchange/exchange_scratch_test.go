@@ -1,5 +1,3 @@
-//go:build scratch
-
 package exchange_test
 
 import (

@@ -1,5 +1,3 @@
-//go:build scratch
-
 package financial_test
 
 import (

@@ -1,5 +1,3 @@
-//go:build scratch
-
 package rules_test
 
 import (
@@ -22,7 +20,7 @@ const benchRows = 100_000
 // io.Discard on the same rows in the same run: the floor for reading the
 // same documents out of PostgreSQL.
 //
-//	CI=true go test -tags scratch -run '^$' -bench ArchivePass100k -benchtime 3x ./services/rules
+//	go test -run '^$' -bench ArchivePass100k -benchtime 3x ./services/rules
 //
 // ns/op times the pass alone; archive_rows/s and copy_rows/s are the two
 // throughputs, ndjson_MB/s the pass's data rate.

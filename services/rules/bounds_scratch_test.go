@@ -1,5 +1,3 @@
-//go:build scratch
-
 package rules_test
 
 import (

@@ -1,5 +1,3 @@
-//go:build scratch
-
 package security_test
 
 import (
