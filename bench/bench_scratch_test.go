@@ -35,7 +35,7 @@ func TestBenchSmoke(t *testing.T) {
 	conn, err := pgx.Connect(pctx, server)
 	pcancel()
 	if err != nil {
-		kerneltest.Missing(t, "PostgreSQL", err)
+		kerneltest.Missing(t, "PostgreSQL", "set "+kerneltest.EnvDatabaseURL+" or start a server", err)
 	}
 	_ = conn.Close(ctx)
 

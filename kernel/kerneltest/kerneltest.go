@@ -87,9 +87,9 @@ const probeTimeout = 2 * time.Second
 // Missing fails the test on a required server that is not reachable, in one
 // line naming what to set or start: a missing server must never pass
 // silently, in CI or on a laptop (go test -short skips these tests instead).
-func Missing(t testing.TB, what string, err error) {
+func Missing(t testing.TB, what, fix string, err error) {
 	t.Helper()
-	t.Fatalf("%s is not reachable (%s); -short skips the tests that need it", what, oneLine(err))
+	t.Fatalf("%s is not reachable (%s): %s; go test -short skips the tests that need it", what, oneLine(err), fix)
 }
 
 // Optional reports a server only some suites need (the streaming replica)
@@ -231,7 +231,7 @@ func AMQPURL(t testing.TB) string {
 	}
 	conn, err := net.DialTimeout("tcp", host, probeTimeout)
 	if err != nil {
-		Missing(t, "RabbitMQ at "+host+": set "+EnvAMQPURL+" or start the broker", err)
+		Missing(t, "RabbitMQ at "+host, "set "+EnvAMQPURL+" or start the broker", err)
 	}
 	_ = conn.Close()
 	return raw
@@ -256,7 +256,7 @@ func serverURL(t testing.TB) string {
 			err = errors.Join(err, cerr)
 		}
 	}
-	Missing(t, "PostgreSQL at "+settings.Redact(raw)+": set "+EnvDatabaseURL+" or start a server (or Docker, for testcontainers)", err)
+	Missing(t, "PostgreSQL at "+settings.Redact(raw), "set "+EnvDatabaseURL+", start a server, or start Docker (testcontainers-go then starts one)", err)
 	return ""
 }
 

@@ -65,7 +65,7 @@ func S3URL(t testing.TB) string {
 		}
 		conn, err := net.DialTimeout("tcp", host, probeTimeout)
 		if err != nil {
-			Missing(t, "S3 server at "+host+": set "+EnvS3URL+" or start it with `go tool mage store:up`", err)
+			Missing(t, "S3 server at "+host, "set "+EnvS3URL+" or start it with `go tool mage store:up`", err)
 		}
 		_ = conn.Close()
 	}

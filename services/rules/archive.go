@@ -45,6 +45,10 @@ func Bookkeeper() archive.Bookkeeper {
 	return archive.Bookkeeper{EventType: EvaluationsArchivedEvent, SourceService: SourceService}
 }
 
+// Producer is rules as the fleet ledger knows it, derived from its
+// registration: security validates rules' archive events against it.
+func Producer() archive.Producer { return archive.ProducerOf(Name, Bookkeeper(), ArchiveTables()) }
+
 // Bookkeep writes the rules service's ledger row and stages its event
 // inside each archive's delete transaction (Bookkeeper's Bookkeep).
 func Bookkeep(ctx context.Context, tx pgx.Tx, m archive.Manifest, archivedBy string) error {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/prune"
+	"github.com/craig/retention/services/rules"
 	"github.com/craig/retention/services/security/fleet"
 	"github.com/craig/retention/services/security/internal/queries"
 	"github.com/google/uuid"
@@ -63,6 +64,15 @@ func ArchiveTables() []archive.TableSpec {
 func Bookkeeper() archive.Bookkeeper {
 	return archive.Bookkeeper{EventType: ArchiveCompletedEvent, SourceService: SourceService, Also: bookOwnArchive}
 }
+
+// Producer is security as the fleet ledger knows it, derived from its
+// registration (Bookkeeper and ArchiveTables).
+func Producer() archive.Producer { return archive.ProducerOf(Name, Bookkeeper(), ArchiveTables()) }
+
+// FleetRegistry is the fleet ledger's vocabulary: every producer's
+// registration (a table a producer registers is accepted with no edit here;
+// a new producer SERVICE is one line in this list).
+func FleetRegistry() fleet.Registry { return fleet.NewRegistry(rules.Producer(), Producer()) }
 
 // Bookkeep is Bookkeeper's Bookkeep (the archive.BookkeepFunc of the spec).
 func Bookkeep(ctx context.Context, tx pgx.Tx, m archive.Manifest, archivedBy string) error {

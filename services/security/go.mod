@@ -42,6 +42,7 @@ require (
 	github.com/containerd/platforms v0.2.1 // indirect
 	github.com/cpuguy83/dockercfg v0.3.2 // indirect
 	github.com/craig/retention/migrations v0.0.0-00010101000000-000000000000 // indirect
+	github.com/craig/retention/services/rules v0.0.0-00010101000000-000000000000
 	github.com/distribution/reference v0.6.0 // indirect
 	github.com/docker/go-connections v0.8.2 // indirect
 	github.com/docker/go-units v0.5.0 // indirect
@@ -122,3 +123,5 @@ replace (
 	github.com/craig/retention/kernel => ../../kernel
 	github.com/craig/retention/migrations => ../../migrations
 )
+
+replace github.com/craig/retention/services/rules => ../rules

@@ -45,6 +45,7 @@ const (
 
 // inbound handles received events.
 type inbound struct {
+	reg   fleet.Registry
 	trust *eventsig.Trust // nil: signatures are not checked
 	m     *metrics.Fleet
 	log   *slog.Logger
@@ -61,7 +62,7 @@ func Inbound() *app.InboundSpec[Settings] {
 			if err != nil {
 				return app.Inbound{}, err
 			}
-			h := &inbound{trust: deps.Trust, m: m, log: deps.Logger, now: time.Now}
+			h := &inbound{reg: FleetRegistry(), trust: deps.Trust, m: m, log: deps.Logger, now: time.Now}
 			return app.Inbound{Handle: h.Handle, DeadLetter: h.DeadLetter}, nil
 		},
 	}
@@ -70,7 +71,7 @@ func Inbound() *app.InboundSpec[Settings] {
 // NewInboundHandler returns the handlers for tests and benchmarks that
 // drive the inbound path without a broker.
 func NewInboundHandler(trust *eventsig.Trust, m *metrics.Fleet, log *slog.Logger) app.Inbound {
-	h := &inbound{trust: trust, m: m, log: log, now: time.Now}
+	h := &inbound{reg: FleetRegistry(), trust: trust, m: m, log: log, now: time.Now}
 	return app.Inbound{Handle: h.Handle, DeadLetter: h.DeadLetter}
 }
 
@@ -128,8 +129,8 @@ func isArchiveEvent(eventType string) bool {
 
 // claimedSource is the source an archive event speaks for: its type's
 // service prefix (rules.* → craig-rules).
-func claimedSource(eventType string) string {
-	if src, ok := fleet.SourceOf(eventType); ok {
+func (h *inbound) claimedSource(eventType string) string {
+	if src, ok := h.reg.SourceOf(eventType); ok {
 		return src.SourceService
 	}
 	service, _, _ := strings.Cut(eventType, ".")
@@ -142,7 +143,7 @@ func (h *inbound) book(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery) (out
 	var o outcome
 	ev := d.Message
 	if h.trust != nil {
-		keyID, err := h.trust.Verify(d.Body, d.Headers, claimedSource(ev.EventType))
+		keyID, err := h.trust.Verify(d.Body, d.Headers, h.claimedSource(ev.EventType))
 		o.KeyID = keyID
 		if err != nil {
 			// The event could not prove its source: it must not use up its
@@ -157,10 +158,10 @@ func (h *inbound) book(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery) (out
 	if _, _, ok := fleet.LifecycleKind(ev.EventType); ok {
 		return h.applyLifecycle(ctx, tx, d, o)
 	}
-	if !fleet.Typed(ev.EventType) {
+	if !h.reg.Typed(ev.EventType) {
 		return o, nil // signed (or trust is off): recorded like any event
 	}
-	rec, err := fleet.Validate(ev.EventType, ev.Payload, h.now())
+	rec, err := h.reg.Validate(ev.EventType, ev.Payload, h.now())
 	if err != nil {
 		var r *fleet.Refusal
 		if !errors.As(err, &r) {

@@ -46,25 +46,37 @@ type Source struct {
 	// Service is the producer's store key segment:
 	// retention-archives/<Service>/<table>/….
 	Service string
-	// Tables is the producer's fixed vocabulary of archived tables.
+	// Tables is the producer's vocabulary of archived tables: its
+	// registered TableSpecs (archive.Producer), never a list typed here.
 	Tables []string
 }
 
-// SourceOf returns the source an archive event type must come from: the
-// event type's service prefix names it (rules.* → craig-rules).
-func SourceOf(eventType string) (Source, bool) {
-	switch eventType {
-	case RulesArchived:
-		return Source{SourceService: "craig-rules", Service: "rules", Tables: []string{"rule_evaluations"}}, true
-	case SecurityArchived:
-		return Source{SourceService: "craig-security", Service: "security", Tables: []string{"audit_log", "dead_letter_audit"}}, true
+// Registry is the fleet ledger's vocabulary: for each archive event type,
+// the producer it must come from and the tables it may name. It is built
+// from the producers' own registrations (security.FleetRegistry), so a
+// table a producer adds is accepted without an edit of security.
+type Registry struct {
+	byEvent map[string]Source
+}
+
+// NewRegistry builds the vocabulary of the given producers.
+func NewRegistry(producers ...archive.Producer) Registry {
+	r := Registry{byEvent: make(map[string]Source, len(producers))}
+	for _, p := range producers {
+		r.byEvent[p.EventType] = Source{SourceService: p.SourceService, Service: p.Service, Tables: slices.Clone(p.Tables)}
 	}
-	return Source{}, false
+	return r
+}
+
+// SourceOf returns the source an archive event type must come from.
+func (r Registry) SourceOf(eventType string) (Source, bool) {
+	src, ok := r.byEvent[eventType]
+	return src, ok
 }
 
 // Typed reports whether the fleet ledger books events of this type.
-func Typed(eventType string) bool {
-	_, ok := SourceOf(eventType)
+func (r Registry) Typed(eventType string) bool {
+	_, ok := r.SourceOf(eventType)
 	return ok
 }
 
@@ -155,9 +167,9 @@ var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // Validate checks an archive event of eventType against every rule of D16
 // at time now and returns the record to book; a *Refusal otherwise. It
-// writes nothing and reads nothing but its arguments.
-func Validate(eventType string, body []byte, now time.Time) (Record, error) {
-	src, ok := SourceOf(eventType)
+// writes nothing and reads nothing but its arguments and the registry.
+func (r Registry) Validate(eventType string, body []byte, now time.Time) (Record, error) {
+	src, ok := r.SourceOf(eventType)
 	if !ok {
 		return Record{}, refuse(ReasonEventType, "event type %q is not an archive event the fleet ledger books", eventType)
 	}

@@ -10,10 +10,17 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/services/rules"
+	"github.com/craig/retention/services/security"
 	"github.com/craig/retention/services/security/fleet"
 )
 
 var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+// reg is the vocabulary security serves: derived from the producers'
+// registrations, as in production.
+var reg = security.FleetRegistry()
 
 const archiveID = "0193f1d2-7c4e-7a10-8e2b-5f6a7b8c9d10"
 
@@ -50,7 +57,7 @@ func with(k string, v any) func(map[string]any) {
 
 func TestValidateAcceptsTheContract(t *testing.T) {
 	t.Parallel()
-	rec, err := fleet.Validate(fleet.RulesArchived, body(t, valid()), now)
+	rec, err := reg.Validate(fleet.RulesArchived, body(t, valid()), now)
 	require.NoError(t, err)
 	require.Equal(t, uuid.MustParse(archiveID), rec.ArchiveID)
 	require.Equal(t, "craig-rules", rec.SourceService)
@@ -62,7 +69,7 @@ func TestValidateAcceptsTheContract(t *testing.T) {
 	sec["source_service"], sec["table"] = "craig-security", "dead_letter_audit"
 	sec["data_key"] = "retention-archives/security/dead_letter_audit/2026/12/01/" + archiveID + ".ndjson"
 	sec["manifest_key"] = "retention-archives/security/dead_letter_audit/2026/12/01/" + archiveID + ".manifest.json"
-	_, err = fleet.Validate(fleet.SecurityArchived, body(t, sec), now)
+	_, err = reg.Validate(fleet.SecurityArchived, body(t, sec), now)
 	require.NoError(t, err)
 	// Edges that are allowed: archived_at just inside the skew, one record,
 	// first = last, the window's bounds.
@@ -75,7 +82,7 @@ func TestValidateAcceptsTheContract(t *testing.T) {
 	} {
 		m := valid()
 		edit(m)
-		_, err := fleet.Validate(fleet.RulesArchived, body(t, m), now)
+		_, err := reg.Validate(fleet.RulesArchived, body(t, m), now)
 		require.NoError(t, err, "%v", m)
 	}
 }
@@ -145,7 +152,7 @@ func TestValidateRefusesForgeries(t *testing.T) {
 			if et == "" {
 				et = fleet.RulesArchived
 			}
-			_, err := fleet.Validate(et, b, now)
+			_, err := reg.Validate(et, b, now)
 			require.ErrorIs(t, err, fleet.ErrRefused)
 			var r *fleet.Refusal
 			require.ErrorAs(t, err, &r)
@@ -157,7 +164,7 @@ func TestValidateRefusesForgeries(t *testing.T) {
 
 func TestDivergence(t *testing.T) {
 	t.Parallel()
-	booked, err := fleet.Validate(fleet.RulesArchived, body(t, valid()), now)
+	booked, err := reg.Validate(fleet.RulesArchived, body(t, valid()), now)
 	require.NoError(t, err)
 	require.Empty(t, fleet.Divergence(booked, booked), "an identical replay")
 	same := booked
@@ -191,7 +198,7 @@ func FuzzValidate(f *testing.F) {
 	f.Add(fleet.RulesArchived, []byte(`{"record_count": 1e400}`))
 	f.Add("x", []byte(`null`))
 	f.Fuzz(func(t *testing.T, eventType string, payload []byte) {
-		rec, err := fleet.Validate(eventType, payload, now)
+		rec, err := reg.Validate(eventType, payload, now)
 		if err != nil {
 			var r *fleet.Refusal
 			if !errors.As(err, &r) || r.Reason == "" {
@@ -199,7 +206,7 @@ func FuzzValidate(f *testing.F) {
 			}
 			return
 		}
-		src, ok := fleet.SourceOf(eventType)
+		src, ok := reg.SourceOf(eventType)
 		switch {
 		case !ok || rec.SourceService != src.SourceService:
 			t.Fatalf("accepted a foreign source: %+v", rec)
@@ -270,4 +277,43 @@ func FuzzValidateLifecycle(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRegistryIsTheProducersRegistrations: the vocabulary is derived from
+// each producer's registration, so every table a producer registers is
+// accepted (a table added to rules needs no edit of security), and a table
+// it does not register, or another producer's, is refused.
+func TestRegistryIsTheProducersRegistrations(t *testing.T) {
+	t.Parallel()
+	producers := []archive.Producer{rules.Producer(), security.Producer()}
+	for _, p := range producers {
+		require.NotEmpty(t, p.Tables, p.Service)
+		src, ok := reg.SourceOf(p.EventType)
+		require.True(t, ok, p.EventType)
+		require.Equal(t, p.Tables, src.Tables)
+		for _, table := range p.Tables {
+			m := valid()
+			m["source_service"], m["table"] = p.SourceService, table
+			m["data_key"] = "retention-archives/" + p.Service + "/" + table + "/2026/12/01/" + archiveID + ".ndjson"
+			m["manifest_key"] = "retention-archives/" + p.Service + "/" + table + "/2026/12/01/" + archiveID + ".manifest.json"
+			_, err := reg.Validate(p.EventType, body(t, m), now)
+			require.NoError(t, err, "%s.%s", p.Service, table)
+
+			for _, other := range producers {
+				if other.EventType == p.EventType {
+					continue
+				}
+				_, err := reg.Validate(other.EventType, body(t, m), now)
+				require.ErrorIs(t, err, fleet.ErrRefused, "%s's table %s under %s", p.Service, table, other.EventType)
+			}
+		}
+		m := valid()
+		m["source_service"], m["table"] = p.SourceService, p.Tables[0]+"_x"
+		m["data_key"] = "retention-archives/" + p.Service + "/" + p.Tables[0] + "_x/2026/12/01/" + archiveID + ".ndjson"
+		m["manifest_key"] = "retention-archives/" + p.Service + "/" + p.Tables[0] + "_x/2026/12/01/" + archiveID + ".manifest.json"
+		_, err := reg.Validate(p.EventType, body(t, m), now)
+		var r *fleet.Refusal
+		require.ErrorAs(t, err, &r)
+		require.Equal(t, fleet.ReasonTable, r.Reason)
+	}
 }
