@@ -82,10 +82,9 @@ ORDER BY s.ord_at, s.id`
 )
 
 // fixtureSettings are the fixture service's settings: the transport keys
-// and its swept table's window.
+// (its swept table's window key is derived from its registration).
 type fixtureSettings struct {
-	settings.Transport   `koanf:",squash"`
-	WidgetsRetentionDays int `koanf:"widgets_retention_days"`
+	settings.Transport `koanf:",squash"`
 }
 
 // gizmoRow is what sqlc would generate for selectGizmos.
@@ -102,7 +101,7 @@ type gizmoRow struct {
 func fixtureSpec() app.Spec[fixtureSettings] {
 	return app.Spec[fixtureSettings]{
 		Name:      "fixture",
-		Defaults:  fixtureSettings{Transport: settings.DefaultTransport(app.DefaultDatabaseURL("fixture")), WidgetsRetentionDays: 30},
+		Defaults:  fixtureSettings{Transport: settings.DefaultTransport(app.DefaultDatabaseURL("fixture"))},
 		Transport: func(s fixtureSettings) settings.Transport { return s.Transport },
 		Locals: []app.Local[fixtureSettings]{{
 			Policy: prune.Policy{Table: "widgets", AgeColumn: "done_at", Eligible: "state = 'done'",
@@ -110,7 +109,7 @@ func fixtureSpec() app.Spec[fixtureSettings] {
 					tag, err := db.Exec(ctx, deleteDoneWidgets, p.WindowDays, p.Limit)
 					return tag.RowsAffected(), err
 				}},
-			Window: func(s fixtureSettings) int { return s.WidgetsRetentionDays },
+			DefaultWindowDays: 30,
 		}},
 	}
 }
@@ -140,7 +139,7 @@ func TestFixtureServiceConformance(t *testing.T) {
 	maps.Copy(seeds, map[string]string{
 		"widgets": fmt.Sprintf(`INSERT INTO widgets (state, done_at)
   SELECT st, at FROM unnest(ARRAY['done', 'pending']) AS st,
-       unnest(ARRAY[%[1]s, %[2]s, now() - interval '40 days', NULL]) AS at`, kerneltest.WindowEdges(s.WidgetsRetentionDays)...),
+       unnest(ARRAY[%[1]s, %[2]s, now() - interval '40 days', NULL]) AS at`, kerneltest.WindowEdges(fixtureSpec().Locals[0].PolicyFor(s.Transport).WindowDays)...),
 		"gizmo_events": `INSERT INTO gizmo_events (id, happened_at, what)
   SELECT id, now() - make_interval(secs => age), repeat('w', pad) FROM unnest($1::uuid[], $2::float8[], $3::int[]) AS s(id, age, pad)`,
 	})

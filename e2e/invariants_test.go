@@ -13,6 +13,7 @@ import (
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/invariants"
 	"github.com/craig/retention/kernel/prune"
+	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/sweep"
 	"github.com/craig/retention/services/exchange"
 	"github.com/craig/retention/services/financial"
@@ -121,12 +122,12 @@ func TestRealPolicyDescriptionsFollowTheirWindow(t *testing.T) {
 		{inboxSpec.name, transport(inboxSpec.table)},
 		{sendJobsSpec.name, func(window int) prune.Policy {
 			s := exchange.DefaultSettings()
-			s.SendJobsRetentionDays = window
+			s.Derived = settings.Values{app.WindowKey(exchange.SendJobsTable): window}
 			return exchange.SendJobsPolicy(s)
 		}},
 		{reconcileSpec.name, func(window int) prune.Policy {
 			s := financial.DefaultSettings()
-			s.ReconcileRetentionDays = window
+			s.Derived = settings.Values{app.WindowKey(financial.ReconcileTable): window}
 			return financial.ReconcilePolicy(s)
 		}},
 	}
@@ -177,15 +178,17 @@ func TestArchiveWatchdogs(t *testing.T) {
 	on := func(s archive.Settings) archive.Settings { s.Enabled = true; return s }
 	rs, ss := rules.DefaultSettings(), security.DefaultSettings()
 	rsOn, ssOn := rs, ss
-	rsOn.Archive.Settings, ssOn.Archive.Settings = on(rs.Archive.Settings), on(ss.Archive.Settings)
+	rsOn.Archive, ssOn.Archive = on(rs.Archive), on(ss.Archive)
 	for _, tt := range []struct {
 		name     string
 		off, got []invariants.Spec
-		tables   []string
+		tables   []string // derived: every registered table
+		seed     []string // pinned: the seed's tables are among them
 	}{
-		{"rules", app.InvariantSpecs(rules.Spec(), rs), app.InvariantSpecs(rules.Spec(), rsOn), []string{"rule_evaluations"}},
-		{"security", app.InvariantSpecs(security.Spec(), ss), app.InvariantSpecs(security.Spec(), ssOn), []string{"audit_log", "dead_letter_audit"}},
+		{"rules", app.InvariantSpecs(rules.Spec(), rs), app.InvariantSpecs(rules.Spec(), rsOn), archive.TableNames(rules.ArchiveTables()), []string{"rule_evaluations"}},
+		{"security", app.InvariantSpecs(security.Spec(), ss), app.InvariantSpecs(security.Spec(), ssOn), archive.TableNames(security.ArchiveTables()), []string{"audit_log", "dead_letter_audit"}},
 	} {
+		require.Subset(t, tt.tables, tt.seed, tt.name)
 		watch := func(specs []invariants.Spec) []invariants.Spec {
 			return slices.DeleteFunc(slices.Clone(specs), func(s invariants.Spec) bool { return !strings.HasSuffix(s.Name, "_hot_window_overrun") })
 		}

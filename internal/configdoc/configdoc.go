@@ -15,19 +15,45 @@ import (
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/services/exchange"
+	"github.com/craig/retention/services/financial"
+	"github.com/craig/retention/services/rules"
+	"github.com/craig/retention/services/security"
 )
 
 // ModulePath is the workspace's root module path; a package's directory is
 // its import path below it.
 const ModulePath = "github.com/craig/retention"
 
-// Service is one service of the reference: its name and default settings.
+// Service is one service of the reference: its name, default settings and
+// the keys its tables declare (app.Spec.DerivedKeys).
 type Service struct {
 	Name     string
 	Defaults any
+	Derived  []settings.Derived
+}
+
+// Fleet is every service of the reference, from the services' own specs: a
+// table a service registers brings its keys here with no edit.
+func Fleet() []Service {
+	return []Service{
+		{Name: exchange.Name, Defaults: exchange.DefaultSettings(), Derived: exchange.Spec().DerivedKeys()},
+		{Name: financial.Name, Defaults: financial.DefaultSettings(), Derived: financial.Spec().DerivedKeys()},
+		{Name: rules.Name, Defaults: rules.DefaultSettings(), Derived: rules.Spec().DerivedKeys()},
+		{Name: security.Name, Defaults: security.DefaultSettings(), Derived: security.Spec().DerivedKeys()},
+	}
+}
+
+// Fields are a service's reference rows: its settings fields and its
+// derived keys, sorted by key.
+func (s Service) Fields() []settings.Field {
+	out := append(settings.Fields(s.Defaults), settings.DerivedFields(s.Derived)...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
 }
 
 // ErrUndocumented is wrapped when a key's field has no doc comment.
@@ -41,6 +67,9 @@ type docs struct {
 
 // comment returns the doc comment of owner's field.
 func (d *docs) comment(f settings.Field) (string, error) {
+	if f.Doc != "" {
+		return f.Doc, nil
+	}
 	pkg := f.Owner.PkgPath()
 	if _, ok := d.pkgs[pkg]; !ok {
 		m, err := parseDir(filepath.Join(d.root, strings.TrimPrefix(strings.TrimPrefix(pkg, ModulePath), "/")))
@@ -113,7 +142,7 @@ func Render(root string, services []Service) ([]byte, error) {
 	d := &docs{root: root, pkgs: map[string]map[string]string{}}
 	fields := make([][]settings.Field, len(services))
 	for i, s := range services {
-		fields[i] = settings.Fields(s.Defaults)
+		fields[i] = s.Fields()
 	}
 	common := commonKeys(fields)
 	var b bytes.Buffer

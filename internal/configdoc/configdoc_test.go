@@ -17,14 +17,7 @@ import (
 )
 
 // fleet is the reference's services, as the mage target renders them.
-func fleet() []configdoc.Service {
-	return []configdoc.Service{
-		{Name: exchange.Name, Defaults: exchange.DefaultSettings()},
-		{Name: financial.Name, Defaults: financial.DefaultSettings()},
-		{Name: rules.Name, Defaults: rules.DefaultSettings()},
-		{Name: security.Name, Defaults: security.DefaultSettings()},
-	}
-}
+func fleet() []configdoc.Service { return configdoc.Fleet() }
 
 // TestReferenceNamesEveryKey: every key of every service appears with its
 // environment variable (or the shared pattern), a description and no

@@ -56,26 +56,43 @@ type Spec[T any] struct {
 }
 
 // Local is one service-local swept table: a team adds a table with a
-// migration, one batch-delete query, a window field in its settings and
-// this value. The kernel derives the rest: the table's sweep group (named
-// after the table), its advisory lock key (lease.KeyFor(service, table)),
-// the validation of its window key <table>_retention_days (0..3650, 0
-// disables; a service whose settings lack the key is refused at start-up),
-// and, from the policy's AgeColumn and Eligible, its dry run, backlog gauge,
-// watchdogs and plan check.
+// migration, one batch-delete query and this value. The kernel derives the
+// rest: the table's sweep group (named after the table), its advisory lock
+// key (lease.KeyFor(service, table)), its settings key
+// <table>_retention_days (default DefaultWindowDays, 0..3650, 0 disables;
+// its environment variable and its row in docs/configuration.md), and, from
+// the policy's AgeColumn, Eligible and Keep, its dry run, backlog gauge,
+// watchdogs, plan check and conformance suite.
 type Local[T any] struct {
-	// Policy is the sweep: Table, AgeColumn, Eligible, Invariant and
-	// DeleteBatch (its WindowDays comes from Window).
+	// Policy is the sweep: Table, AgeColumn, Eligible, Keep, Invariant and
+	// DeleteBatch (its WindowDays comes from the settings key).
 	Policy prune.Policy
-	// Window reads the table's window from the settings (the field tagged
-	// <table>_retention_days).
-	Window func(T) int
+	// DefaultWindowDays is the window when <table>_retention_days is not
+	// set; 0 means the kernel's settings.DefaultLocalRetentionDays (30).
+	DefaultWindowDays int
+	// Doc describes the table's window in the configuration reference
+	// (what its rows are and which the sweep deletes); empty: one derived
+	// from the policy.
+	Doc string
 }
 
-// PolicyFor is the local's policy with its window from cfg.
-func (l Local[T]) PolicyFor(cfg T) prune.Policy {
+// defaultWindow is the local's window when its key is not set.
+func (l Local[T]) defaultWindow() int {
+	if l.DefaultWindowDays == 0 {
+		return settings.DefaultLocalRetentionDays
+	}
+	return l.DefaultWindowDays
+}
+
+// PolicyFor is the local's policy with its window from the loaded
+// settings' transport (its default when they were not loaded, as in a
+// test's spec.Defaults).
+func (l Local[T]) PolicyFor(tr settings.Transport) prune.Policy {
 	p := l.Policy
-	p.WindowDays = l.Window(cfg)
+	p.WindowDays = l.defaultWindow()
+	if v, ok := tr.Derived.Get(WindowKey(l.Policy.Table)); ok {
+		p.WindowDays = v
+	}
 	p.RetirePartitions = true // a range-partitioned local table retires whole partitions (issue 15)
 	return p
 }
@@ -90,16 +107,15 @@ type ArchiveSpec[T any] struct {
 	Settings func(T) archive.Settings
 	Tables   func() []archive.TableSpec
 	Bookkeep archive.BookkeepFunc
-	// Retention reads the retention schedule: table → days after an
-	// archive's newest record that it becomes purgeable (the settings keys
-	// archive.retention.<table>_days; 0 or absent: no date, never
-	// purgeable). nil: no schedule.
-	Retention func(T) map[string]int
 }
 
 // RetentionKey is the settings key of an archived table's retention
 // schedule.
 func RetentionKey(table string) string { return "archive.retention." + table + "_days" }
+
+// HotWindowKey is the settings key of an archived table's own hot window
+// (0: the service's archive.hot_window_days).
+func HotWindowKey(table string) string { return "archive.hot_window." + table + "_days" }
 
 // DefaultDatabaseURL is the local development database of a service.
 func DefaultDatabaseURL(service string) string {

@@ -665,7 +665,7 @@ func (r *runtime[T]) lifecycleManager(pool *pgxpool.Pool, arch *archiver, reg pr
 		return nil, err
 	}
 	var tables []string
-	for _, t := range r.spec.Archive.Tables() {
+	for _, t := range archiveTables(r.spec, r.cfg) {
 		tables = append(tables, t.Table)
 	}
 	return lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired, ObjectLock: arch.objectLock, Tables: tables}, r.logger, pm)
@@ -734,7 +734,7 @@ func (r *runtime[T]) archiveReader(pool *pgxpool.Pool, arch *archiver, reg prome
 	if arch.store == nil {
 		return out, nil, nil
 	}
-	out.reader = archiveread.New(pool, arch.store, r.spec.Name, r.spec.Archive.Tables())
+	out.reader = archiveread.New(pool, arch.store, r.spec.Name, archiveTables(r.spec, r.cfg))
 	if as.VerifyIntervalHours == 0 {
 		return out, nil, nil
 	}

@@ -75,7 +75,7 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 	if !ok || !as.Enabled {
 		return nil, nil, r.disabledError()
 	}
-	if err := archive.CheckInsertOnly(ctx, pool, r.spec.Archive.Tables()); err != nil {
+	if err := archive.CheckInsertOnly(ctx, pool, archiveTables(r.spec, r.cfg)); err != nil {
 		return nil, nil, fmt.Errorf("archiver refused to start: %w", err)
 	}
 	boundMemory(as, r.logger)
@@ -95,7 +95,7 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 		_ = st.Close()
 		return nil, nil, fmt.Errorf("archiver refused to start: %w", err)
 	}
-	e, err := archive.New(pool, st, r.spec.Archive.Tables(), r.scheduled(r.spec.Archive.Bookkeep), archive.Config{
+	e, err := archive.New(pool, st, archiveTables(r.spec, r.cfg), r.scheduled(r.spec.Archive.Bookkeep), archive.Config{
 		Service: r.spec.Name, HotWindowDays: as.HotWindowDays, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes, DBTimeout: as.DBTimeout,
 		LedgerHolds: true, ObjectLock: locked,
 	}, r.logger, m)
@@ -158,7 +158,7 @@ func (r *runtime[T]) probeArchive(ctx context.Context, pool *pgxpool.Pool) error
 	if !ok {
 		return nil
 	}
-	tables := r.spec.Archive.Tables()
+	tables := archiveTables(r.spec, r.cfg)
 	if err := archive.CheckInsertOnly(ctx, pool, tables); err != nil {
 		return err
 	}
@@ -217,10 +217,7 @@ func (r *runtime[T]) startArchiver(ctx context.Context, pool *pgxpool.Pool, reg 
 // scheduled wraps the service's bookkeeping so each new archive is dated by
 // its table's retention schedule in the same transaction.
 func (r *runtime[T]) scheduled(bk archive.BookkeepFunc) archive.BookkeepFunc {
-	if r.spec.Archive.Retention == nil {
-		return bk
-	}
-	sched := r.spec.Archive.Retention(r.cfg)
+	sched := retentionSchedule(r.spec, r.cfg)
 	return func(ctx context.Context, tx pgx.Tx, m archive.Manifest, by string) error {
 		if err := bk(ctx, tx, m, by); err != nil {
 			return err

@@ -13,10 +13,10 @@ import (
 	"github.com/craig/retention/kernel/settings"
 )
 
-// localSettings is a service with one local sweep's window.
+// localSettings is a service's settings: nothing of its local table (the
+// table's window key is derived from its registration).
 type localSettings struct {
 	settings.Transport `koanf:",squash"`
-	Widgets            int `koanf:"widgets_retention_days"`
 }
 
 func localSpec(table string) app.Spec[localSettings] {
@@ -24,13 +24,11 @@ func localSpec(table string) app.Spec[localSettings] {
 		Name: "exchange",
 		Defaults: localSettings{
 			Transport: settings.DefaultTransport("postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1"),
-			Widgets:   settings.DefaultLocalRetentionDays,
 		},
 		Transport: func(s localSettings) settings.Transport { return s.Transport },
 		Locals: []app.Local[localSettings]{{
 			Policy: prune.Policy{Table: table, AgeColumn: "done_at", Eligible: "TRUE",
 				DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) { return 0, nil }},
-			Window: func(s localSettings) int { return s.Widgets },
 		}},
 	}
 }
@@ -67,12 +65,30 @@ func TestLocalIsOneValue(t *testing.T) {
 	}
 }
 
-// TestLocalWithoutItsSettingsKey: a local sweep whose table has no
-// <table>_retention_days key in the settings is refused at start-up.
-func TestLocalWithoutItsSettingsKey(t *testing.T) {
+// TestLocalKeyIsDerived (issue 23): the table's window key, its default,
+// its bounds and its reference row come from the one value; the loaded
+// value reaches the policy; a registration whose default a table sets is
+// the default; a key that is also a settings field is a wiring error.
+func TestLocalKeyIsDerived(t *testing.T) {
 	t.Parallel()
-	var out, errOut bytes.Buffer
-	code := app.Run(context.Background(), localSpec("gadgets"), []string{"sweep", "--once"}, &out, &errOut, []string{})
-	require.Equal(t, app.ExitUsage, code)
-	require.Contains(t, errOut.String(), "needs a settings key gadgets_retention_days")
+	spec := localSpec("gadgets")
+	spec.Locals[0].DefaultWindowDays = 45
+	keys := spec.DerivedKeys()
+	require.Len(t, keys, 1)
+	require.Equal(t, "gadgets_retention_days", keys[0].Key)
+	require.Equal(t, 45, keys[0].Default)
+	require.Contains(t, keys[0].Doc, "`gadgets`")
+
+	cfg, err := app.LoadSettings(spec, settings.Source{Environ: []string{}})
+	require.NoError(t, err)
+	require.Equal(t, 45, app.Groups(spec, cfg)[1].Policies[0].WindowDays, "the default")
+	cfg, err = app.LoadSettings(spec, settings.Source{Environ: []string{"CRAIG_EXCHANGE__GADGETS_RETENTION_DAYS=7"}})
+	require.NoError(t, err)
+	require.Equal(t, 7, app.Groups(spec, cfg)[1].Policies[0].WindowDays, "the environment")
+	require.Equal(t, 45, app.Groups(spec, spec.Defaults)[1].Policies[0].WindowDays, "unloaded settings: the default")
+
+	clash := localSpec("event_outbox")
+	clash.Locals[0].Policy.Table = "event_outbox" // event_outbox_retention_days is a Transport field
+	_, err = app.LoadSettings(clash, settings.Source{Environ: []string{}})
+	require.ErrorContains(t, err, "event_outbox_retention_days is both a settings field and a table's derived key")
 }

@@ -56,13 +56,7 @@ func (r *runtime[T]) retention() Retention {
 		out.Tables[p.Table] = p.WindowDays
 	}
 	if as, ok := r.archiveSettings(); ok {
-		days := map[string]int{}
-		if r.spec.Archive.Retention != nil {
-			days = r.spec.Archive.Retention(r.cfg)
-		}
-		for _, t := range r.spec.Archive.Tables() {
-			days[t.Table] += 0 // every archived table appears, 0 when unscheduled
-		}
+		days := retentionSchedule(r.spec, r.cfg) // every archived table, 0 when unscheduled
 		out.Archive = &ArchiveRetention{Enabled: as.Enabled, HotWindowDays: as.HotWindowDays, RetentionDays: days}
 	}
 	return out

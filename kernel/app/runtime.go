@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/craig/retention/kernel/invariants"
 	"github.com/craig/retention/kernel/lease"
-	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/prune"
 
 	"github.com/craig/retention/kernel/metrics"
@@ -39,11 +37,8 @@ type runtime[T any] struct {
 // newRuntime loads and validates the settings (defaults < configPath <
 // environ) and the service's migration sets; an error is a usage error.
 func newRuntime[T any](spec Spec[T], configPath string, environ []string, stdout, stderr io.Writer) (*runtime[T], error) {
-	cfg, err := settings.Load(spec.Name, spec.Defaults, settings.Source{ConfigPath: configPath, Environ: environ})
+	cfg, err := LoadSettings(spec, settings.Source{ConfigPath: configPath, Environ: environ})
 	if err != nil {
-		return nil, err
-	}
-	if err := checkLocals(spec, cfg); err != nil {
 		return nil, err
 	}
 	sets, err := migrations.ForService(spec.Name)
@@ -101,7 +96,7 @@ func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
 	})}
 	for _, l := range spec.Locals {
 		groups = append(groups, sweep.Group{
-			Name: l.Policy.Table, LockKey: lease.KeyFor(spec.Name, l.Policy.Table), Policies: []prune.Policy{l.PolicyFor(cfg)},
+			Name: l.Policy.Table, LockKey: lease.KeyFor(spec.Name, l.Policy.Table), Policies: []prune.Policy{l.PolicyFor(tr)},
 		})
 	}
 	return sweep.Bounds{
@@ -113,48 +108,6 @@ func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
 			MaxReplicaLag: tr.PruneMaxReplicaLag, MaxWALBytesPerSecond: tr.PruneMaxWALBytesPerSecond, MaxPause: tr.PruneMaxPause,
 		},
 	}.Apply(groups)
-}
-
-// checkLocals validates the windows of the service's local sweeps: each
-// table's key <table>_retention_days must be a settings key of T (else the
-// service is miswired) and its value 0..MaxRetentionDays.
-func checkLocals[T any](spec Spec[T], cfg T) error {
-	keys := settings.Keys[T]()
-	var problems []settings.Problem
-	for _, l := range spec.Locals {
-		key := WindowKey(l.Policy.Table)
-		if !slices.Contains(keys, key) {
-			return fmt.Errorf("%s: local sweep of %s needs a settings key %s (a field tagged koanf:%q)", spec.Name, l.Policy.Table, key, key)
-		}
-		problems = append(problems, settings.WindowProblems(key, l.Window(cfg))...)
-	}
-	if err := checkRetention(spec, cfg, keys); err != nil {
-		return err
-	}
-	return settings.Check(spec.Name, problems)
-}
-
-// checkRetention: every table of a retention schedule is an archived table
-// with its key, every value within 0..MaxRetentionDays.
-func checkRetention[T any](spec Spec[T], cfg T, keys []string) error {
-	if spec.Archive == nil || spec.Archive.Retention == nil {
-		return nil
-	}
-	tables := map[string]bool{}
-	for _, t := range spec.Archive.Tables() {
-		tables[t.Table] = true
-	}
-	var problems []settings.Problem
-	for table, days := range spec.Archive.Retention(cfg) {
-		key := RetentionKey(table)
-		if !tables[table] || !slices.Contains(keys, key) {
-			return fmt.Errorf("%s: retention schedule of %s: not an archived table with a settings key %s", spec.Name, table, key)
-		}
-		if days < 0 || days > lifecycle.MaxRetentionDays {
-			problems = append(problems, settings.Problem{Key: key, Value: days, Reason: fmt.Sprintf("must be between 0 (no date: never purgeable) and %d days", lifecycle.MaxRetentionDays)})
-		}
-	}
-	return settings.Check(spec.Name, problems)
 }
 
 // ExportInvariants is serve's group hook: the replica that ran a group's
@@ -209,11 +162,14 @@ func InvariantSpecs[T any](spec Spec[T], cfg T) []invariants.Spec {
 	}
 	if spec.Archive != nil { // then the archived tables' watchdogs
 		as := spec.Archive.Settings(cfg)
-		hot := 0
-		if as.Enabled {
-			hot = as.HotWindowDays
-		}
-		for _, t := range spec.Archive.Tables() {
+		for _, t := range archiveTables(spec, cfg) {
+			hot := 0
+			if as.Enabled {
+				hot = t.HotWindowDays
+				if hot == 0 {
+					hot = as.HotWindowDays
+				}
+			}
 			out = append(out, invariants.ForArchive(t.Table, t.AgeColumn, hot))
 		}
 	}

@@ -100,6 +100,24 @@ type TableSpec struct {
 	Select SelectFunc
 	// Delete is the delete-by-ids.
 	Delete DeleteFunc
+	// HotWindowDays is this table's own hot window (its settings key
+	// archive.hot_window.<table>_days defaults to it); 0: the service's
+	// archive.hot_window_days.
+	HotWindowDays int
+	// RetentionDays is the default of the table's retention schedule
+	// (archive.retention.<table>_days): days after an archive's newest
+	// record that it becomes purgeable; 0: no date, never purgeable until
+	// the records officer sets one (the default a records schedule needs).
+	RetentionDays int
+}
+
+// hotWindow is the hot window a table is archived by: its own, else the
+// engine's.
+func (s TableSpec) hotWindow(engineDays int) int {
+	if s.HotWindowDays > 0 {
+		return s.HotWindowDays
+	}
+	return engineDays
 }
 
 // BookkeepFunc records an archive inside the delete's transaction (the

@@ -98,6 +98,9 @@ func New(pool *pgxpool.Pool, st *store.Store, specs []TableSpec, bookkeep Bookke
 		if seen[s.Table] {
 			return nil, fail(ErrConfig, s.Table, errors.New("table registered twice"))
 		}
+		if s.HotWindowDays != 0 && (s.HotWindowDays < MinHotWindowDays || s.HotWindowDays > MaxHotWindowDays) {
+			return nil, fail(ErrConfig, s.Table, fmt.Errorf("hot window %d days outside %d..%d (0: the service's)", s.HotWindowDays, MinHotWindowDays, MaxHotWindowDays))
+		}
 		seen[s.Table] = true
 	}
 	if cfg.LockKey == 0 {
@@ -329,7 +332,7 @@ type flight struct {
 // byte-truncated batch), and returns nil when the batch has nothing to
 // archive.
 func (e *Engine) prepare(ctx context.Context, table int, spec TableSpec, st *tableState, tr *TableReport) (*prepared, error) {
-	hot, limit := int32(e.cfg.HotWindowDays), int32(min(e.cfg.BatchSize, math.MaxInt32)) // both validated in New
+	hot, limit := int32(spec.hotWindow(e.cfg.HotWindowDays)), int32(min(e.cfg.BatchSize, math.MaxInt32)) // both validated in New
 	sctx, cancel := e.dbStep(ctx)
 	defer cancel()
 	rows, err := spec.Select(sctx, e.pool, SelectParams{HotWindowDays: hot, After: st.cursor, Limit: limit, MaxBytes: e.cfg.MaxBatchBytes})
@@ -470,7 +473,7 @@ func (e *Engine) manifest(spec TableSpec, rows []Row, cols []Column) (Manifest, 
 		DataKey: keys.Data, ManifestKey: keys.Manifest, DataSHA256: data.SHA256Hex(),
 		Endpoint: ident.Endpoint, Bucket: ident.Bucket,
 		FirstRecordID: firstID, LastRecordID: lastID, FirstRecordAt: firstAt.UTC(), LastRecordAt: lastAt.UTC(),
-		HotWindowDays: e.cfg.HotWindowDays, ArchivedAt: now, ArchivedBy: e.actor,
+		HotWindowDays: spec.hotWindow(e.cfg.HotWindowDays), ArchivedAt: now, ArchivedBy: e.actor,
 		Columns: cols, Fingerprint: Fingerprint(cols),
 	}, data, nil
 }
@@ -489,7 +492,7 @@ func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, ids 
 		defer rcancel()
 		_ = tx.Rollback(rctx)
 	}()
-	n, err := spec.Delete(ctx, tx, int32(e.cfg.HotWindowDays), ids)
+	n, err := spec.Delete(ctx, tx, int32(m.HotWindowDays), ids) // the window the batch was selected by
 	if err != nil {
 		return fail(ErrDB, spec.Table, fmt.Errorf("delete: %w", stepErr(ctx, err)))
 	}

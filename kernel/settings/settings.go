@@ -111,33 +111,27 @@ func EnvVar(service, key string) string {
 // validated. T must be a struct whose fields carry koanf tags; if *T or T
 // implements Validator its Problems are reported.
 func Load[T any](service string, defaults T, src Source) (T, error) {
-	cfg := defaults
-	k, err := read(service, src)
-	if err != nil {
-		return cfg, err
-	}
-	known := map[string]reflect.Type{}
-	collectKeys(reflect.TypeOf(cfg), "", known)
-	if fields := checkKeys(service, k, known); len(fields) > 0 {
-		return cfg, &Error{Service: service, Fields: fields}
-	}
+	return LoadDerived(service, defaults, nil, src)
+}
+
+// decodeInto overlays the loaded keys on cfg.
+func decodeInto[T any](service string, k *koanf.Koanf, cfg T) (T, error) {
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{Tag: tag, DecoderConfig: decoderConfig(&cfg)}); err != nil {
 		return cfg, fmt.Errorf("settings: %s: decode: %w", service, err)
 	}
-	var problems []Problem
-	if v, ok := any(&cfg).(Validator); ok {
-		problems = v.Problems()
-	} else if v, ok := any(cfg).(Validator); ok {
-		problems = v.Problems()
-	}
-	var fields []FieldError
-	for _, p := range problems {
-		fields = append(fields, FieldError{Problem: p, EnvVar: EnvVar(service, p.Key)})
-	}
-	if len(fields) > 0 {
-		return cfg, &Error{Service: service, Fields: fields}
-	}
 	return cfg, nil
+}
+
+// validate returns the Problems of cfg when it (or its pointer) is a
+// Validator.
+func validate[T any](cfg *T) []Problem {
+	if v, ok := any(cfg).(Validator); ok {
+		return v.Problems()
+	}
+	if v, ok := any(*cfg).(Validator); ok {
+		return v.Problems()
+	}
+	return nil
 }
 
 // read loads the YAML file (its scalars as source text) and then the
@@ -319,6 +313,9 @@ type Field struct {
 	// (where its doc comment is).
 	Owner  reflect.Type
 	GoName string
+	// Doc is the description of a derived key (DerivedFields); a field's
+	// description is its doc comment instead.
+	Doc string
 }
 
 // Fields lists every key of a settings value (its defaults, typically),

@@ -118,6 +118,10 @@ const (
 // Transport holds the keys every service shares: where its database and
 // broker are, and the transport sweep's windows and bounds.
 type Transport struct {
+	// Derived holds the values of the keys the service's tables declare
+	// (their windows, hot windows and retention schedules; LoadDerived),
+	// each at its default when not set. It is not a key itself.
+	Derived Values `koanf:"-"`
 	// DatabaseURL is the service's PostgreSQL database (required).
 	DatabaseURL string `koanf:"database_url"`
 	// HTTPAddr is where serve listens.

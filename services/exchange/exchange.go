@@ -21,16 +21,12 @@ const SendJobsTable = "exchange_send_jobs"
 // Settings are the exchange service's settings.
 type Settings struct {
 	settings.Transport `koanf:",squash"`
-	// SendJobsRetentionDays is how long terminal ('sent', 'failed') jobs
-	// are kept after completion; 0 disables the sweep.
-	SendJobsRetentionDays int `koanf:"exchange_send_jobs_retention_days"`
 }
 
 // DefaultSettings returns the exchange defaults.
 func DefaultSettings() Settings {
 	return Settings{
-		Transport:             settings.DefaultTransport(app.DefaultDatabaseURL(Name)),
-		SendJobsRetentionDays: settings.DefaultLocalRetentionDays,
+		Transport: settings.DefaultTransport(app.DefaultDatabaseURL(Name)),
 	}
 }
 
@@ -45,12 +41,13 @@ func SendJobs() app.Local[Settings] {
 				return queries.New(db).DeleteTerminalSendJobsBatch(ctx, queries.DeleteTerminalSendJobsBatchParams{WindowDays: p.WindowDays, BatchLimit: p.Limit})
 			},
 		},
-		Window: func(s Settings) int { return s.SendJobsRetentionDays },
+		DefaultWindowDays: settings.DefaultLocalRetentionDays,
+		Doc:               "Days a terminal ('sent', 'failed') job is kept after its `completed_at`; pending, in-flight and dead-letter jobs are never deleted",
 	}
 }
 
 // SendJobsPolicy is the send-jobs sweep at the window of s.
-func SendJobsPolicy(s Settings) prune.Policy { return SendJobs().PolicyFor(s) }
+func SendJobsPolicy(s Settings) prune.Policy { return SendJobs().PolicyFor(s.Transport) }
 
 // Spec is the exchange service for the shared binary.
 func Spec() app.Spec[Settings] {

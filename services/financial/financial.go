@@ -21,16 +21,12 @@ const ReconcileTable = "subsidy_reconcile_queue"
 // Settings are the financial service's settings.
 type Settings struct {
 	settings.Transport `koanf:",squash"`
-	// ReconcileRetentionDays is how long processed reconciliation rows are
-	// kept after processing; 0 disables the sweep.
-	ReconcileRetentionDays int `koanf:"subsidy_reconcile_queue_retention_days"`
 }
 
 // DefaultSettings returns the financial defaults.
 func DefaultSettings() Settings {
 	return Settings{
-		Transport:              settings.DefaultTransport(app.DefaultDatabaseURL(Name)),
-		ReconcileRetentionDays: settings.DefaultLocalRetentionDays,
+		Transport: settings.DefaultTransport(app.DefaultDatabaseURL(Name)),
 	}
 }
 
@@ -45,12 +41,13 @@ func Reconcile() app.Local[Settings] {
 				return queries.New(db).DeleteProcessedReconcileBatch(ctx, queries.DeleteProcessedReconcileBatchParams{WindowDays: p.WindowDays, BatchLimit: p.Limit})
 			},
 		},
-		Window: func(s Settings) int { return s.ReconcileRetentionDays },
+		DefaultWindowDays: settings.DefaultLocalRetentionDays,
+		Doc:               "Days a processed reconciliation row is kept after its `processed_at`; unprocessed and dead-lettered rows are never deleted",
 	}
 }
 
 // ReconcilePolicy is the reconcile sweep at the window of s.
-func ReconcilePolicy(s Settings) prune.Policy { return Reconcile().PolicyFor(s) }
+func ReconcilePolicy(s Settings) prune.Policy { return Reconcile().PolicyFor(s.Transport) }
 
 // Spec is the financial service for the shared binary.
 func Spec() app.Spec[Settings] {

@@ -17,25 +17,9 @@ const Name = "rules"
 type Settings struct {
 	settings.Transport `koanf:",squash"`
 	// Archive configures archive-then-prune of rule_evaluations; it is off
-	// unless archive.enabled is true.
-	Archive ArchiveSettings `koanf:"archive"`
-}
-
-// ArchiveSettings are the kernel's archive settings and rules' retention
-// schedule.
-type ArchiveSettings struct {
-	archive.Settings `koanf:",squash"`
-	Retention        Retention `koanf:"retention"`
-}
-
-// Retention is the retention schedule of rules' archives (days after an
-// archive's newest record it becomes purgeable; 0: no date, never
-// purgeable, the default: the schedule is the records officer's to set).
-type Retention struct {
-	// RuleEvaluationsDays: a rule_evaluations archive becomes purgeable this
-	// many days after its newest record (0: never; the records officer sets
-	// it).
-	RuleEvaluationsDays int `koanf:"rule_evaluations_days"`
+	// unless archive.enabled is true. The tables' own keys (hot windows,
+	// retention schedules) derive from ArchiveTables.
+	Archive archive.Settings `koanf:"archive"`
 }
 
 // Problems validates every key.
@@ -47,7 +31,7 @@ func (s Settings) Problems() []settings.Problem {
 func DefaultSettings() Settings {
 	return Settings{
 		Transport: settings.DefaultTransport(app.DefaultDatabaseURL(Name)),
-		Archive:   ArchiveSettings{Settings: archive.DefaultSettings()},
+		Archive:   archive.DefaultSettings(),
 	}
 }
 
@@ -58,12 +42,9 @@ func Spec() app.Spec[Settings] {
 		Defaults:  DefaultSettings(),
 		Transport: func(s Settings) settings.Transport { return s.Transport },
 		Archive: &app.ArchiveSpec[Settings]{
-			Settings: func(s Settings) archive.Settings { return s.Archive.Settings },
+			Settings: func(s Settings) archive.Settings { return s.Archive },
 			Tables:   ArchiveTables,
 			Bookkeep: Bookkeep,
-			Retention: func(s Settings) map[string]int {
-				return map[string]int{EvaluationsTable: s.Archive.Retention.RuleEvaluationsDays}
-			},
 		},
 	}
 }

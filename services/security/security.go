@@ -20,25 +20,9 @@ type Settings struct {
 	settings.Transport `koanf:",squash"`
 	// Archive configures archive-then-prune of the audit trail; it is off
 	// unless archive.enabled is true.
-	Archive ArchiveSettings `koanf:"archive"`
-}
-
-// ArchiveSettings are the kernel's archive settings and security's
-// retention schedule.
-type ArchiveSettings struct {
-	archive.Settings `koanf:",squash"`
-	Retention        Retention `koanf:"retention"`
-}
-
-// Retention is the retention schedule of security's archives (days after
-// an archive's newest record it becomes purgeable; 0: no date, never
-// purgeable, the default).
-type Retention struct {
-	// AuditLogDays: an audit_log archive becomes purgeable this many days
-	// after its newest record (0: never; the records officer sets it).
-	AuditLogDays int `koanf:"audit_log_days"`
-	// DeadLetterAuditDays: the same for dead_letter_audit archives.
-	DeadLetterAuditDays int `koanf:"dead_letter_audit_days"`
+	// The tables' own keys (hot windows, retention schedules) derive from
+	// ArchiveTables.
+	Archive archive.Settings `koanf:"archive"`
 }
 
 // Problems validates every key.
@@ -59,7 +43,7 @@ func DefaultSettings() Settings {
 	as.BatchSize = DefaultArchiveBatchSize
 	return Settings{
 		Transport: settings.DefaultTransport(app.DefaultDatabaseURL(Name)),
-		Archive:   ArchiveSettings{Settings: as},
+		Archive:   as,
 	}
 }
 
@@ -70,12 +54,9 @@ func Spec() app.Spec[Settings] {
 		Defaults:  DefaultSettings(),
 		Transport: func(s Settings) settings.Transport { return s.Transport },
 		Archive: &app.ArchiveSpec[Settings]{
-			Settings: func(s Settings) archive.Settings { return s.Archive.Settings },
+			Settings: func(s Settings) archive.Settings { return s.Archive },
 			Tables:   ArchiveTables,
 			Bookkeep: Bookkeep,
-			Retention: func(s Settings) map[string]int {
-				return map[string]int{AuditLogTable: s.Archive.Retention.AuditLogDays, DeadLetterTable: s.Archive.Retention.DeadLetterAuditDays}
-			},
 		},
 		Inbound: Inbound(),
 	}
