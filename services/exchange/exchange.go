@@ -30,10 +30,14 @@ func DefaultSettings() Settings {
 	}
 }
 
+// Tables is the exchange service's table registry: each exported method is
+// one table (app.LocalsOf). A new table is a method in a file of its own.
+type Tables struct{}
+
 // SendJobs is the local sweep of terminal jobs: status IN ('sent',
 // 'failed') AND completed_at < cutoff. Pending, in-flight and dead-letter
 // jobs never match.
-func SendJobs() app.Local[Settings] {
+func (Tables) SendJobs() app.Local[Settings] {
 	return app.Local[Settings]{
 		Policy: prune.Policy{
 			Table: SendJobsTable, AgeColumn: "completed_at", Eligible: "status IN ('sent', 'failed')", Invariant: "send_jobs_retention_overrun",
@@ -47,7 +51,7 @@ func SendJobs() app.Local[Settings] {
 }
 
 // SendJobsPolicy is the send-jobs sweep at the window of s.
-func SendJobsPolicy(s Settings) prune.Policy { return SendJobs().PolicyFor(s.Transport) }
+func SendJobsPolicy(s Settings) prune.Policy { return Tables{}.SendJobs().PolicyFor(s.Transport) }
 
 // Spec is the exchange service for the shared binary.
 func Spec() app.Spec[Settings] {
@@ -55,6 +59,6 @@ func Spec() app.Spec[Settings] {
 		Name:      Name,
 		Defaults:  DefaultSettings(),
 		Transport: func(s Settings) settings.Transport { return s.Transport },
-		Locals:    []app.Local[Settings]{SendJobs()},
+		Locals:    app.LocalsOf[Settings](Tables{}),
 	}
 }

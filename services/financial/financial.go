@@ -30,9 +30,13 @@ func DefaultSettings() Settings {
 	}
 }
 
+// Tables is the financial service's table registry: each exported method
+// is one table (app.LocalsOf). A new table is a method in a file of its own.
+type Tables struct{}
+
 // Reconcile is the local sweep of settled rows: processed_at IS NOT NULL
 // AND processed_at < cutoff, never a dead-lettered row.
-func Reconcile() app.Local[Settings] {
+func (Tables) Reconcile() app.Local[Settings] {
 	return app.Local[Settings]{
 		Policy: prune.Policy{
 			Table: ReconcileTable, AgeColumn: "processed_at", Eligible: "processed_at IS NOT NULL AND dead_lettered_at IS NULL",
@@ -47,7 +51,7 @@ func Reconcile() app.Local[Settings] {
 }
 
 // ReconcilePolicy is the reconcile sweep at the window of s.
-func ReconcilePolicy(s Settings) prune.Policy { return Reconcile().PolicyFor(s.Transport) }
+func ReconcilePolicy(s Settings) prune.Policy { return Tables{}.Reconcile().PolicyFor(s.Transport) }
 
 // Spec is the financial service for the shared binary.
 func Spec() app.Spec[Settings] {
@@ -55,6 +59,6 @@ func Spec() app.Spec[Settings] {
 		Name:      Name,
 		Defaults:  DefaultSettings(),
 		Transport: func(s Settings) settings.Transport { return s.Transport },
-		Locals:    []app.Local[Settings]{Reconcile()},
+		Locals:    app.LocalsOf[Settings](Tables{}),
 	}
 }

@@ -3,6 +3,7 @@ package rules
 import (
 	"context"
 
+	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/services/rules/internal/queries"
@@ -21,10 +22,19 @@ const EvaluationsArchivedEvent = "rules.evaluations_archived"
 // it before any write, D16).
 const SourceService = "craig-rules"
 
-// ArchiveTables returns the archived tables of the rules service: each is
-// its two queries (queries/rules/archive.sql) and this value.
-func ArchiveTables() []archive.TableSpec {
-	return []archive.TableSpec{{
+// Tables is the rules service's table registry: each exported method is one
+// table (app.ArchivedOf, app.LocalsOf). A new table is a method in a file
+// of its own.
+type Tables struct{}
+
+// ArchiveTables returns the archived tables of the rules service (its
+// registry's).
+func ArchiveTables() []archive.TableSpec { return app.ArchivedOf(Tables{}) }
+
+// RuleEvaluations is rule_evaluations: its two queries
+// (queries/rules/archive.sql) and this value.
+func (Tables) RuleEvaluations() archive.TableSpec {
+	return archive.TableSpec{
 		Table:     EvaluationsTable,
 		AgeColumn: "evaluated_at",
 		Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectRuleEvaluationsBatchRow, error) {
@@ -35,7 +45,7 @@ func ArchiveTables() []archive.TableSpec {
 		Delete: func(ctx context.Context, tx pgx.Tx, hotWindowDays int32, ids []uuid.UUID) (int64, error) {
 			return queries.New(tx).DeleteRuleEvaluationsByIDs(ctx, queries.DeleteRuleEvaluationsByIDsParams{Ids: ids, HotWindowDays: hotWindowDays})
 		},
-	}}
+	}
 }
 
 // Bookkeeper is the rules service's archive bookkeeping: the kernel's one

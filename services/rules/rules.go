@@ -41,6 +41,7 @@ func Spec() app.Spec[Settings] {
 		Name:      Name,
 		Defaults:  DefaultSettings(),
 		Transport: func(s Settings) settings.Transport { return s.Transport },
+		Locals:    app.LocalsOf[Settings](Tables{}),
 		Archive: &app.ArchiveSpec[Settings]{
 			Settings: func(s Settings) archive.Settings { return s.Archive },
 			Tables:   ArchiveTables,

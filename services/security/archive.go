@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/services/rules"
@@ -29,31 +30,41 @@ const ArchiveCompletedEvent = fleet.SecurityArchived
 // SourceService identifies security as an archive event's source.
 const SourceService = "craig-security"
 
-// ArchiveTables returns security's archived tables: each is its two queries
-// (queries/security/archive.sql) and this value.
-func ArchiveTables() []archive.TableSpec {
-	return []archive.TableSpec{
-		{
-			Table: AuditLogTable, AgeColumn: "occurred_at",
-			Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectAuditLogBatchRow, error) {
-				return queries.New(db).SelectAuditLogBatch(ctx, queries.SelectAuditLogBatchParams{
-					HotWindowDays: p.HotWindowDays, AfterKey: p.After.Key, AfterID: p.After.ID, BatchLimit: p.Limit, MaxBytes: p.MaxBytes,
-				})
-			}),
-			Delete: func(ctx context.Context, tx pgx.Tx, hot int32, ids []uuid.UUID) (int64, error) {
-				return queries.New(tx).DeleteAuditLogByIDs(ctx, queries.DeleteAuditLogByIDsParams{Ids: ids, HotWindowDays: hot})
-			},
+// Tables is the security service's table registry: each exported method is
+// one table (app.ArchivedOf, app.LocalsOf). A new table is a method in a
+// file of its own.
+type Tables struct{}
+
+// ArchiveTables returns security's archived tables (its registry's).
+func ArchiveTables() []archive.TableSpec { return app.ArchivedOf(Tables{}) }
+
+// AuditLog is audit_log: its two queries (queries/security/archive.sql)
+// and this value.
+func (Tables) AuditLog() archive.TableSpec {
+	return archive.TableSpec{
+		Table: AuditLogTable, AgeColumn: "occurred_at",
+		Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectAuditLogBatchRow, error) {
+			return queries.New(db).SelectAuditLogBatch(ctx, queries.SelectAuditLogBatchParams{
+				HotWindowDays: p.HotWindowDays, AfterKey: p.After.Key, AfterID: p.After.ID, BatchLimit: p.Limit, MaxBytes: p.MaxBytes,
+			})
+		}),
+		Delete: func(ctx context.Context, tx pgx.Tx, hot int32, ids []uuid.UUID) (int64, error) {
+			return queries.New(tx).DeleteAuditLogByIDs(ctx, queries.DeleteAuditLogByIDsParams{Ids: ids, HotWindowDays: hot})
 		},
-		{
-			Table: DeadLetterTable, AgeColumn: "dlq_received_at",
-			Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectDeadLetterAuditBatchRow, error) {
-				return queries.New(db).SelectDeadLetterAuditBatch(ctx, queries.SelectDeadLetterAuditBatchParams{
-					HotWindowDays: p.HotWindowDays, AfterKey: p.After.Key, AfterID: p.After.ID, BatchLimit: p.Limit, MaxBytes: p.MaxBytes,
-				})
-			}),
-			Delete: func(ctx context.Context, tx pgx.Tx, hot int32, ids []uuid.UUID) (int64, error) {
-				return queries.New(tx).DeleteDeadLetterAuditByIDs(ctx, queries.DeleteDeadLetterAuditByIDsParams{Ids: ids, HotWindowDays: hot})
-			},
+	}
+}
+
+// DeadLetterAudit is dead_letter_audit: its two queries and this value.
+func (Tables) DeadLetterAudit() archive.TableSpec {
+	return archive.TableSpec{
+		Table: DeadLetterTable, AgeColumn: "dlq_received_at",
+		Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectDeadLetterAuditBatchRow, error) {
+			return queries.New(db).SelectDeadLetterAuditBatch(ctx, queries.SelectDeadLetterAuditBatchParams{
+				HotWindowDays: p.HotWindowDays, AfterKey: p.After.Key, AfterID: p.After.ID, BatchLimit: p.Limit, MaxBytes: p.MaxBytes,
+			})
+		}),
+		Delete: func(ctx context.Context, tx pgx.Tx, hot int32, ids []uuid.UUID) (int64, error) {
+			return queries.New(tx).DeleteDeadLetterAuditByIDs(ctx, queries.DeleteDeadLetterAuditByIDsParams{Ids: ids, HotWindowDays: hot})
 		},
 	}
 }
