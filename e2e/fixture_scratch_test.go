@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"testing"
 	"testing/fstest"
@@ -104,7 +103,7 @@ func fixtureSpec() app.Spec[fixtureSettings] {
 		Defaults:  fixtureSettings{Transport: settings.DefaultTransport(app.DefaultDatabaseURL("fixture"))},
 		Transport: func(s fixtureSettings) settings.Transport { return s.Transport },
 		Locals: []app.Local[fixtureSettings]{{
-			Policy: prune.Policy{Table: "widgets", AgeColumn: "done_at", Eligible: "state = 'done'",
+			Policy: prune.Policy{Table: "widgets", AgeColumn: "done_at", Eligible: "state = 'done'", Keep: "state <> 'done'",
 				DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
 					tag, err := db.Exec(ctx, deleteDoneWidgets, p.WindowDays, p.Limit)
 					return tag.RowsAffected(), err
@@ -135,11 +134,11 @@ func gizmoEvents() archive.TableSpec {
 func TestFixtureServiceConformance(t *testing.T) {
 	t.Parallel()
 	s := fixtureSpec().Defaults
-	seeds := kerneltest.TransportSeeds(s.EventOutboxRetentionDays, s.EventInboxRetentionDays)
+	seeds := kerneltest.TransportSeeds()
 	maps.Copy(seeds, map[string]string{
-		"widgets": fmt.Sprintf(`INSERT INTO widgets (state, done_at)
-  SELECT st, at FROM unnest(ARRAY['done', 'pending']) AS st,
-       unnest(ARRAY[%[1]s, %[2]s, now() - interval '40 days', NULL]) AS at`, kerneltest.WindowEdges(fixtureSpec().Locals[0].PolicyFor(s.Transport).WindowDays)...),
+		"widgets": `INSERT INTO widgets (state, done_at)
+  SELECT CASE WHEN keep THEN 'pending' ELSE 'done' END, now() - make_interval(secs => age)
+  FROM unnest($1::float8[], $2::bool[]) AS s(age, keep)`,
 		"gizmo_events": `INSERT INTO gizmo_events (id, happened_at, what)
   SELECT id, now() - make_interval(secs => age), repeat('w', pad) FROM unnest($1::uuid[], $2::float8[], $3::int[]) AS s(id, age, pad)`,
 	})

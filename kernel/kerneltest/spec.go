@@ -3,6 +3,7 @@ package kerneltest
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sort"
 	"testing"
 
@@ -10,9 +11,11 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archivetest"
+	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/store"
 	"github.com/craig/retention/kernel/sweep"
 	"github.com/craig/retention/migrations"
+	"github.com/jackc/pgx/v5"
 )
 
 // Tables are what a service registers, as CheckSpec walks them: its sweep
@@ -60,17 +63,68 @@ func (tables Tables) Harness() archivetest.HarnessMaker {
 
 // CheckSpec is the per-service conformance suite, in the way go-cloud's
 // drivertest is: it walks every table a service registers and fails when
-// one has no seed in seeds. For every swept table the seed is SQL that
-// inserts rows on both sides of the table's window, must-keep rows
-// included, and CheckSpec runs CheckPolicy on a scratch database of the
-// service, with uncapped and capped batch bounds. For every archived table
-// the seed is the archivetest.Table.Seed statement (ids, ages and padding
-// as arrays), and CheckSpec runs the whole archivetest suite (round trip,
-// crash-resume, byte cap, quarantine, concurrency, …) against scratch
-// databases and scratch prefixes of the real store.
+// one has no seed in seeds (SeedsOf collects them).
+//
+// For every swept table the seed is an INSERT of one row per element of two
+// arrays: $1 float8[] the row's age in seconds before the database's now()
+// (negative: in the future) for its AgeColumn, and $2 bool[] whether the row
+// is one the policy must keep (a row its Keep, the business rule, is true
+// for) or one it may delete. CheckSpec seeds both kinds at every age of
+// SweepAges (the future, the window's two edges, past every window, BC),
+// proves the seed honest (Keep is true for exactly the keep rows) and then,
+// on a scratch database of the service, with uncapped and capped batch
+// bounds, that the dry run, the sweep and the capped sweep delete exactly
+// the old deletable rows and that every keep row survives all of them
+// (CheckPolicy and requireKept). A policy without Keep fails: the rule that
+// protects rows is what the suite proves.
+//
+// For every archived table the seed is the archivetest.Table.Seed statement
+// (ids, ages and padding as arrays), and CheckSpec runs the whole
+// archivetest suite (round trip, crash-resume, byte cap, quarantine,
+// concurrency, …) against scratch databases and scratch prefixes of the
+// real store.
 //
 // TransportSeeds gives the transport tables' seeds; a service adds its own.
 func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
+	t.Helper()
+	checkSeedsCover(t, tables, seeds)
+	for _, a := range tables.Archived {
+		seed, ok := seeds[a.Table]
+		if !ok {
+			continue
+		}
+		t.Run(a.Table+"/Archive", func(t *testing.T) {
+			t.Parallel()
+			archivetest.Run(t, tables.Harness(), archivetest.Table{Spec: a, Bookkeeper: tables.Bookkeeper, Seed: seed})
+		})
+	}
+	for _, p := range sweep.Policies(tables.Groups) {
+		seed, ok := seeds[p.Table]
+		if !ok || p.WindowDays == 0 {
+			continue
+		}
+		for _, b := range []struct {
+			name     string
+			batch    int
+			cycleCap int64
+		}{{"Uncapped", 3, 0}, {"Capped", 2, 4}} {
+			t.Run(p.Table+"/"+b.name, func(t *testing.T) {
+				t.Parallel()
+				require.NotEmpty(t, p.Keep, "%s: declare the policy's Keep, the rows that must never be deleted: it is what this suite proves", p.Table)
+				db := tables.DB(t)
+				q := p
+				q.BatchSize, q.CycleCap = b.batch, b.cycleCap
+				rows := seedSwept(t, db, q, seed)
+				CheckPolicy(t, db, q)
+				rows.requireKept(t, db, q)
+			})
+		}
+	}
+}
+
+// checkSeedsCover fails for every registered table without a seed and
+// every seed of a table the service does not register.
+func checkSeedsCover(t *testing.T, tables Tables, seeds map[string]string) {
 	t.Helper()
 	registered := map[string]bool{}
 	for _, p := range sweep.Policies(tables.Groups) {
@@ -98,66 +152,103 @@ func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
 	if len(unknown) > 0 {
 		t.Errorf("%s: seeds for tables the service does not register: %v", tables.Service, unknown)
 	}
-	for _, a := range tables.Archived {
-		seed, ok := seeds[a.Table]
-		if !ok {
-			continue
-		}
-		t.Run(a.Table+"/Archive", func(t *testing.T) {
-			t.Parallel()
-			archivetest.Run(t, tables.Harness(), archivetest.Table{Spec: a, Bookkeeper: tables.Bookkeeper, Seed: seed})
-		})
-	}
-	for _, p := range sweep.Policies(tables.Groups) {
-		seed, ok := seeds[p.Table]
-		if !ok || p.WindowDays == 0 {
-			continue
-		}
-		for _, b := range []struct {
-			name     string
-			batch    int
-			cycleCap int64
-		}{{"Uncapped", 3, 0}, {"Capped", 2, 4}} {
-			t.Run(p.Table+"/"+b.name, func(t *testing.T) {
-				t.Parallel()
-				db := tables.DB(t)
-				q := p
-				q.BatchSize, q.CycleCap = b.batch, b.cycleCap
-				db.Exec(t, seed)
-				CheckPolicy(t, db, q)
-			})
-		}
-	}
 }
 
-// TransportSeeds returns the conformance seeds of event_outbox and
-// event_inbox at the given windows: rows just past and just inside each
-// window, old and fresh rows, and the outbox's pending rows (however old)
-// that must be kept.
-func TransportSeeds(outboxWindowDays, inboxWindowDays int) map[string]string {
+// Seed is one table's conformance seed (see CheckSpec for its shape).
+type Seed struct {
+	Table string
+	SQL   string
+}
+
+// SeedsOf collects the seeds a test's seed registry declares: every
+// exported method that takes nothing and returns a Seed. A table added in a
+// file of its own brings its seed in a test file of its own, a method on
+// the same registry type, and no list is edited.
+func SeedsOf(registry any) map[string]string {
+	out := map[string]string{}
+	v := reflect.ValueOf(registry)
+	seedType := reflect.TypeFor[Seed]()
+	for i := range v.NumMethod() {
+		m := v.Type().Method(i)
+		if m.Type.NumIn() != 1 || m.Type.NumOut() != 1 || m.Type.Out(0) != seedType {
+			panic(fmt.Sprintf("kerneltest: %s.%s is not a seed: a seed registry's methods take nothing and return a kerneltest.Seed", v.Type(), m.Name))
+		}
+		s := v.Method(i).Call(nil)[0].Interface().(Seed)
+		if _, dup := out[s.Table]; dup {
+			panic(fmt.Sprintf("kerneltest: two seeds for %s", s.Table))
+		}
+		out[s.Table] = s.SQL
+	}
+	return out
+}
+
+// secondsPerDay converts a window to the seed's age unit.
+const secondsPerDay = 86400
+
+// SweepAges are the ages (seconds before the database's now(); negative:
+// in the future) CheckSpec seeds a swept table at, both kinds of row at
+// each: thirty years ahead, an hour ahead, now, an hour inside the window,
+// an hour past it, twice the window, a day past the longest window any
+// setting allows, and 1e11 s (a BC timestamp, the oldest a row can be).
+func SweepAges(windowDays int) []float64 {
+	w := float64(windowDays) * secondsPerDay
+	return []float64{-1e9, -3600, 0, w - 3600, w + 3600, 2 * w, (prune.MaxWindowDays + 1) * secondsPerDay, 1e11}
+}
+
+// sweptRows is what seedSwept inserted: how many rows must be kept and
+// how many deletable rows are inside the window (so stay too).
+type sweptRows struct {
+	keep, young int64
+}
+
+// seedSwept inserts both kinds of row at every SweepAges age (keep rows
+// only when the policy keeps anything: Keep is not FALSE) and proves the
+// seed honest: Keep is true for exactly the keep rows.
+func seedSwept(t *testing.T, db *DB, p prune.Policy, seed string) sweptRows {
+	t.Helper()
+	var ages []float64
+	var keep []bool
+	var rows sweptRows
+	w := float64(p.WindowDays) * secondsPerDay
+	for _, age := range SweepAges(p.WindowDays) {
+		ages, keep = append(ages, age), append(keep, false)
+		if age < w {
+			rows.young++
+		}
+		if p.Keep != "FALSE" {
+			ages, keep = append(ages, age), append(keep, true)
+			rows.keep++
+		}
+	}
+	n := db.Exec(t, seed, ages, keep)
+	require.Equal(t, int64(len(ages)), n, "%s: the seed inserts one row per age", p.Table)
+	require.Equal(t, rows.keep, db.Count(t, "SELECT count(*) FROM "+pgx.Identifier{p.Table}.Sanitize()+" WHERE ("+p.Keep+") IS TRUE"),
+		"%s: the seed's keep rows are exactly the rows Keep is true for", p.Table)
+	return rows
+}
+
+// requireKept: after the sweep, every keep row is still there, and so is
+// every deletable row inside the window; nothing else is.
+func (r sweptRows) requireKept(t *testing.T, db *DB, p prune.Policy) {
+	t.Helper()
+	table := pgx.Identifier{p.Table}.Sanitize()
+	require.Equal(t, r.keep, db.Count(t, "SELECT count(*) FROM "+table+" WHERE ("+p.Keep+") IS TRUE"),
+		"%s: every row Keep protects survives the dry run, the sweep and the capped sweep, at every age", p.Table)
+	require.Equal(t, r.keep+r.young, db.Count(t, "SELECT count(*) FROM "+table),
+		"%s: the rows left are the kept ones and those inside the window", p.Table)
+}
+
+// TransportSeeds returns the conformance seeds of event_outbox (keep rows:
+// unpublished, whatever their age) and event_inbox (nothing to keep past
+// its window).
+func TransportSeeds() map[string]string {
 	return map[string]string{
-		sweep.OutboxTable: fmt.Sprintf(`
-INSERT INTO event_outbox (event_type, payload, created_at, published_at) VALUES
-  ('e', '{}', %[1]s, %[1]s), ('e', '{}', %[2]s, %[2]s),
-  ('e', '{}', now() - interval '400 days', now() - interval '1 day'),
-  ('e', '{}', now() - interval '1 day', now() - interval '1 day');
-INSERT INTO event_outbox (event_type, payload, created_at, published_at)
-  SELECT 'e', '{}', now() - interval '40 days' - g * interval '1 minute', now() - interval '40 days' FROM generate_series(1, 6) AS g;
-INSERT INTO event_outbox (event_type, payload, created_at, last_error) VALUES
-  ('e', '{}', now() - interval '400 days', 'x'), ('e', '{}', %[1]s, NULL);`, WindowEdges(outboxWindowDays)...),
-		sweep.InboxTable: fmt.Sprintf(`
-INSERT INTO event_inbox (event_id, event_type, received_at) VALUES
-  (gen_random_uuid(), 'e', %[1]s), (gen_random_uuid(), 'e', %[2]s), (gen_random_uuid(), 'e', now());
-INSERT INTO event_inbox (event_id, event_type, received_at)
-  SELECT gen_random_uuid(), 'e', now() - interval '40 days' - g * interval '1 minute' FROM generate_series(1, 6) AS g;`, WindowEdges(inboxWindowDays)...),
-	}
-}
-
-// WindowEdges returns the SQL of two timestamps an hour either side of a
-// window's cutoff (just eligible, just not), for fmt's %[1]s and %[2]s.
-func WindowEdges(windowDays int) []any {
-	return []any{
-		fmt.Sprintf("now() - interval '%d days 1 hour'", windowDays),
-		fmt.Sprintf("now() - interval '%d days -1 hour'", windowDays),
+		sweep.OutboxTable: `INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+  SELECT 'conformance', '{}', now() - make_interval(secs => age),
+         CASE WHEN keep THEN NULL ELSE now() - make_interval(secs => age) END
+  FROM unnest($1::float8[], $2::bool[]) AS s(age, keep)`,
+		sweep.InboxTable: `INSERT INTO event_inbox (event_id, event_type, received_at)
+  SELECT gen_random_uuid(), 'conformance', now() - make_interval(secs => age)
+  FROM unnest($1::float8[], $2::bool[]) AS s(age, keep)`,
 	}
 }

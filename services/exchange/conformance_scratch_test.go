@@ -1,31 +1,37 @@
 package exchange_test
 
 import (
-	"fmt"
 	"maps"
 	"testing"
 
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/kerneltest"
-	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/services/exchange"
 )
 
+// seeds is the exchange service's conformance seed registry: one method per
+// registered table (kerneltest.SeedsOf), each beside its table's tests. A
+// new table adds its seed as a method in a test file of its own.
+type seeds struct{}
+
+// SendJobs: keep rows are pending, in-flight and dead-letter jobs; the
+// others are terminal.
+func (seeds) SendJobs() kerneltest.Seed {
+	return kerneltest.Seed{Table: exchange.SendJobsTable, SQL: `INSERT INTO exchange_send_jobs (status, completed_at)
+  SELECT CASE WHEN keep THEN (ARRAY['pending', 'in_flight', 'dead_letter'])[1 + ord % 3]
+              ELSE (ARRAY['sent', 'failed'])[1 + (ord / 2) % 2] END,
+         now() - make_interval(secs => age)
+  FROM unnest($1::float8[], $2::bool[]) WITH ORDINALITY AS s(age, keep, ord)`}
+}
+
 // TestConformance runs the kernel's per-service suite over every table the
-// exchange service registers: each needs a seed here, and each swept one
-// must delete exactly what its dry run, gauge and invariant say.
+// exchange service registers: each needs a seed, each swept one must delete
+// exactly what its dry run, gauge and invariant say and keep every row its
+// Keep protects, at every age.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	s := exchange.DefaultSettings()
-	seeds := kerneltest.TransportSeeds(s.EventOutboxRetentionDays, s.EventInboxRetentionDays)
-	maps.Copy(seeds, map[string]string{
-		exchange.SendJobsTable: fmt.Sprintf(`
-INSERT INTO exchange_send_jobs (status, completed_at)
-  SELECT s, c FROM unnest(ARRAY['pending', 'in_flight', 'sent', 'failed', 'dead_letter']) AS s,
-       unnest(ARRAY[%[1]s, %[2]s, now() - interval '40 days', now() - interval '400 days', NULL]) AS c;
-INSERT INTO exchange_send_jobs (status, completed_at)
-  SELECT 'sent', now() - interval '40 days' - g * interval '1 minute' FROM generate_series(1, 3) AS g;`,
-			kerneltest.WindowEdges(settings.DefaultLocalRetentionDays)...),
-	})
-	kerneltest.CheckSpec(t, kerneltest.Tables{Service: exchange.Name, Groups: app.Groups(exchange.Spec(), s)}, seeds)
+	spec := exchange.Spec()
+	all := kerneltest.TransportSeeds()
+	maps.Copy(all, kerneltest.SeedsOf(seeds{}))
+	kerneltest.CheckSpec(t, kerneltest.Tables{Service: exchange.Name, Groups: app.Groups(spec, spec.Defaults)}, all)
 }

@@ -1,30 +1,34 @@
 package financial_test
 
 import (
-	"fmt"
 	"maps"
 	"testing"
 
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/kerneltest"
-	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/services/financial"
 )
+
+// seeds is the financial service's conformance seed registry: one method
+// per registered table (kerneltest.SeedsOf).
+type seeds struct{}
+
+// Reconcile: keep rows are processed at the age and dead-lettered (a
+// dead-lettered row is evidence, however old); the others processed at the
+// age and never dead-lettered. (An unprocessed row has no age to sweep by;
+// the kernel's plan check covers NULLs.)
+func (seeds) Reconcile() kerneltest.Seed {
+	return kerneltest.Seed{Table: financial.ReconcileTable, SQL: `INSERT INTO subsidy_reconcile_queue (processed_at, dead_lettered_at)
+  SELECT now() - make_interval(secs => age), CASE WHEN keep THEN now() END
+  FROM unnest($1::float8[], $2::bool[]) AS s(age, keep)`}
+}
 
 // TestConformance runs the kernel's per-service suite over every table the
 // financial service registers.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	s := financial.DefaultSettings()
-	seeds := kerneltest.TransportSeeds(s.EventOutboxRetentionDays, s.EventInboxRetentionDays)
-	maps.Copy(seeds, map[string]string{
-		financial.ReconcileTable: fmt.Sprintf(`
-INSERT INTO subsidy_reconcile_queue (processed_at, dead_lettered_at)
-  SELECT p, d FROM unnest(ARRAY[%[1]s, %[2]s, now() - interval '40 days', now() - interval '400 days', NULL]) AS p,
-       unnest(ARRAY[NULL, now() - interval '40 days']::timestamptz[]) AS d;
-INSERT INTO subsidy_reconcile_queue (processed_at)
-  SELECT now() - interval '40 days' - g * interval '1 minute' FROM generate_series(1, 4) AS g;`,
-			kerneltest.WindowEdges(settings.DefaultLocalRetentionDays)...),
-	})
-	kerneltest.CheckSpec(t, kerneltest.Tables{Service: financial.Name, Groups: app.Groups(financial.Spec(), s)}, seeds)
+	spec := financial.Spec()
+	all := kerneltest.TransportSeeds()
+	maps.Copy(all, kerneltest.SeedsOf(seeds{}))
+	kerneltest.CheckSpec(t, kerneltest.Tables{Service: financial.Name, Groups: app.Groups(spec, spec.Defaults)}, all)
 }

@@ -9,15 +9,23 @@ import (
 	"github.com/craig/retention/services/rules"
 )
 
+// seeds is the rules service's conformance seed registry: one method per
+// registered table (kerneltest.SeedsOf). A new table adds its seed as a
+// method in a test file of its own.
+type seeds struct{}
+
+// RuleEvaluations is rule_evaluations' archivetest seed.
+func (seeds) RuleEvaluations() kerneltest.Seed {
+	return kerneltest.Seed{Table: rules.EvaluationsTable, SQL: rulesSeed}
+}
+
 // TestConformance runs the kernel's per-service suite over every table the
 // rules service registers (the transport tables swept, rule_evaluations
 // archived: the whole archivetest suite).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	s := rules.DefaultSettings()
-	seeds := kerneltest.TransportSeeds(s.EventOutboxRetentionDays, s.EventInboxRetentionDays)
-	maps.Copy(seeds, map[string]string{
-		rules.EvaluationsTable: rulesSeed,
-	})
-	kerneltest.CheckSpec(t, kerneltest.Tables{Service: rules.Name, Groups: app.Groups(rules.Spec(), s), Archived: rules.ArchiveTables(), Bookkeeper: rules.Bookkeeper()}, seeds)
+	spec := rules.Spec()
+	all := kerneltest.TransportSeeds()
+	maps.Copy(all, kerneltest.SeedsOf(seeds{}))
+	kerneltest.CheckSpec(t, kerneltest.Tables{Service: rules.Name, Groups: app.Groups(spec, spec.Defaults), Archived: rules.ArchiveTables(), Bookkeeper: rules.Bookkeeper()}, all)
 }

@@ -22,16 +22,30 @@ SELECT s.id, now() - make_interval(secs => s.age), 'exchange.sent',
 FROM unnest($1::uuid[], $2::float8[], $3::int[]) WITH ORDINALITY AS s(id, age, pad, ord)`
 )
 
+// seeds is the security service's conformance seed registry: one method
+// per registered table (kerneltest.SeedsOf).
+type seeds struct{}
+
+// AuditLog is audit_log's archivetest seed.
+func (seeds) AuditLog() kerneltest.Seed {
+	return kerneltest.Seed{Table: security.AuditLogTable, SQL: auditLogSeed}
+}
+
+// DeadLetterAudit is dead_letter_audit's archivetest seed.
+func (seeds) DeadLetterAudit() kerneltest.Seed {
+	return kerneltest.Seed{Table: security.DeadLetterTable, SQL: deadLetterSeed}
+}
+
 // TestConformance runs the kernel's per-service suite over every table the
 // security service registers: the transport tables swept, audit_log and
 // dead_letter_audit archived (the whole archivetest suite each).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	s := security.DefaultSettings()
-	seeds := kerneltest.TransportSeeds(s.EventOutboxRetentionDays, s.EventInboxRetentionDays)
-	maps.Copy(seeds, map[string]string{security.AuditLogTable: auditLogSeed, security.DeadLetterTable: deadLetterSeed})
+	spec := security.Spec()
+	all := kerneltest.TransportSeeds()
+	maps.Copy(all, kerneltest.SeedsOf(seeds{}))
 	kerneltest.CheckSpec(t, kerneltest.Tables{
-		Service: security.Name, Groups: app.Groups(security.Spec(), s),
+		Service: security.Name, Groups: app.Groups(spec, spec.Defaults),
 		Archived: security.ArchiveTables(), Bookkeeper: security.Bookkeeper(),
-	}, seeds)
+	}, all)
 }
