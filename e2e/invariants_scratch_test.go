@@ -16,6 +16,7 @@ import (
 	"github.com/craig/retention/kernel/invariants"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/kernel/sweep"
 	"github.com/craig/retention/services/exchange"
 	"github.com/craig/retention/services/financial"
 	"github.com/craig/retention/services/rules"
@@ -95,6 +96,18 @@ type serviceCase struct {
 	want []wantInvariant
 	// kept are the rows no sweep may delete, as table → count after a sweep.
 	kept map[string]int64
+	// swept are the service's swept tables in report order, as its spec
+	// derives them (a table added since is among them, unseeded).
+	swept []string
+}
+
+// sweptTables lists a spec's swept tables in report order.
+func sweptTables[T any](spec app.Spec[T]) []string {
+	var out []string
+	for _, p := range sweep.Policies(app.Groups(spec, spec.Defaults)) {
+		out = append(out, p.Table)
+	}
+	return out
 }
 
 func serviceCases() []serviceCase {
@@ -112,22 +125,22 @@ func serviceCases() []serviceCase {
 	}
 	return []serviceCase{
 		{
-			service: exchange.Name, run: runnerOf(exchange.Spec()), names: names(app.InvariantSpecs(exchange.Spec(), exchange.DefaultSettings())),
+			service: exchange.Name, run: runnerOf(exchange.Spec()), names: names(app.InvariantSpecs(exchange.Spec(), exchange.DefaultSettings())), swept: sweptTables(exchange.Spec()),
 			seed: []string{seedOverrunTransport, seedOverrunSendJobs},
 			want: append(transport[:2:2], wantInvariant{"send_jobs_retention_overrun", 3}),
 			// dead_letter, fresh sent, pending, in_flight
 			kept: with(keptTransport, exchange.SendJobsTable, 4),
 		},
 		{
-			service: financial.Name, run: runnerOf(financial.Spec()), names: names(app.InvariantSpecs(financial.Spec(), financial.DefaultSettings())),
+			service: financial.Name, run: runnerOf(financial.Spec()), names: names(app.InvariantSpecs(financial.Spec(), financial.DefaultSettings())), swept: sweptTables(financial.Spec()),
 			seed: []string{seedOverrunTransport, seedOverrunReconcile},
 			want: append(transport[:2:2], wantInvariant{"reconcile_settled_retention_overrun", 2}),
 			// dead-lettered, unprocessed
 			kept: with(keptTransport, financial.ReconcileTable, 2),
 		},
-		{service: rules.Name, run: runnerOf(rules.Spec()), names: names(app.InvariantSpecs(rules.Spec(), rules.DefaultSettings())),
+		{service: rules.Name, run: runnerOf(rules.Spec()), names: names(app.InvariantSpecs(rules.Spec(), rules.DefaultSettings())), swept: sweptTables(rules.Spec()),
 			seed: []string{seedOverrunTransport}, want: transport, kept: keptTransport},
-		{service: security.Name, run: runnerOf(security.Spec()), names: names(app.InvariantSpecs(security.Spec(), security.DefaultSettings())),
+		{service: security.Name, run: runnerOf(security.Spec()), names: names(app.InvariantSpecs(security.Spec(), security.DefaultSettings())), swept: sweptTables(security.Spec()),
 			seed: []string{seedOverrunTransport}, want: transport, kept: keptTransport},
 	}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"regexp"
 	"slices"
 	"strconv"
@@ -194,11 +195,17 @@ func TestArchiveWatchdogs(t *testing.T) {
 		}
 		off, got := watch(tt.off), watch(tt.got)
 		require.Len(t, got, len(tt.tables), tt.name)
+		hot := map[string]int{}
+		for _, s := range append(rules.ArchiveTables(), security.ArchiveTables()...) {
+			hot[s.Table] = cmp.Or(s.HotWindowDays, archive.DefaultHotWindowDays) // its own, else the service's
+		}
 		for i, table := range tt.tables {
 			require.Equal(t, table+"_hot_window_overrun", got[i].Name)
 			require.Equal(t, table, got[i].Table)
-			require.Equal(t, 90+invariants.ArchiveOverrunGraceDays, got[i].ThresholdDays)
-			require.Equal(t, 97, got[i].ThresholdDays)
+			require.Equal(t, hot[table]+invariants.ArchiveOverrunGraceDays, got[i].ThresholdDays)
+			if slices.Contains(tt.seed, table) {
+				require.Equal(t, 97, got[i].ThresholdDays, "the seed's tables: 90 + 7")
+			}
 			require.True(t, off[i].Disabled(), "%s: disabled while the archiver is off", table)
 		}
 	}

@@ -51,12 +51,12 @@ func TestEveryServiceMigratesAndSweeps(t *testing.T) {
 	tests := []struct {
 		service string
 		run     runner
-		local   string // the service's own swept table, if any
+		swept   []string // every swept table, as the spec derives them
 	}{
-		{exchange.Name, runnerOf(exchange.Spec()), exchange.SendJobsTable},
-		{financial.Name, runnerOf(financial.Spec()), financial.ReconcileTable},
-		{rules.Name, runnerOf(rules.Spec()), ""},
-		{security.Name, runnerOf(security.Spec()), ""},
+		{exchange.Name, runnerOf(exchange.Spec()), sweptTables(exchange.Spec())},
+		{financial.Name, runnerOf(financial.Spec()), sweptTables(financial.Spec())},
+		{rules.Name, runnerOf(rules.Spec()), sweptTables(rules.Spec())},
+		{security.Name, runnerOf(security.Spec()), sweptTables(security.Spec())},
 	}
 	for _, tt := range tests {
 		t.Run(tt.service, func(t *testing.T) {
@@ -73,10 +73,8 @@ func TestEveryServiceMigratesAndSweeps(t *testing.T) {
 			var rep sweep.Report
 			require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
 			require.True(t, rep.LockAcquired)
-			wantTables := []string{sweep.OutboxTable, sweep.InboxTable}
-			if tt.local != "" {
-				wantTables = append(wantTables, tt.local)
-			}
+			wantTables := tt.swept
+			require.Equal(t, []string{sweep.OutboxTable, sweep.InboxTable}, wantTables[:2], "transport first")
 			var gotTables []string
 			for _, tr := range rep.Tables {
 				gotTables = append(gotTables, tr.Table)

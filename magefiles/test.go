@@ -78,7 +78,9 @@ const (
 // workspace module), printing output live, and fails when any module fails
 // (after running them all). short passes -short: no server needed.
 func runTests(_ context.Context, dirs []string, short bool, extra ...string) error {
-	flags := []string{"-count=1"}
+	// 20 minutes, not go test's 10: e2e's proof that a table is one
+	// registration runs four suites on a copy of the repository.
+	flags := []string{"-count=1", "-timeout", "20m"}
 	if short {
 		flags = append(flags, "-short")
 	} else if err := checkServers(); err != nil {

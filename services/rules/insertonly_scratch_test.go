@@ -2,6 +2,7 @@ package rules_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/craig/retention/kernel/app"
@@ -58,7 +59,7 @@ func TestProbeAndBootRefuseATableWithoutTheTrigger(t *testing.T) {
 			env := []string{"CRAIG_RULES__DATABASE_URL=" + db.URL}
 			code, stdout, _ := runRules(ctx, []string{"probe"}, env)
 			require.Equal(t, app.ExitOK, code)
-			require.Contains(t, stdout, "insert-only trigger present (rule_evaluations)")
+			require.Contains(t, stdout, "insert-only trigger present ("+strings.Join(archive.TableNames(rules.ArchiveTables()), ", ")+")")
 
 			db.Exec(t, sabotage)
 			err := archive.CheckInsertOnly(ctx, db.Pool, rules.ArchiveTables())
