@@ -47,18 +47,21 @@ type archiveTarget struct {
 	countAged string // counts the rows older than $1 days
 	copyAged  string // COPY of the aged rows as to_jsonb
 	batch     int    // the service's default archive.batch_size
+	sets      []migrations.Set
 }
 
 // rulesTarget is rule_evaluations (the archive scenario).
 func (r *runner) rulesTarget() archiveTarget {
 	return archiveTarget{name: "archive", service: "rules", binary: r.cfg.RulesBinary, table: "rule_evaluations",
-		seed: seedRuleEvaluations, countAged: countAgedEvaluations, copyAged: copyAgedEvaluations, batch: rules.DefaultSettings().Archive.BatchSize}
+		seed: seedRuleEvaluations, countAged: countAgedEvaluations, copyAged: copyAgedEvaluations, batch: rules.DefaultSettings().Archive.BatchSize,
+		sets: rules.Spec().MigrationSets()}
 }
 
 // securityTarget is audit_log (the security_archive scenario).
 func (r *runner) securityTarget() archiveTarget {
 	return archiveTarget{name: "secarchive", service: "security", binary: r.cfg.SecurityBinary, table: "audit_log",
-		seed: seedAuditLog, countAged: countAgedAuditLog, copyAged: copyAgedAuditLog, batch: security.DefaultSettings().Archive.BatchSize}
+		seed: seedAuditLog, countAged: countAgedAuditLog, copyAged: copyAgedAuditLog, batch: security.DefaultSettings().Archive.BatchSize,
+		sets: security.Spec().MigrationSets()}
 }
 
 // passReport is the part of `<svc> archive run --json` the benchmark reads.
@@ -85,10 +88,7 @@ func (r *runner) runArchive(ctx context.Context, tg archiveTarget) (*ArchiveResu
 		return nil, fmt.Errorf("the COPY ceiling's literal window (%d days) differs from the archiver's default hot window (%d): update copyAgedEvaluations",
 			archiveCeilingWindowDays, as.HotWindowDays)
 	}
-	sets, err := migrations.ForService(tg.service)
-	if err != nil {
-		return nil, err
-	}
+	sets := tg.sets
 	hot := max(r.cfg.ArchiveRows/10, 1)
 	tpl, err := r.archiveTemplate(ctx, tg, sets, hot, as)
 	if err != nil {

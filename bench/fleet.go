@@ -17,7 +17,6 @@ import (
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/eventsig"
 	"github.com/craig/retention/kernel/outbox"
-	"github.com/craig/retention/migrations"
 	"github.com/craig/retention/services/security"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -55,10 +54,7 @@ func (r *runner) runFleet(ctx context.Context) (*FleetResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	sets, err := migrations.ForService(security.Name)
-	if err != nil {
-		return nil, err
-	}
+	sets := security.Spec().MigrationSets()
 	tpl := r.srv.name("fleet")
 	if err := r.buildTemplate(ctx, tpl, sets, func(*pgx.Conn) error { return nil }); err != nil {
 		return nil, err

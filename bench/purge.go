@@ -12,7 +12,7 @@ import (
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/store"
-	"github.com/craig/retention/migrations"
+	"github.com/craig/retention/services/rules"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,10 +27,7 @@ const purgeArchives = lifecycle.MaxPurgeLimit
 // lifecycle purge call (re-check, manifest and data deletes, stamp, then
 // the certificate and the purges row), in Rounds rounds.
 func (r *runner) runPurge(ctx context.Context) (*PurgeResult, error) {
-	sets, err := migrations.ForService("rules")
-	if err != nil {
-		return nil, err
-	}
+	sets := rules.Spec().MigrationSets()
 	tpl := r.srv.name("purge")
 	if err := r.buildTemplate(ctx, tpl, sets, func(*pgx.Conn) error { return nil }); err != nil {
 		return nil, err

@@ -31,7 +31,6 @@ import (
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/store"
-	"github.com/craig/retention/migrations"
 	"github.com/craig/retention/services/rules"
 )
 
@@ -110,10 +109,7 @@ func (r *runner) runRead(ctx context.Context) (*ReadResult, error) {
 
 // readWorld creates the database, the store prefix and the API server.
 func (r *runner) readWorld(ctx context.Context) (*readWorld, func(), error) {
-	sets, err := migrations.ForService(rules.Name)
-	if err != nil {
-		return nil, nil, err
-	}
+	sets := rules.Spec().MigrationSets()
 	name := r.srv.name("read")
 	dbURL, err := r.srv.create(ctx, name, "")
 	if err != nil {

@@ -74,7 +74,7 @@ func waitHealthy(t *testing.T, s *served) {
 func TestArchiveAPIOverServe(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := kerneltest.ServiceDB(t, rules.Name)
+	db := kerneltest.NewDB(t, rules.Spec().MigrationSets()...)
 	db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
 		SELECT now() - make_interval(days => 100, mins => g), 'r', '{}', '{}' FROM generate_series(1, 7) g`)
 	bucketURL := kerneltest.S3Bucket(t)
@@ -204,7 +204,7 @@ func TestArchiveAPIOverServe(t *testing.T) {
 // refused with 400 (unknown ids 404) and change nothing.
 func TestArchiveAPIRefusesBadInput(t *testing.T) {
 	t.Parallel()
-	db := kerneltest.ServiceDB(t, rules.Name)
+	db := kerneltest.NewDB(t, rules.Spec().MigrationSets()...)
 	w := &fleetWorld{amqpURL: kerneltest.AMQPURL(t), exchange: "craig.test.api.bad." + time.Now().Format("150405.000000")}
 	t.Cleanup(func() { w.deleteBrokerObjects(t) })
 	s := serve(t, runnerOf(rules.Spec()), []string{"CRAIG_RULES__DATABASE_URL=" + db.URL, "CRAIG_RULES__AMQP_URL=" + w.amqpURL,
@@ -276,7 +276,7 @@ func TestArchiveAPIRefusesBadInput(t *testing.T) {
 func TestArchiveFetchByID(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := kerneltest.ServiceDB(t, rules.Name)
+	db := kerneltest.NewDB(t, rules.Spec().MigrationSets()...)
 	db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
 		SELECT now() - make_interval(days => 100, mins => g), 'r', jsonb_build_object('n', g, 'amount', 1.10), '{}' FROM generate_series(1, 5) g`)
 	db.Exec(t, `INSERT INTO rule_evaluations (rule_id, input, output) VALUES ('hot', '{}', '{}')`)
@@ -425,7 +425,7 @@ func TestArchiveFetchByID(t *testing.T) {
 func TestHoldPlacedBeforeArchiving(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := kerneltest.ServiceDB(t, rules.Name)
+	db := kerneltest.NewDB(t, rules.Spec().MigrationSets()...)
 	db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
 		SELECT now() - make_interval(days => 100, mins => g), 'r', '{}', '{}' FROM generate_series(1, 5) g`)
 	bucketURL := kerneltest.S3Bucket(t)

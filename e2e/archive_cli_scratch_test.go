@@ -139,7 +139,7 @@ func TestArchiveConsentCLI(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(c.service+"/"+tt.name, func(t *testing.T) {
 				t.Parallel()
-				db := kerneltest.ServiceDB(t, c.service)
+				db := serviceDB(t, c.service)
 				c.rows(t, db, 100, 5)
 				env := append([]string{c.env("database_url") + "=" + db.URL}, tt.env(t)...)
 				code, stdout, stderr := c.cmd(t, env, tt.args...)
@@ -178,7 +178,7 @@ func TestArchiveRunCLIRealStore(t *testing.T) {
 func testArchiveRunCLI(t *testing.T, c archivingCase) {
 	ctx := context.Background()
 	bucketURL := kerneltest.S3Bucket(t)
-	db := kerneltest.ServiceDB(t, c.service)
+	db := serviceDB(t, c.service)
 	c.rows(t, db, 100, 12)
 	c.rows(t, db, 3, 3)
 	want := c.docs(t, db)
@@ -288,7 +288,7 @@ func TestRetentionSchedule(t *testing.T) {
 		t.Run(c.service, func(t *testing.T) {
 			t.Parallel()
 			key := c.env("archive.retention." + c.seeded + "_days")
-			db := kerneltest.ServiceDB(t, c.service)
+			db := serviceDB(t, c.service)
 			env := []string{c.env("database_url") + "=" + db.URL}
 			code, _, stderr := c.cmd(t, append(env, key+"=36501"), "archive", "run")
 			require.Equal(t, app.ExitUsage, code)
@@ -315,7 +315,7 @@ func TestArchiveWatchdogGate(t *testing.T) {
 	for _, c := range archivingCases() {
 		t.Run(c.service, func(t *testing.T) {
 			t.Parallel()
-			db := kerneltest.ServiceDB(t, c.service)
+			db := serviceDB(t, c.service)
 			c.rows(t, db, 100, 4) // 100 d > 90 + 7
 			c.rows(t, db, 95, 2)  // inside the grace: archived, never a violation
 			env := []string{c.env("database_url") + "=" + db.URL, c.env("archive.enabled") + "=true", c.env("archive.store.url") + "=" + kerneltest.S3Bucket(t)}

@@ -53,7 +53,7 @@ func (c ctl) ok(args ...string) string {
 func TestCraigctlAgainstRules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := kerneltest.ServiceDB(t, rules.Name)
+	db := kerneltest.NewDB(t, rules.Spec().MigrationSets()...)
 	db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
 		SELECT now() - make_interval(days => 100, mins => g), 'r', jsonb_build_object('case', g), '{}' FROM generate_series(1, 7) g`)
 	docs := archivetest.Docs(ctx, t, db.Pool, "rule_evaluations", "true")
@@ -161,7 +161,7 @@ func TestCraigctlFleetCheck(t *testing.T) {
 	t.Parallel()
 	w := &fleetWorld{amqpURL: kerneltest.AMQPURL(t), exchange: "craig.test.ctl.fleet." + time.Now().Format("150405.000000")}
 	t.Cleanup(func() { w.deleteBrokerObjects(t) })
-	rulesDB, secDB := kerneltest.ServiceDB(t, rules.Name), kerneltest.ServiceDB(t, security.Name)
+	rulesDB, secDB := kerneltest.NewDB(t, rules.Spec().MigrationSets()...), kerneltest.NewDB(t, security.Spec().MigrationSets()...)
 	r := serve(t, runnerOf(rules.Spec()), []string{"CRAIG_RULES__DATABASE_URL=" + rulesDB.URL, "CRAIG_RULES__AMQP_URL=" + w.amqpURL,
 		"CRAIG_RULES__AMQP_EXCHANGE=" + w.exchange, "CRAIG_RULES__HTTP_ADDR=" + freeLoopback(), "CRAIG_RULES__AUTH__JWT_HS256_SECRET=" + apiSecret})
 	const adminToken = "security-admin-token-0123456789abcdef0123"

@@ -63,7 +63,7 @@ func newFleetWorld(t *testing.T) *fleetWorld {
 	var err error
 	w.rulesKey, err = eventsig.LoadSigner("rules-1", filepath.Join(w.keyDir, "rules-1.pem"))
 	require.NoError(t, err)
-	w.rulesDB, w.secDB = kerneltest.ServiceDB(t, rules.Name), kerneltest.ServiceDB(t, security.Name)
+	w.rulesDB, w.secDB = kerneltest.NewDB(t, rules.Spec().MigrationSets()...), kerneltest.NewDB(t, security.Spec().MigrationSets()...)
 	return w
 }
 
@@ -366,7 +366,7 @@ func TestServeEventKeyBoot(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			db := kerneltest.ServiceDB(t, tt.service)
+			db := serviceDB(t, tt.service)
 			env := append([]string{settings.EnvVar(tt.service, "database_url") + "=" + db.URL, settings.EnvVar(tt.service, "http_addr") + "=127.0.0.1:0"}, tt.extra...)
 			ctx, cancel := context.WithTimeout(context.Background(), fleetDeadline)
 			defer cancel()
@@ -380,7 +380,7 @@ func TestServeEventKeyBoot(t *testing.T) {
 
 	t.Run("security without a trust file warns", func(t *testing.T) {
 		t.Parallel()
-		db := kerneltest.ServiceDB(t, security.Name)
+		db := kerneltest.NewDB(t, security.Spec().MigrationSets()...)
 		w := &fleetWorld{amqpURL: kerneltest.AMQPURL(t), exchange: "craig.test.fleet.boot." + uuid.NewString()[:8]}
 		t.Cleanup(func() { w.deleteBrokerObjects(t) })
 		s := serve(t, runnerOf(security.Spec()), []string{"CRAIG_SECURITY__DATABASE_URL=" + db.URL, "CRAIG_SECURITY__HTTP_ADDR=" + freeLoopback(),

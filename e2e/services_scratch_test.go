@@ -10,6 +10,7 @@ import (
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/sweep"
+	"github.com/craig/retention/migrations"
 	"github.com/craig/retention/services/exchange"
 	"github.com/craig/retention/services/financial"
 	"github.com/craig/retention/services/rules"
@@ -93,4 +94,16 @@ func TestEveryServiceMigratesAndSweeps(t *testing.T) {
 			require.Zero(t, rep.Deleted())
 		})
 	}
+}
+
+// serviceDB is a scratch database with every migration set of the named
+// service (its spec's).
+func serviceDB(t *testing.T, service string) *kerneltest.DB {
+	t.Helper()
+	sets := map[string][]migrations.Set{
+		exchange.Name: exchange.Spec().MigrationSets(), financial.Name: financial.Spec().MigrationSets(),
+		rules.Name: rules.Spec().MigrationSets(), security.Name: security.Spec().MigrationSets(),
+	}[service]
+	require.NotEmpty(t, sets, service)
+	return kerneltest.NewDB(t, sets...)
 }

@@ -72,7 +72,7 @@ func TestForgedAndMalformedEvents(t *testing.T) {
 	exchange := "craig.faults." + hex.EncodeToString(suffix)
 	amqpURL := kerneltest.AMQPURL(t)
 	t.Cleanup(func() { deleteBroker(t, amqpURL, exchange) })
-	secDB := kerneltest.ServiceDB(t, security.Name)
+	secDB := kerneltest.NewDB(t, security.Spec().MigrationSets()...)
 	e := func(k, v string) string { return settings.EnvVar(security.Name, k) + "=" + v }
 	sec := startServiceServe(t, bin, security.Name, append(os.Environ(), e("database_url", secDB.URL), e("amqp_url", amqpURL),
 		e("amqp_exchange", exchange), e("events.trusted_keys_file", filepath.Join(dir, "trusted")), e("log_level", "warn")))

@@ -159,7 +159,7 @@ func newRulesWorld(t *testing.T) *rulesWorld {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	endpoint := s3Endpoint(t)
-	db := kerneltest.ServiceDB(t, rules.Name)
+	db := kerneltest.NewDB(t, rules.Spec().MigrationSets()...)
 	b, err := faults.NewBucket(ctx, endpoint)
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -15,14 +15,14 @@ import (
 	"strings"
 
 	"github.com/craig/retention/kernel/settings"
-	"github.com/craig/retention/migrations"
 	"github.com/jackc/pgx/v5"
 	"github.com/magefile/mage/mg"
 	"github.com/magefile/mage/sh"
 )
 
-// demoServices are swept by the demo, in order.
-var demoServices = migrations.ServiceNames()
+// demoServices are swept by the demo, in order: the four services its seed
+// files (queries/demo/<service>.sql) fill.
+var demoServices = []string{"exchange", "financial", "rules", "security"}
 
 // sweepReport is the JSON `<service> sweep --once --json` prints.
 type sweepReport struct {
@@ -307,12 +307,8 @@ func execFile(ctx context.Context, conn *pgx.Conn, path string) error {
 // userTables lists the service's tables in the public schema, without the
 // goose version tables.
 func userTables(ctx context.Context, conn *pgx.Conn, service string) ([]string, error) {
-	sets, err := migrations.ForService(service)
-	if err != nil {
-		return nil, err
-	}
 	var versionTables []string
-	for _, s := range sets {
+	for _, s := range migrationSetsOnDisk(service) {
 		versionTables = append(versionTables, s.VersionTable)
 	}
 	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables

@@ -1,9 +1,11 @@
 //go:build mage
 
 // Workspace tasks for the CRAIG retention toolkit, run from the repo root as
-// "go tool mage <target>". Aliases: "test" runs test:all, "migrate" runs
-// migrate:up and "bench" runs bench:run (a mage target cannot share its name
-// with a namespace).
+// "go tool mage <target>". Aliases: "test" runs test:all and "bench" runs
+// bench:run (a mage target cannot share its name with a namespace);
+// migrate:up, migrate:status and migrate:new run the migrations namespace's
+// targets ("migrate" itself is a target, so `go tool mage -h migrate`
+// answers).
 package main
 
 import (
@@ -12,9 +14,11 @@ import (
 
 // Aliases gives the README's commands their short names.
 var Aliases = map[string]any{
-	"test":    Test.All,
-	"migrate": Migrate.Up,
-	"bench":   Bench.Run,
+	"test":           Test.All,
+	"bench":          Bench.Run,
+	"migrate:up":     Migrations.Up,
+	"migrate:status": Migrations.Status,
+	"migrate:new":    Migrations.New,
 }
 
 const (

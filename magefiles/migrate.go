@@ -21,37 +21,43 @@ import (
 	"github.com/craig/retention/migrations"
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for goose
 	"github.com/magefile/mage/mg"
+	"github.com/magefile/mage/sh"
 )
 
-// Migrate groups the goose migration targets.
-type Migrate mg.Namespace
+// Migrations groups the goose migration targets (also run as migrate:up,
+// migrate:status and migrate:new).
+type Migrations mg.Namespace
 
-// Up applies pending migrations to every service database, creating missing databases (alias: migrate).
-func (Migrate) Up(ctx context.Context) error {
-	for _, service := range migrations.ServiceNames() {
+// Migrate applies pending migrations to every service database, creating missing databases: each service's binary runs its own `migrate` (migrations:up; migrations:status shows what is applied, migrations:new <set> <name> adds a file).
+func Migrate(ctx context.Context) error { return Migrations{}.Up(ctx) }
+
+// Up applies pending migrations to every service database (CRAIG_<SVC>__DATABASE_URL, default craig_<svc> on the local server), creating missing databases; each service's own binary runs its `migrate`, so exactly the sets it embeds are applied (alias: migrate:up).
+func (Migrations) Up(ctx context.Context) error {
+	services, err := serviceNames()
+	if err != nil {
+		return err
+	}
+	for _, service := range services {
 		dbURL := serviceDatabaseURL(service)
 		if err := ensureDatabase(ctx, dbURL); err != nil {
 			return fmt.Errorf("%s: %w", service, err)
 		}
-		sets, err := migrations.ForService(service)
-		if err != nil {
-			return err
-		}
-		err = withDB(ctx, dbURL, func(db *sql.DB) error {
-			n, err := migrate.Up(ctx, db, sets, nil)
-			fmt.Printf("%s: %d migration(s) applied (%s)\n", service, n, settings.Redact(dbURL))
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", service, err)
+		fmt.Printf("==> go run ./services/%[1]s/cmd/%[1]s migrate (%[2]s)\n", service, settings.Redact(dbURL))
+		env := map[string]string{serviceDatabaseEnv(service): dbURL}
+		if err := sh.RunWithV(env, mg.GoCmd(), "run", "./services/"+service+"/cmd/"+service, "migrate"); err != nil {
+			return fmt.Errorf("%s migrate: %w", service, err)
 		}
 	}
 	return nil
 }
 
 // Status prints every migration of every service database and whether it is applied.
-func (Migrate) Status(ctx context.Context) error {
-	for _, service := range migrations.ServiceNames() {
+func (Migrations) Status(ctx context.Context) error {
+	services, err := serviceNames()
+	if err != nil {
+		return err
+	}
+	for _, service := range services {
 		dbURL := serviceDatabaseURL(service)
 		fmt.Printf("\n%s (%s)\n", service, settings.Redact(dbURL))
 		exists, err := databaseExists(ctx, dbURL)
@@ -62,11 +68,11 @@ func (Migrate) Status(ctx context.Context) error {
 			fmt.Println("  database does not exist: run `go tool mage migrate`")
 			continue
 		}
-		sets, err := migrations.ForService(service)
-		if err != nil {
-			return err
-		}
 		err = withDB(ctx, dbURL, func(db *sql.DB) error {
+			sets, err := setsIn(ctx, db, service)
+			if err != nil {
+				return err
+			}
 			rows, err := migrate.Status(ctx, db, sets)
 			if err != nil {
 				return err
@@ -95,8 +101,12 @@ var (
 )
 
 // New creates migrations/<set>/NNNNN_<name>.sql, the next goose migration of a set (args: set name).
-func (Migrate) New(set, name string) error {
-	sets := append([]string{migrations.TransportSetName}, migrations.ServiceNames()...)
+func (Migrations) New(set, name string) error {
+	services, err := serviceNames()
+	if err != nil {
+		return err
+	}
+	sets := append([]string{migrations.TransportSetName, migrations.ArchiveSetName}, services...)
 	if !slices.Contains(sets, set) {
 		return fmt.Errorf("unknown migration set %q (known: %s)", set, strings.Join(sets, ", "))
 	}
@@ -135,6 +145,21 @@ func (Migrate) New(set, name string) error {
 	}
 	fmt.Println("created", path)
 	return nil
+}
+
+// setsIn are a service database's sets for status: transport and the
+// service's own, and the archive set where the database has its version
+// table (an archiving service's).
+func setsIn(ctx context.Context, db *sql.DB, service string) ([]migrations.Set, error) {
+	sets := migrationSetsOnDisk(service)
+	var archives bool
+	if err := db.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", sets[2].VersionTable).Scan(&archives); err != nil {
+		return nil, fmt.Errorf("look for %s: %w", sets[2].VersionTable, err)
+	}
+	if !archives {
+		sets = sets[:2]
+	}
+	return sets, nil
 }
 
 // serviceDatabaseURL is CRAIG_<SERVICE>__DATABASE_URL or the local craig_<service>.

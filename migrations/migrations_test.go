@@ -1,36 +1,26 @@
 package migrations_test
 
 import (
-	"slices"
+	"io/fs"
+	"strings"
 	"testing"
 
 	"github.com/craig/retention/migrations"
+	"github.com/craig/retention/migrations/rules"
 )
 
-// TestArchivingServicesGetTheArchiveSet: the kernel's archive_ledger set
-// comes after the service's own set (rules' own 00001 created the table
-// first; the set adopts it), and only archiving services get it.
-func TestArchivingServicesGetTheArchiveSet(t *testing.T) {
+// TestSets: the kernel's own sets and a service's set (its own package),
+// each tracked in its own goose version table, each with its numbered
+// files from 00001 on.
+func TestSets(t *testing.T) {
 	t.Parallel()
-	for service, want := range map[string][]string{
-		"rules":     {"transport", "rules", "archive"},
-		"exchange":  {"transport", "exchange"},
-		"financial": {"transport", "financial"},
-		"security":  {"transport", "security", "archive"},
-	} {
-		sets, err := migrations.ForService(service)
-		if err != nil {
-			t.Fatalf("%s: %v", service, err)
+	for _, set := range []migrations.Set{migrations.Transport(), migrations.Archive(), rules.Set()} {
+		if set.VersionTable != "goose_"+set.Name+"_version" {
+			t.Errorf("%s: version table %s", set.Name, set.VersionTable)
 		}
-		var got []string
-		for _, s := range sets {
-			got = append(got, s.Name)
+		files, err := fs.Glob(set.FS, "*.sql")
+		if err != nil || len(files) == 0 || !strings.HasPrefix(files[0], "00001_") {
+			t.Errorf("%s: files %v (%v)", set.Name, files, err)
 		}
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: sets %v, want %v", service, got, want)
-		}
-	}
-	if _, err := migrations.ForService("nope"); err == nil {
-		t.Error("an unknown service must be refused")
 	}
 }

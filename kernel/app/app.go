@@ -23,6 +23,7 @@ import (
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/migrations"
 )
 
 // Exit codes of a service binary.
@@ -53,6 +54,24 @@ type Spec[T any] struct {
 	// Inbound is the service's consumption of events, or nil when it
 	// consumes none.
 	Inbound *InboundSpec[T]
+	// Migrations is the service's own migration set (its package under
+	// migrations/<service>); the kernel adds its own sets around it
+	// (MigrationSets).
+	Migrations migrations.Set
+}
+
+// MigrationSets are every set the service's database receives, in order:
+// the kernel's transport set, the service's own, and for an archiving
+// service the kernel's archive set.
+func (s Spec[T]) MigrationSets() []migrations.Set {
+	sets := []migrations.Set{migrations.Transport()}
+	if s.Migrations.FS != nil {
+		sets = append(sets, s.Migrations)
+	}
+	if s.Archive != nil {
+		sets = append(sets, migrations.Archive())
+	}
+	return sets
 }
 
 // Local is one service-local swept table: a team adds a table with a

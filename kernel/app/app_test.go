@@ -3,9 +3,11 @@ package app_test
 import (
 	"bytes"
 	"testing"
+	"testing/fstest"
 
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/migrations"
 	"github.com/stretchr/testify/require"
 )
 
@@ -13,9 +15,18 @@ type testSettings struct {
 	settings.Transport `koanf:",squash"`
 }
 
+// testServiceSQL is the test service's own migration set: one table (the
+// kernel imports no service's SQL; this stands for one).
+const testServiceSQL = `-- +goose Up
+CREATE TABLE exchange_send_jobs (id uuid PRIMARY KEY DEFAULT gen_random_uuid(), status text NOT NULL, completed_at timestamptz);
+-- +goose Down
+DROP TABLE exchange_send_jobs;
+`
+
 func testSpec() app.Spec[testSettings] {
 	return app.Spec[testSettings]{
-		Name: "exchange",
+		Name:       "exchange",
+		Migrations: migrations.New("exchange", fstest.MapFS{"00001_exchange_send_jobs.sql": {Data: []byte(testServiceSQL)}}),
 		// Port 1 on loopback: any attempt to use the database fails loudly.
 		Defaults:  testSettings{settings.DefaultTransport("postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")},
 		Transport: func(s testSettings) settings.Transport { return s.Transport },

@@ -83,7 +83,7 @@ func (p *switchProxy) set(up bool) {
 // reconnects by itself and the pending event goes out.
 func TestServeRidesOutABrokerOutage(t *testing.T) {
 	t.Parallel()
-	db := kerneltest.ServiceDB(t, "exchange")
+	db := kerneltest.NewDB(t, testSpec().MigrationSets()...)
 	amqpURL := kerneltest.AMQPURL(t)
 	u, err := url.Parse(amqpURL)
 	require.NoError(t, err)

@@ -20,7 +20,7 @@ func TestOpenPoolPinsUTC(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db := kerneltest.ServiceDB(t, "rules")
+	db := kerneltest.NewDB(t, kerneltest.ArchivingFixture()...)
 	name := pgx.Identifier{db.Name}.Sanitize()
 	db.Exec(t, "ALTER DATABASE "+name+" SET timezone = 'Pacific/Kiritimati'")
 	db.Exec(t, "ALTER DATABASE "+name+" SET datestyle = 'SQL, DMY'")

@@ -41,10 +41,7 @@ func newRuntime[T any](spec Spec[T], configPath string, environ []string, stdout
 	if err != nil {
 		return nil, err
 	}
-	sets, err := migrations.ForService(spec.Name)
-	if err != nil {
-		return nil, err
-	}
+	sets := spec.MigrationSets()
 	tr := spec.Transport(cfg)
 	return &runtime[T]{spec: spec, cfg: cfg, tr: tr, logger: newLogger(stderr, tr.LogLevel), sets: sets, stdout: stdout, stderr: stderr}, nil
 }

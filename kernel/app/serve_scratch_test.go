@@ -112,7 +112,7 @@ func freeAddr(t *testing.T) string {
 
 func TestServeDrainsServesAndStopsGracefully(t *testing.T) {
 	t.Parallel()
-	db := kerneltest.ServiceDB(t, "exchange")
+	db := kerneltest.NewDB(t, testSpec().MigrationSets()...)
 	amqpURL := kerneltest.AMQPURL(t)
 	exchangeName := tempExchange(t, amqpURL, "serve")
 

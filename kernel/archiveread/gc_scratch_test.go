@@ -117,7 +117,7 @@ func scratchWorld(t *testing.T) (context.Context, *kerneltest.DB, *kerneltest.S3
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	db := kerneltest.ServiceDB(t, "rules")
+	db := kerneltest.NewDB(t, kerneltest.ArchivingFixture()...)
 	s3 := kerneltest.NewS3Scratch(t)
 	st, err := store.Open(ctx, s3.URL)
 	require.NoError(t, err)

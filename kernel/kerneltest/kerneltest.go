@@ -181,17 +181,6 @@ func NewDB(t testing.TB, sets ...migrations.Set) *DB {
 	return &DB{Pool: pool, URL: dbURL, Name: name}
 }
 
-// ServiceDB is NewDB with every migration set the named service's database
-// receives (transport first, then the service's own).
-func ServiceDB(t testing.TB, service string) *DB {
-	t.Helper()
-	sets, err := migrations.ForService(service)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return NewDB(t, sets...)
-}
-
 // Exec runs one statement on the scratch database and fails the test on error.
 func (d *DB) Exec(t testing.TB, sql string, args ...any) int64 {
 	t.Helper()

@@ -29,19 +29,16 @@ type Tables struct {
 	// Bookkeeper is the service's archive bookkeeping (required with
 	// Archived).
 	Bookkeeper archive.Bookkeeper
-	// Sets are the migration sets of the scratch databases; nil means the
-	// service's own (migrations.ForService). A test fixture that is not a
-	// service passes its own.
+	// Sets are the migration sets of the scratch databases: the service's
+	// (app.Spec.MigrationSets), or a fixture's own.
 	Sets []migrations.Set
 }
 
 // DB is a scratch database with the tables' migration sets.
 func (tables Tables) DB(t testing.TB) *DB {
 	t.Helper()
-	if tables.Sets != nil {
-		return NewDB(t, tables.Sets...)
-	}
-	return ServiceDB(t, tables.Service)
+	require.NotEmpty(t, tables.Sets, "%s: the scratch databases' migration sets (app.Spec.MigrationSets)", tables.Service)
+	return NewDB(t, tables.Sets...)
 }
 
 // Harness returns the archivetest harness maker of the tables: a scratch

@@ -42,7 +42,7 @@ func newWorldLocked(t *testing.T, approvals int, objectLock bool) *world {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	w := &world{ctx: ctx, db: kerneltest.ServiceDB(t, "rules"), s3: kerneltest.NewS3Scratch(t)}
+	w := &world{ctx: ctx, db: kerneltest.NewDB(t, kerneltest.ArchivingFixture()...), s3: kerneltest.NewS3Scratch(t)}
 	var err error
 	w.st, err = store.Open(ctx, w.s3.URL)
 	require.NoError(t, err)

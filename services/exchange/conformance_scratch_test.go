@@ -33,5 +33,5 @@ func TestConformance(t *testing.T) {
 	spec := exchange.Spec()
 	all := kerneltest.TransportSeeds()
 	maps.Copy(all, kerneltest.SeedsOf(seeds{}))
-	kerneltest.CheckSpec(t, kerneltest.Tables{Service: exchange.Name, Groups: app.Groups(spec, spec.Defaults)}, all)
+	kerneltest.CheckSpec(t, kerneltest.Tables{Service: exchange.Name, Groups: app.Groups(spec, spec.Defaults), Sets: spec.MigrationSets()}, all)
 }

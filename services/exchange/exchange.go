@@ -9,6 +9,7 @@ import (
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/settings"
+	exchangemigrations "github.com/craig/retention/migrations/exchange"
 	"github.com/craig/retention/services/exchange/internal/queries"
 )
 
@@ -57,9 +58,10 @@ func SendJobsPolicy(s Settings) prune.Policy { return Tables{}.SendJobs().Policy
 // Spec is the exchange service for the shared binary.
 func Spec() app.Spec[Settings] {
 	return app.Spec[Settings]{
-		Name:      Name,
-		Defaults:  DefaultSettings(),
-		Transport: func(s Settings) settings.Transport { return s.Transport },
-		Locals:    app.LocalsOf[Settings](Tables{}),
+		Name:       Name,
+		Defaults:   DefaultSettings(),
+		Transport:  func(s Settings) settings.Transport { return s.Transport },
+		Migrations: exchangemigrations.Set(),
+		Locals:     app.LocalsOf[Settings](Tables{}),
 	}
 }

@@ -28,7 +28,7 @@ func seedJobs(t *testing.T, db *kerneltest.DB) {
 
 func TestSendJobsPolicyDeletesOnlyAgedTerminalJobs(t *testing.T) {
 	t.Parallel()
-	db := kerneltest.ServiceDB(t, exchange.Name)
+	db := kerneltest.NewDB(t, exchange.Spec().MigrationSets()...)
 	seedJobs(t, db)
 
 	rep, err := prune.PruneTable(context.Background(), db.Pool, exchange.SendJobsPolicy(exchange.DefaultSettings()))
@@ -52,7 +52,7 @@ func TestSendJobsPolicyDeletesOnlyAgedTerminalJobs(t *testing.T) {
 
 func TestSendJobsWindowZeroDisablesOnlyThatSweep(t *testing.T) {
 	t.Parallel()
-	db := kerneltest.ServiceDB(t, exchange.Name)
+	db := kerneltest.NewDB(t, exchange.Spec().MigrationSets()...)
 	seedJobs(t, db)
 	db.Exec(t, `INSERT INTO event_inbox (event_id, event_type, received_at) VALUES (gen_random_uuid(), 'x', now() - interval '40 days')`)
 
@@ -75,7 +75,7 @@ func TestSendJobsWindowZeroDisablesOnlyThatSweep(t *testing.T) {
 
 func TestSweepOnceJSONReportsEveryTable(t *testing.T) {
 	t.Parallel()
-	db := kerneltest.ServiceDB(t, exchange.Name)
+	db := kerneltest.NewDB(t, exchange.Spec().MigrationSets()...)
 	seedJobs(t, db)
 	db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, published_at)
 		SELECT 'case.updated', '{}', now() - interval '31 days', now() - interval '31 days' FROM generate_series(1, 3)`)

@@ -30,5 +30,5 @@ func TestConformance(t *testing.T) {
 	spec := financial.Spec()
 	all := kerneltest.TransportSeeds()
 	maps.Copy(all, kerneltest.SeedsOf(seeds{}))
-	kerneltest.CheckSpec(t, kerneltest.Tables{Service: financial.Name, Groups: app.Groups(spec, spec.Defaults)}, all)
+	kerneltest.CheckSpec(t, kerneltest.Tables{Service: financial.Name, Groups: app.Groups(spec, spec.Defaults), Sets: spec.MigrationSets()}, all)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/settings"
+	financialmigrations "github.com/craig/retention/migrations/financial"
 	"github.com/craig/retention/services/financial/internal/queries"
 )
 
@@ -57,9 +58,10 @@ func ReconcilePolicy(s Settings) prune.Policy { return Tables{}.Reconcile().Poli
 // Spec is the financial service for the shared binary.
 func Spec() app.Spec[Settings] {
 	return app.Spec[Settings]{
-		Name:      Name,
-		Defaults:  DefaultSettings(),
-		Transport: func(s Settings) settings.Transport { return s.Transport },
-		Locals:    app.LocalsOf[Settings](Tables{}),
+		Name:       Name,
+		Defaults:   DefaultSettings(),
+		Transport:  func(s Settings) settings.Transport { return s.Transport },
+		Migrations: financialmigrations.Set(),
+		Locals:     app.LocalsOf[Settings](Tables{}),
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 func TestReconcilePolicyDeletesOnlyAgedProcessedRows(t *testing.T) {
 	t.Parallel()
-	db := kerneltest.ServiceDB(t, financial.Name)
+	db := kerneltest.NewDB(t, financial.Spec().MigrationSets()...)
 	rows := []struct {
 		name                   string
 		processed, deadLetered string // interval ago, or "" for NULL

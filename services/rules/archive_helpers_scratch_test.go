@@ -36,7 +36,7 @@ func newRulesEnv(t testing.TB) (context.Context, *rulesEnv) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), scratchTimeout)
 	t.Cleanup(cancel)
-	db := kerneltest.ServiceDB(t, "rules")
+	db := kerneltest.NewDB(t, rules.Spec().MigrationSets()...)
 	s3 := kerneltest.NewS3Scratch(t)
 	st, err := store.Open(ctx, s3.URL)
 	require.NoError(t, err)

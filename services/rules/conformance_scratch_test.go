@@ -27,5 +27,5 @@ func TestConformance(t *testing.T) {
 	spec := rules.Spec()
 	all := kerneltest.TransportSeeds()
 	maps.Copy(all, kerneltest.SeedsOf(seeds{}))
-	kerneltest.CheckSpec(t, kerneltest.Tables{Service: rules.Name, Groups: app.Groups(spec, spec.Defaults), Archived: rules.ArchiveTables(), Bookkeeper: rules.Bookkeeper()}, all)
+	kerneltest.CheckSpec(t, kerneltest.Tables{Service: rules.Name, Groups: app.Groups(spec, spec.Defaults), Sets: spec.MigrationSets(), Archived: rules.ArchiveTables(), Bookkeeper: rules.Bookkeeper()}, all)
 }

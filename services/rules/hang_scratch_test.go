@@ -59,7 +59,7 @@ func TestArchivePassFailsOnAHungStore(t *testing.T) {
 // is bounded too, and says which store did not answer.
 func TestBootRefusesAHungStore(t *testing.T) {
 	t.Parallel()
-	db := kerneltest.ServiceDB(t, rules.Name)
+	db := kerneltest.NewDB(t, rules.Spec().MigrationSets()...)
 	seedEvaluations(t, db, 1, 4, 100, 0)
 	addr, u := silentStore(t)
 	env := []string{"CRAIG_RULES__DATABASE_URL=" + db.URL, envEnabled + "=true", envStoreURL + "=" + u,

@@ -19,7 +19,7 @@ import (
 func TestArchivedTablesAreInsertOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := kerneltest.ServiceDB(t, rules.Name)
+	db := kerneltest.NewDB(t, rules.Spec().MigrationSets()...)
 	ids := seedEvaluations(t, db, 1, 4, 100, 0)
 
 	for _, stmt := range []string{
@@ -54,7 +54,7 @@ func TestProbeAndBootRefuseATableWithoutTheTrigger(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			db := kerneltest.ServiceDB(t, rules.Name)
+			db := kerneltest.NewDB(t, rules.Spec().MigrationSets()...)
 			seedEvaluations(t, db, 1, 4, 100, 0)
 			env := []string{"CRAIG_RULES__DATABASE_URL=" + db.URL}
 			code, stdout, _ := runRules(ctx, []string{"probe"}, env)

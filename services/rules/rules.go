@@ -8,6 +8,7 @@ import (
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/settings"
+	rulesmigrations "github.com/craig/retention/migrations/rules"
 )
 
 // Name is the service name (environment prefix CRAIG_RULES__).
@@ -38,10 +39,11 @@ func DefaultSettings() Settings {
 // Spec is the rules service for the shared binary.
 func Spec() app.Spec[Settings] {
 	return app.Spec[Settings]{
-		Name:      Name,
-		Defaults:  DefaultSettings(),
-		Transport: func(s Settings) settings.Transport { return s.Transport },
-		Locals:    app.LocalsOf[Settings](Tables{}),
+		Name:       Name,
+		Defaults:   DefaultSettings(),
+		Transport:  func(s Settings) settings.Transport { return s.Transport },
+		Migrations: rulesmigrations.Set(),
+		Locals:     app.LocalsOf[Settings](Tables{}),
 		Archive: &app.ArchiveSpec[Settings]{
 			Settings: func(s Settings) archive.Settings { return s.Archive },
 			Tables:   ArchiveTables,

@@ -78,7 +78,7 @@ func TestOwnArchivesBookTheFleetLedger(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db := kerneltest.ServiceDB(t, security.Name)
+	db := kerneltest.NewDB(t, security.Spec().MigrationSets()...)
 	db.Exec(t, `INSERT INTO audit_log (occurred_at, actor, action) SELECT now() - interval '100 days' - make_interval(mins => g), 'user:ann', 'case.viewed' FROM generate_series(1, 25) g`)
 	db.Exec(t, `INSERT INTO dead_letter_audit (dlq_received_at, event_type, payload, reason) SELECT now() - interval '95 days', 'x.y', '{}', 'boom' FROM generate_series(1, 4)`)
 	db.Exec(t, `INSERT INTO audit_log (actor, action) VALUES ('user:bob', 'login')`) // the defaults: hot
@@ -118,7 +118,7 @@ func TestFleetRowRollsBackWithTheArchive(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db := kerneltest.ServiceDB(t, security.Name)
+	db := kerneltest.NewDB(t, security.Spec().MigrationSets()...)
 	db.Exec(t, `INSERT INTO audit_log (occurred_at, actor, action) SELECT now() - interval '100 days', 'user:ann', 'x' FROM generate_series(1, 5)`)
 	db.Exec(t, `ALTER TABLE archive_records RENAME TO archive_records_gone`)
 	eng := securityEngine(ctx, t, db)
@@ -139,7 +139,7 @@ func TestPurgeNeverTouchesFleetCopies(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db := kerneltest.ServiceDB(t, security.Name)
+	db := kerneltest.NewDB(t, security.Spec().MigrationSets()...)
 	db.Exec(t, `INSERT INTO archive_records (archive_id, source_service, table_name, data_key, manifest_key, data_sha256, record_count,
 		store_endpoint, store_bucket, first_record_id, last_record_id, first_record_at, last_record_at, hot_window_days, archived_at,
 		archived_by, retention_until)

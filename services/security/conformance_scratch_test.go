@@ -45,7 +45,7 @@ func TestConformance(t *testing.T) {
 	all := kerneltest.TransportSeeds()
 	maps.Copy(all, kerneltest.SeedsOf(seeds{}))
 	kerneltest.CheckSpec(t, kerneltest.Tables{
-		Service: security.Name, Groups: app.Groups(spec, spec.Defaults),
+		Service: security.Name, Groups: app.Groups(spec, spec.Defaults), Sets: spec.MigrationSets(),
 		Archived: security.ArchiveTables(), Bookkeeper: security.Bookkeeper(),
 	}, all)
 }

@@ -41,7 +41,7 @@ require (
 	github.com/containerd/log v0.1.0 // indirect
 	github.com/containerd/platforms v0.2.1 // indirect
 	github.com/cpuguy83/dockercfg v0.3.2 // indirect
-	github.com/craig/retention/migrations v0.0.0-00010101000000-000000000000 // indirect
+	github.com/craig/retention/migrations v0.0.0-00010101000000-000000000000
 	github.com/craig/retention/services/rules v0.0.0-00010101000000-000000000000
 	github.com/distribution/reference v0.6.0 // indirect
 	github.com/docker/go-connections v0.8.2 // indirect

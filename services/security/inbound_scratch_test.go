@@ -63,7 +63,7 @@ func newFleetEnv(t *testing.T, trusted bool) *fleetEnv {
 	m, err := metrics.NewFleet(prometheus.NewRegistry())
 	require.NoError(t, err)
 	logs := &kerneltest.LogRecorder{}
-	return &fleetEnv{db: kerneltest.ServiceDB(t, security.Name), in: security.NewInboundHandler(trust, m, slog.New(logs)),
+	return &fleetEnv{db: kerneltest.NewDB(t, security.Spec().MigrationSets()...), in: security.NewInboundHandler(trust, m, slog.New(logs)),
 		m: m, logs: logs, rules: rules, sec: sec, rogue: rogue}
 }
 

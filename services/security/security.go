@@ -10,6 +10,7 @@ import (
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/settings"
+	securitymigrations "github.com/craig/retention/migrations/security"
 )
 
 // Name is the service name (environment prefix CRAIG_SECURITY__).
@@ -50,10 +51,11 @@ func DefaultSettings() Settings {
 // Spec is the security service for the shared binary.
 func Spec() app.Spec[Settings] {
 	return app.Spec[Settings]{
-		Name:      Name,
-		Defaults:  DefaultSettings(),
-		Transport: func(s Settings) settings.Transport { return s.Transport },
-		Locals:    app.LocalsOf[Settings](Tables{}),
+		Name:       Name,
+		Defaults:   DefaultSettings(),
+		Transport:  func(s Settings) settings.Transport { return s.Transport },
+		Migrations: securitymigrations.Set(),
+		Locals:     app.LocalsOf[Settings](Tables{}),
 		Archive: &app.ArchiveSpec[Settings]{
 			Settings: func(s Settings) archive.Settings { return s.Archive },
 			Tables:   ArchiveTables,
