@@ -125,7 +125,19 @@ func WindowKey(table string) string { return table + "_retention_days" }
 type ArchiveSpec[T any] struct {
 	Settings func(T) archive.Settings
 	Tables   func() []archive.TableSpec
-	Bookkeep archive.BookkeepFunc
+	// Bookkeeper is the kernel's one bookkeeping, with the service's event
+	// type and source (and, for security, its own fleet row).
+	Bookkeeper archive.Bookkeeper
+}
+
+// Producer is the service as the fleet ledger knows it (security's
+// vocabulary), derived from its archive spec; ok is false when it archives
+// nothing.
+func (s Spec[T]) Producer() (archive.Producer, bool) {
+	if s.Archive == nil {
+		return archive.Producer{}, false
+	}
+	return archive.ProducerOf(s.Name, s.Archive.Bookkeeper, s.Archive.Tables()), true
 }
 
 // RetentionKey is the settings key of an archived table's retention

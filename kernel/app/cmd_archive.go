@@ -95,7 +95,7 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 		_ = st.Close()
 		return nil, nil, fmt.Errorf("archiver refused to start: %w", err)
 	}
-	e, err := archive.New(pool, st, archiveTables(r.spec, r.cfg), r.scheduled(r.spec.Archive.Bookkeep), archive.Config{
+	e, err := archive.New(pool, st, archiveTables(r.spec, r.cfg), r.scheduled(r.spec.Archive.Bookkeeper.Bookkeep), archive.Config{
 		Service: r.spec.Name, HotWindowDays: as.HotWindowDays, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes, DBTimeout: as.DBTimeout,
 		LedgerHolds: true, ObjectLock: locked,
 	}, r.logger, m)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archivetest"
 	"github.com/craig/retention/kernel/prune"
@@ -252,4 +253,23 @@ func TransportSeeds() map[string]string {
   SELECT gen_random_uuid(), 'conformance', now() - make_interval(secs => age)
   FROM unnest($1::float8[], $2::bool[]) AS s(age, keep)`,
 	}
+}
+
+// CheckService is CheckSpec over everything a service's spec registers:
+// its sweep groups at their default windows, its archived tables and its
+// bookkeeping when it archives, its migration sets; seeds are the service's
+// own (SeedsOf), the transport tables' are added. A table the service
+// registers later, or an archiver it gains, is walked with no edit of the
+// service's conformance test.
+func CheckService[T any](t *testing.T, spec app.Spec[T], seeds map[string]string) {
+	t.Helper()
+	tables := Tables{Service: spec.Name, Groups: app.Groups(spec, spec.Defaults), Sets: spec.MigrationSets()}
+	if spec.Archive != nil {
+		tables.Archived, tables.Bookkeeper = spec.Archive.Tables(), spec.Archive.Bookkeeper
+	}
+	all := TransportSeeds()
+	for table, seed := range seeds {
+		all[table] = seed
+	}
+	CheckSpec(t, tables, all)
 }

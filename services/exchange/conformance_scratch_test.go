@@ -1,10 +1,8 @@
 package exchange_test
 
 import (
-	"maps"
 	"testing"
 
-	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/services/exchange"
 )
@@ -30,8 +28,5 @@ func (seeds) SendJobs() kerneltest.Seed {
 // Keep protects, at every age.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	spec := exchange.Spec()
-	all := kerneltest.TransportSeeds()
-	maps.Copy(all, kerneltest.SeedsOf(seeds{}))
-	kerneltest.CheckSpec(t, kerneltest.Tables{Service: exchange.Name, Groups: app.Groups(spec, spec.Defaults), Sets: spec.MigrationSets()}, all)
+	kerneltest.CheckService(t, exchange.Spec(), kerneltest.SeedsOf(seeds{}))
 }

@@ -1,10 +1,8 @@
 package financial_test
 
 import (
-	"maps"
 	"testing"
 
-	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/services/financial"
 )
@@ -27,8 +25,5 @@ func (seeds) Reconcile() kerneltest.Seed {
 // financial service registers.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	spec := financial.Spec()
-	all := kerneltest.TransportSeeds()
-	maps.Copy(all, kerneltest.SeedsOf(seeds{}))
-	kerneltest.CheckSpec(t, kerneltest.Tables{Service: financial.Name, Groups: app.Groups(spec, spec.Defaults), Sets: spec.MigrationSets()}, all)
+	kerneltest.CheckService(t, financial.Spec(), kerneltest.SeedsOf(seeds{}))
 }

@@ -1,10 +1,8 @@
 package rules_test
 
 import (
-	"maps"
 	"testing"
 
-	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/services/rules"
 )
@@ -24,8 +22,5 @@ func (seeds) RuleEvaluations() kerneltest.Seed {
 // archived: the whole archivetest suite).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	spec := rules.Spec()
-	all := kerneltest.TransportSeeds()
-	maps.Copy(all, kerneltest.SeedsOf(seeds{}))
-	kerneltest.CheckSpec(t, kerneltest.Tables{Service: rules.Name, Groups: app.Groups(spec, spec.Defaults), Sets: spec.MigrationSets(), Archived: rules.ArchiveTables(), Bookkeeper: rules.Bookkeeper()}, all)
+	kerneltest.CheckService(t, rules.Spec(), kerneltest.SeedsOf(seeds{}))
 }

@@ -45,9 +45,9 @@ func Spec() app.Spec[Settings] {
 		Migrations: rulesmigrations.Set(),
 		Locals:     app.LocalsOf[Settings](Tables{}),
 		Archive: &app.ArchiveSpec[Settings]{
-			Settings: func(s Settings) archive.Settings { return s.Archive },
-			Tables:   ArchiveTables,
-			Bookkeep: Bookkeep,
+			Settings:   func(s Settings) archive.Settings { return s.Archive },
+			Tables:     ArchiveTables,
+			Bookkeeper: Bookkeeper(),
 		},
 	}
 }

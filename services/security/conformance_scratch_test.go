@@ -1,10 +1,8 @@
 package security_test
 
 import (
-	"maps"
 	"testing"
 
-	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/services/security"
 )
@@ -41,11 +39,5 @@ func (seeds) DeadLetterAudit() kerneltest.Seed {
 // dead_letter_audit archived (the whole archivetest suite each).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	spec := security.Spec()
-	all := kerneltest.TransportSeeds()
-	maps.Copy(all, kerneltest.SeedsOf(seeds{}))
-	kerneltest.CheckSpec(t, kerneltest.Tables{
-		Service: security.Name, Groups: app.Groups(spec, spec.Defaults), Sets: spec.MigrationSets(),
-		Archived: security.ArchiveTables(), Bookkeeper: security.Bookkeeper(),
-	}, all)
+	kerneltest.CheckService(t, security.Spec(), kerneltest.SeedsOf(seeds{}))
 }

@@ -57,9 +57,9 @@ func Spec() app.Spec[Settings] {
 		Migrations: securitymigrations.Set(),
 		Locals:     app.LocalsOf[Settings](Tables{}),
 		Archive: &app.ArchiveSpec[Settings]{
-			Settings: func(s Settings) archive.Settings { return s.Archive },
-			Tables:   ArchiveTables,
-			Bookkeep: Bookkeep,
+			Settings:   func(s Settings) archive.Settings { return s.Archive },
+			Tables:     ArchiveTables,
+			Bookkeeper: Bookkeeper(),
 		},
 		Inbound: Inbound(),
 	}
