@@ -25,10 +25,19 @@ import (
 // refused.
 func TestEveryKeyInBothForms(t *testing.T) {
 	t.Parallel()
-	t.Run(exchange.Name, func(t *testing.T) { t.Parallel(); bothForms(t, exchange.Name, exchange.DefaultSettings()) })
-	t.Run(financial.Name, func(t *testing.T) { t.Parallel(); bothForms(t, financial.Name, financial.DefaultSettings()) })
-	t.Run(rules.Name, func(t *testing.T) { t.Parallel(); bothForms(t, rules.Name, rules.DefaultSettings()) })
-	t.Run(security.Name, func(t *testing.T) { t.Parallel(); bothForms(t, security.Name, security.DefaultSettings()) })
+	t.Run(exchange.Name, func(t *testing.T) {
+		t.Parallel()
+		bothForms(t, exchange.Name, exchange.DefaultSettings(), exchange.Spec().DerivedKeys())
+	})
+	t.Run(financial.Name, func(t *testing.T) {
+		t.Parallel()
+		bothForms(t, financial.Name, financial.DefaultSettings(), financial.Spec().DerivedKeys())
+	})
+	t.Run(rules.Name, func(t *testing.T) { t.Parallel(); bothForms(t, rules.Name, rules.DefaultSettings(), rules.Spec().DerivedKeys()) })
+	t.Run(security.Name, func(t *testing.T) {
+		t.Parallel()
+		bothForms(t, security.Name, security.DefaultSettings(), security.Spec().DerivedKeys())
+	})
 }
 
 // changed is a value of field f's type other than its default, as YAML text.
@@ -52,7 +61,9 @@ func changed(f settings.Field) string {
 	}
 }
 
-func bothForms[T any](t *testing.T, service string, defaults T) {
+// bothForms checks every key of a service, its settings fields' and the
+// keys its tables derive (their windows, hot windows and schedules).
+func bothForms[T any](t *testing.T, service string, defaults T, derived []settings.Derived) {
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -60,10 +71,12 @@ func bothForms[T any](t *testing.T, service string, defaults T) {
 		return p
 	}
 	load := func(path string) (T, error) {
-		return settings.Load(service, defaults, settings.Source{ConfigPath: path, Environ: []string{}})
+		return settings.LoadDerived(service, defaults, derived, settings.Source{ConfigPath: path, Environ: []string{}})
 	}
+	base, err := load(write("empty.yaml", ""))
+	require.NoError(t, err)
 	applied, nested := 0, 0
-	for i, f := range settings.Fields(defaults) {
+	for i, f := range append(settings.Fields(defaults), settings.DerivedFields(derived)...) {
 		segs := strings.Split(f.Key, ".")
 		if len(segs) == 1 {
 			continue
@@ -88,10 +101,10 @@ func bothForms[T any](t *testing.T, service string, defaults T) {
 		}
 		require.NoError(t, dottedErr, "key %s", f.Key)
 		require.Equal(t, nestedCfg, dottedCfg, "key %s: the dotted form %q does not mean the nested form", f.Key, dotted)
-		if !reflect.DeepEqual(nestedCfg, defaults) {
+		if !reflect.DeepEqual(nestedCfg, base) {
 			applied++
 		}
-		_, err := load(write(fmt.Sprintf("b%d.yaml", i), b.String()+dotted))
+		_, err = load(write(fmt.Sprintf("b%d.yaml", i), b.String()+dotted))
 		require.ErrorContains(t, err, "set twice", "key %s written in both forms", f.Key)
 	}
 	require.Positive(t, nested, "%s has nested keys", service)
