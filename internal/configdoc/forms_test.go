@@ -33,7 +33,10 @@ func TestEveryKeyInBothForms(t *testing.T) {
 		t.Parallel()
 		bothForms(t, financial.Name, financial.DefaultSettings(), financial.Spec().DerivedKeys())
 	})
-	t.Run(rules.Name, func(t *testing.T) { t.Parallel(); bothForms(t, rules.Name, rules.DefaultSettings(), rules.Spec().DerivedKeys()) })
+	t.Run(rules.Name, func(t *testing.T) {
+		t.Parallel()
+		bothForms(t, rules.Name, rules.DefaultSettings(), rules.Spec().DerivedKeys())
+	})
 	t.Run(security.Name, func(t *testing.T) {
 		t.Parallel()
 		bothForms(t, security.Name, security.DefaultSettings(), security.Spec().DerivedKeys())
