@@ -37,6 +37,9 @@ type runtime[T any] struct {
 // newRuntime loads and validates the settings (defaults < configPath <
 // environ) and the service's migration sets; an error is a usage error.
 func newRuntime[T any](spec Spec[T], configPath string, environ []string, stdout, stderr io.Writer) (*runtime[T], error) {
+	if err := CheckRegistrations(spec); err != nil {
+		return nil, err
+	}
 	cfg, err := LoadSettings(spec, settings.Source{ConfigPath: configPath, Environ: environ})
 	if err != nil {
 		return nil, err

@@ -109,13 +109,16 @@ func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
 			name     string
 			batch    int
 			cycleCap int64
-		}{{"Uncapped", 3, 0}, {"Capped", 2, 4}} {
+			window   int
+		}{{"Uncapped", 3, 0, p.WindowDays}, {"Capped", 2, 4, p.WindowDays}, {"OtherWindow", 3, 0, otherWindow(p.WindowDays)}} {
 			t.Run(p.Table+"/"+b.name, func(t *testing.T) {
 				t.Parallel()
 				require.NotEmpty(t, p.Keep, "%s: declare the policy's Keep, the rows that must never be deleted: it is what this suite proves", p.Table)
 				db := tables.DB(t)
 				q := p
-				q.BatchSize, q.CycleCap = b.batch, b.cycleCap
+				// OtherWindow: the delete must take the window it is given
+				// (a query with the default written in fails here).
+				q.BatchSize, q.CycleCap, q.WindowDays = b.batch, b.cycleCap, b.window
 				rows := seedSwept(t, db, q, seed)
 				CheckPolicy(t, db, q)
 				rows.requireKept(t, db, q)
@@ -184,6 +187,14 @@ func SeedsOf(registry any) map[string]string {
 	return out
 }
 
+// otherWindow is a window other than w that the ages still straddle.
+func otherWindow(w int) int {
+	if w > 7 {
+		return w / 2
+	}
+	return w + 7
+}
+
 // secondsPerDay converts a window to the seed's age unit.
 const secondsPerDay = 86400
 
@@ -203,29 +214,41 @@ type sweptRows struct {
 	keep, young int64
 }
 
-// seedSwept inserts both kinds of row at every SweepAges age (keep rows
-// only when the policy keeps anything: Keep is not FALSE) and proves the
-// seed honest: Keep is true for exactly the keep rows.
+// seedSwept inserts both kinds of row at every SweepAges age and proves the
+// seed honest: Keep is true for exactly the keep rows, and the keep rows
+// carry the ages they were given (as many older than the window as were
+// seeded so). Only the kernel's inbox keeps nothing past its window (its
+// Keep is FALSE): it gets deletable rows only. Any other policy must keep
+// something, or the proof would be empty.
 func seedSwept(t *testing.T, db *DB, p prune.Policy, seed string) sweptRows {
 	t.Helper()
+	keepsNothing := p.Table == sweep.InboxTable && p.Keep == "FALSE"
 	var ages []float64
 	var keep []bool
 	var rows sweptRows
+	var oldKeep int64
 	w := float64(p.WindowDays) * secondsPerDay
 	for _, age := range SweepAges(p.WindowDays) {
 		ages, keep = append(ages, age), append(keep, false)
 		if age < w {
 			rows.young++
 		}
-		if p.Keep != "FALSE" {
+		if !keepsNothing {
 			ages, keep = append(ages, age), append(keep, true)
 			rows.keep++
+			if age > w {
+				oldKeep++
+			}
 		}
 	}
 	n := db.Exec(t, seed, ages, keep)
 	require.Equal(t, int64(len(ages)), n, "%s: the seed inserts one row per age", p.Table)
-	require.Equal(t, rows.keep, db.Count(t, "SELECT count(*) FROM "+pgx.Identifier{p.Table}.Sanitize()+" WHERE ("+p.Keep+") IS TRUE"),
-		"%s: the seed's keep rows are exactly the rows Keep is true for", p.Table)
+	table := pgx.Identifier{p.Table}.Sanitize()
+	require.Equal(t, rows.keep, db.Count(t, "SELECT count(*) FROM "+table+" WHERE ("+p.Keep+") IS TRUE"),
+		"%s: the seed's keep rows are exactly the rows Keep is true for (Keep FALSE keeps nothing: only the inbox may)", p.Table)
+	age := pgx.Identifier{p.AgeColumn}.Sanitize()
+	require.Equal(t, oldKeep, db.Count(t, "SELECT count(*) FROM "+table+" WHERE ("+p.Keep+") IS TRUE AND "+age+" < now() - make_interval(days => $1::int)", p.WindowDays),
+		"%s: the seed's keep rows carry their ages (%d of them older than the window)", p.Table, oldKeep)
 	return rows
 }
 
@@ -263,6 +286,7 @@ func TransportSeeds() map[string]string {
 // service's conformance test.
 func CheckService[T any](t *testing.T, spec app.Spec[T], seeds map[string]string) {
 	t.Helper()
+	require.NoError(t, app.CheckRegistrations(spec))
 	tables := Tables{Service: spec.Name, Groups: app.Groups(spec, spec.Defaults), Sets: spec.MigrationSets()}
 	if spec.Archive != nil {
 		tables.Archived, tables.Bookkeeper = spec.Archive.Tables(), spec.Archive.Bookkeeper

@@ -20,7 +20,7 @@ func TestSelectionStopsAtTheByteCap(t *testing.T) {
 	t.Parallel()
 	ctx, e := newRulesEnv(t)
 	seedEvaluations(t, e.db, 1, 51, 100, 20<<10) // 50 rows of ~20 KiB
-	spec := rules.ArchiveTables()[0]
+	spec := rules.Tables{}.RuleEvaluations()
 	const maxBytes = 100 << 10
 	rows, err := spec.Select(ctx, e.db.Pool, archive.SelectParams{
 		HotWindowDays: archive.DefaultHotWindowDays, After: archive.Start, Limit: archive.MaxBatchSize, MaxBytes: maxBytes,
@@ -43,7 +43,7 @@ func TestSelectionStopsAtTheByteCap(t *testing.T) {
 
 	// A pass with a small cap and the largest batch size archives every
 	// row, each object within the cap.
-	eng := e.engine(t, rules.ArchiveTables(), rules.Bookkeep, func(c *archive.Config) {
+	eng := e.engine(t, []archive.TableSpec{rules.Tables{}.RuleEvaluations()}, rules.Bookkeep, func(c *archive.Config) {
 		c.BatchSize, c.MaxBatchBytes = archive.MaxBatchSize, maxBytes
 	})
 	rep, err := eng.RunPass(ctx, 40)
@@ -75,7 +75,7 @@ func TestArchiveExtremeTimestamps(t *testing.T) {
 			($3, '0044-03-15 12:00:00+00 BC', 'r', '{}', '{}'),
 			($4, now() - interval '100 days', 'r', '{}', '{}'),
 			($5, 'infinity', 'r', '{}', '{}')`, ids[0], ids[1], ids[2], ids[3], ids[4])
-		eng := e.engine(t, rules.ArchiveTables(), rules.Bookkeep, func(c *archive.Config) { c.BatchSize = batch })
+		eng := e.engine(t, []archive.TableSpec{rules.Tables{}.RuleEvaluations()}, rules.Bookkeep, func(c *archive.Config) { c.BatchSize = batch })
 		rep, err := eng.RunPass(ctx, 10)
 		require.NoError(t, err)
 		require.NoError(t, rep.Err())

@@ -36,7 +36,7 @@ func TestArchivePassFailsOnAHungStore(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	e.st = st
-	eng := e.engine(t, rules.ArchiveTables(), rules.Bookkeep, nil)
+	eng := e.engine(t, []archive.TableSpec{rules.Tables{}.RuleEvaluations()}, rules.Bookkeep, nil)
 
 	start := time.Now()
 	rep, err := eng.RunPass(ctx, 4)

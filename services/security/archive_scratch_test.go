@@ -62,7 +62,7 @@ func securityEngine(ctx context.Context, t *testing.T, db *kerneltest.DB) *archi
 	t.Cleanup(func() { _ = st.Close() })
 	m, err := metrics.NewArchive(prometheus.NewRegistry())
 	require.NoError(t, err)
-	eng, err := archive.New(db.Pool, st, security.ArchiveTables(), security.Bookkeep, archive.Config{
+	eng, err := archive.New(db.Pool, st, []archive.TableSpec{security.Tables{}.AuditLog(), security.Tables{}.DeadLetterAudit()}, security.Bookkeep, archive.Config{
 		Service: s3.Service, HotWindowDays: 90, BatchSize: 10, MaxBatchBytes: archive.DefaultMaxBatchBytes,
 	}, slog.New(&kerneltest.LogRecorder{}), m)
 	require.NoError(t, err)
