@@ -1,6 +1,7 @@
-//go:build mage
-
-package main
+// Package walkthrough is the demo's second half: rules' and security's
+// serves with their archive APIs and signed fleet events, and a craigctl
+// session against them (the runbook's walk-through).
+package walkthrough
 
 import (
 	"context"
@@ -12,6 +13,11 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/craig/retention/build/versitygw"
+
+	"github.com/craig/retention/build/pgadmin"
+	"github.com/craig/retention/build/workspace"
 
 	"github.com/craig/retention/kernel/eventsig"
 	"github.com/craig/retention/kernel/settings"
@@ -27,18 +33,12 @@ const (
 	demoSecurityAdd = "127.0.0.1:18084"
 )
 
-// demoFleet generates the producers' event keys, runs security's and
-// rules' serve (signed, trust configured) until rules' archive event is
-// booked in security's fleet ledger, and prints archive_records.
-func demoFleet(ctx context.Context, server string) error {
-	return demoServes(ctx, server, false)
-}
-
-// demoServes runs the fleet part of the demo: security's and rules' serve
-// with their archive APIs, until rules' archive events are booked; then a
-// craigctl session against them; with keep, it leaves them serving until
-// interrupted.
-func demoServes(ctx context.Context, server string, keep bool) error {
+// Run is the fleet part of the demo: it generates the producers' event
+// keys, runs security's and rules' serve (signed, trust configured) with
+// their archive APIs until rules' archive events are booked in security's
+// fleet ledger, prints archive_records, then runs a craigctl session against
+// them; with keep, it leaves them serving until interrupted.
+func Run(ctx context.Context, server string, keep bool) error {
 	dir, err := os.MkdirTemp("", "craig-demo-keys-")
 	if err != nil {
 		return err
@@ -48,11 +48,11 @@ func demoServes(ctx context.Context, server string, keep bool) error {
 	if err != nil {
 		return err
 	}
-	secURL, err := withDatabase(server, "craig_demo_security")
+	secURL, err := pgadmin.WithDatabase(server, "craig_demo_security")
 	if err != nil {
 		return err
 	}
-	rulesURL, err := withDatabase(server, "craig_demo_rules")
+	rulesURL, err := pgadmin.WithDatabase(server, "craig_demo_rules")
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ type demoProcess struct {
 // demoServe starts `<service> serve` signing its events and trusting the
 // demo keys.
 func demoServe(ctx context.Context, service, dbURL, addr, keyDir string) (*demoProcess, error) {
-	bin := serviceBinary(service)
+	bin := workspace.ServiceBinary(service)
 	e := func(k, v string) string { return settings.EnvVar(service, k) + "=" + v }
 	cmd := exec.CommandContext(ctx, bin, "serve")
 	cmd.Env = append(os.Environ(), e("database_url", dbURL), e("http_addr", addr), e("amqp_exchange", demoExchange),
@@ -133,7 +133,7 @@ func demoServe(ctx context.Context, service, dbURL, addr, keyDir string) (*demoP
 		e("events.trusted_keys_file", filepath.Join(keyDir, "trusted")),
 		// The archive API, for craigctl; the archiver serves it, its scheduled passes stay off.
 		e("auth.jwt_hs256_secret_file", filepath.Join(keyDir, "api.secret")), e("archive.interval_seconds", "0"))
-	for k, v := range demoArchiveEnv(service, dbURL) {
+	for k, v := range versitygw.ArchiverEnv(service, dbURL) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Stderr = os.Stderr

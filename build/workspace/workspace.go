@@ -1,6 +1,6 @@
-//go:build mage
-
-package main
+// Package workspace is what the build targets share: the workspace's modules
+// and services, the local servers' addresses, and running go in a module.
+package workspace
 
 import (
 	"errors"
@@ -13,8 +13,8 @@ import (
 	"github.com/magefile/mage/sh"
 )
 
-// workspaceModules returns the directory of every module of go.work.
-func workspaceModules() ([]string, error) {
+// Modules returns the directory of every module of go.work.
+func Modules() ([]string, error) {
 	work, err := sh.Output(mg.GoCmd(), "env", "GOWORK")
 	if err != nil {
 		return nil, fmt.Errorf("go env GOWORK: %w", err)
@@ -35,13 +35,13 @@ func workspaceModules() ([]string, error) {
 	return dirs, nil
 }
 
-// goIn runs `go <args>` in dir, printing output live.
-func goIn(dir string, args ...string) error {
+// GoIn runs `go <args>` in dir, printing output live.
+func GoIn(dir string, args ...string) error {
 	return sh.RunV(mg.GoCmd(), append([]string{"-C", dir}, args...)...)
 }
 
-// relPath shows a path relative to the working directory when it can.
-func relPath(path string) string {
+// RelPath shows a path relative to the working directory when it can.
+func RelPath(path string) string {
 	wd, err := os.Getwd()
 	if err != nil {
 		return path
@@ -53,7 +53,7 @@ func relPath(path string) string {
 	return rel
 }
 
-func envOr(key, def string) string {
+func EnvOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v
 	}

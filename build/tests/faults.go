@@ -1,6 +1,4 @@
-//go:build mage
-
-package main
+package tests
 
 import (
 	"bufio"
@@ -16,6 +14,9 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/craig/retention/build/store"
+	"github.com/craig/retention/build/workspace"
 
 	"github.com/magefile/mage/mg"
 )
@@ -34,7 +35,7 @@ var fuzzTargets = []struct{ dir, pkg, name string }{
 
 // Faults runs the fault suite (faults/, tag faults: failpoint kills, store faults, a dying database) and each fuzz target for CRAIG_FAULTS_FUZZTIME (60s), then prints the report; CRAIG_FAULTS_ROUNDS scales the matrices (default 20).
 func (Test) Faults(ctx context.Context) error {
-	mg.CtxDeps(ctx, Store.Up)
+	mg.CtxDeps(ctx, store.Store.Up)
 	if err := checkServers(); err != nil {
 		return err
 	}
@@ -64,10 +65,10 @@ const faultsModelChecks = "100"
 // with a random seed unless RAPID_SEED names one (it prints the seed of a
 // failure, to replay it).
 func runModel(ctx context.Context) error {
-	checks := envOr("CRAIG_FAULTS_MODEL_CHECKS", faultsModelChecks)
+	checks := workspace.EnvOr("CRAIG_FAULTS_MODEL_CHECKS", faultsModelChecks)
 	fmt.Printf("==> go test -run '^TestLifecycleModel$' ./lifecycle/ (kernel), %s sequences\n", checks)
 	cmd := exec.CommandContext(ctx, mg.GoCmd(), "-C", "kernel", "test", "-count=1", "-timeout", "30m", "-v",
-		"-run", "^TestLifecycleModel$", "./lifecycle/", "-rapid.seed="+envOr("RAPID_SEED", "0"))
+		"-run", "^TestLifecycleModel$", "./lifecycle/", "-rapid.seed="+workspace.EnvOr("RAPID_SEED", "0"))
 	// The count goes by the environment: -rapid.checks=100 is rapid's
 	// default, which the test takes for "not set" (and runs 25).
 	cmd.Env = append(os.Environ(), "CRAIG_MODEL_RANDOM=1", "CRAIG_MODEL_CHECKS="+checks)
@@ -80,7 +81,7 @@ var fuzzExecs = regexp.MustCompile(`execs: (\d+)`)
 // runFuzzers runs every fuzz target for the fuzz time and returns the
 // executions each reached.
 func runFuzzers(ctx context.Context) (map[string]string, error) {
-	fuzzTime := envOr("CRAIG_FAULTS_FUZZTIME", faultsFuzzTime)
+	fuzzTime := workspace.EnvOr("CRAIG_FAULTS_FUZZTIME", faultsFuzzTime)
 	execs := map[string]string{}
 	var errs []error
 	for _, f := range fuzzTargets {

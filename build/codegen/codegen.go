@@ -1,12 +1,13 @@
-//go:build mage
-
-package main
+// Package codegen regenerates what is generated (sqlc code, docs/configuration.md, docs/craigctl.md) and fails when the commit holds a stale copy.
+package codegen
 
 import (
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/craig/retention/build/workspace"
 
 	"github.com/magefile/mage/mg"
 	"github.com/magefile/mage/sh"
@@ -40,15 +41,15 @@ type Gen mg.Namespace
 // module's go.mod/go.sum is stale.
 func (Gen) Verify() error {
 	mg.Deps(Generate)
-	mods, err := workspaceModules()
+	mods, err := workspace.Modules()
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, dir := range mods {
-		fmt.Printf("==> go mod tidy (%s)\n", relPath(dir))
-		if err := goIn(dir, "mod", "tidy"); err != nil {
-			errs = append(errs, fmt.Errorf("go mod tidy in %s: %w", relPath(dir), err))
+		fmt.Printf("==> go mod tidy (%s)\n", workspace.RelPath(dir))
+		if err := workspace.GoIn(dir, "mod", "tidy"); err != nil {
+			errs = append(errs, fmt.Errorf("go mod tidy in %s: %w", workspace.RelPath(dir), err))
 		}
 	}
 	paths, err := generatedPaths(mods)

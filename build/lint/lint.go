@@ -1,6 +1,5 @@
-//go:build mage
-
-package main
+// Package lint checks the whole workspace: gofmt, go vet and golangci-lint.
+package lint
 
 import (
 	"errors"
@@ -10,26 +9,28 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/craig/retention/build/workspace"
+
 	"github.com/magefile/mage/mg"
 	"github.com/magefile/mage/sh"
 )
 
-// Lint fails on unformatted Go files (gofmt -l) and on go vet findings in every module and the magefile.
+// Lint fails on unformatted Go files (gofmt -l), go vet findings and golangci-lint findings (.golangci.yml) in every module and magefile.go.
 func Lint() error {
 	var errs []error
 	if err := gofmtCheck(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := eachModule("vet", ""); err != nil {
+	if err := workspace.EachModule("vet", ""); err != nil {
 		errs = append(errs, fmt.Errorf("go vet: %w", err))
 	}
 	// The fault suite's files and the failpoints build carry their own tags.
-	if err := eachModule("vet", "faults,failpoints"); err != nil {
+	if err := workspace.EachModule("vet", "faults,failpoints"); err != nil {
 		errs = append(errs, fmt.Errorf("go vet (faults, failpoints): %w", err))
 	}
-	fmt.Println("==> go vet -tags mage ./magefiles")
-	if err := sh.RunV(mg.GoCmd(), "vet", "-tags", "mage", "./magefiles"); err != nil {
-		errs = append(errs, fmt.Errorf("go vet ./magefiles: %w", err))
+	fmt.Println("==> go vet -tags mage . (magefile.go)")
+	if err := sh.RunV(mg.GoCmd(), "vet", "-tags", "mage", "."); err != nil {
+		errs = append(errs, fmt.Errorf("go vet magefile.go: %w", err))
 	}
 	if err := golangciLint(); err != nil {
 		errs = append(errs, err)
@@ -37,9 +38,9 @@ func Lint() error {
 	return errors.Join(errs...)
 }
 
-// golangciLint runs golangci-lint (a tool directive of the root go.mod)
-// with .golangci.yml in every workspace module (scratch tests included) and
-// on the magefiles: staticcheck, errcheck, errorlint, a function-length
+// golangciLint runs golangci-lint (a tool directive of build/go.mod) with
+// .golangci.yml in every workspace module (database tests included) and on
+// magefile.go: staticcheck, errcheck, errorlint, a function-length
 // limit (60 lines / 40 statements, tests and generated code excluded), a
 // duplicate-code check and the formatters.
 func golangciLint() error {
@@ -49,12 +50,12 @@ func golangciLint() error {
 	}
 	config := filepath.Join(root, ".golangci.yml")
 	var errs []error
-	if err := eachModule("tool", "", "golangci-lint", "run", "--config", config); err != nil {
+	if err := workspace.EachModule("tool", "", "golangci-lint", "run", "--config", config); err != nil {
 		errs = append(errs, fmt.Errorf("golangci-lint: %w", err))
 	}
-	fmt.Println("==> go tool golangci-lint run --build-tags mage ./magefiles")
-	if err := sh.RunV(mg.GoCmd(), "tool", "golangci-lint", "run", "--config", config, "--build-tags", "mage", "./magefiles/"); err != nil {
-		errs = append(errs, fmt.Errorf("golangci-lint ./magefiles: %w", err))
+	fmt.Println("==> go tool golangci-lint run --build-tags mage . (magefile.go)")
+	if err := sh.RunV(mg.GoCmd(), "tool", "golangci-lint", "run", "--config", config, "--build-tags", "mage", "."); err != nil {
+		errs = append(errs, fmt.Errorf("golangci-lint magefile.go: %w", err))
 	}
 	return errors.Join(errs...)
 }

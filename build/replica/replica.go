@@ -1,6 +1,5 @@
-//go:build mage
-
-package main
+// Package replica runs a streaming replica of the test server for the replica-pacing tests.
+package replica
 
 import (
 	"context"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/craig/retention/build/workspace"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/magefile/mage/mg"
@@ -40,7 +41,7 @@ var replicaHBALine = regexp.MustCompile(`(?m)^\s*host\s+replication\s+all\s+127\
 func (Replica) Up(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, replicaWait)
 	defer cancel()
-	primary := envOr("CRAIG_TEST_DATABASE_URL", defaultServerURL)
+	primary := workspace.EnvOr("CRAIG_TEST_DATABASE_URL", workspace.DefaultServerURL)
 	if streaming(ctx, primary) {
 		fmt.Printf("replica is up: a standby streams from the test server (127.0.0.1:%d)\n", replicaPort)
 		return nil

@@ -1,6 +1,5 @@
-//go:build mage
-
-package main
+// Package pgadmin creates, drops and probes databases on a PostgreSQL server for the build targets.
+package pgadmin
 
 import (
 	"context"
@@ -8,32 +7,34 @@ import (
 	"fmt"
 	"net/url"
 
+	"github.com/craig/retention/build/workspace"
+
 	"github.com/craig/retention/kernel/settings"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// withAdmin connects to the admin database of the server dbURL names.
-func withAdmin(ctx context.Context, dbURL string, fn func(conn *pgx.Conn, database string) error) error {
+// WithAdmin connects to the admin database of the server dbURL names.
+func WithAdmin(ctx context.Context, dbURL string, fn func(conn *pgx.Conn, database string) error) error {
 	cfg, err := pgx.ParseConfig(dbURL)
 	if err != nil {
 		return fmt.Errorf("parse database url %s: %w", settings.Redact(dbURL), err)
 	}
 	database := cfg.Database
-	cfg.Database = adminDatabase
-	cctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	cfg.Database = workspace.AdminDatabase
+	cctx, cancel := context.WithTimeout(ctx, workspace.DialTimeout)
 	defer cancel()
 	conn, err := pgx.ConnectConfig(cctx, cfg)
 	if err != nil {
-		return fmt.Errorf("connect to %s on %s:%d: %w", adminDatabase, cfg.Host, cfg.Port, err)
+		return fmt.Errorf("connect to %s on %s:%d: %w", workspace.AdminDatabase, cfg.Host, cfg.Port, err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	return fn(conn, database)
 }
 
-func databaseExists(ctx context.Context, dbURL string) (bool, error) {
+func DatabaseExists(ctx context.Context, dbURL string) (bool, error) {
 	var exists bool
-	err := withAdmin(ctx, dbURL, func(conn *pgx.Conn, database string) error {
+	err := WithAdmin(ctx, dbURL, func(conn *pgx.Conn, database string) error {
 		return conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", database).Scan(&exists)
 	})
 	if err != nil {
@@ -42,9 +43,9 @@ func databaseExists(ctx context.Context, dbURL string) (bool, error) {
 	return exists, nil
 }
 
-// ensureDatabase creates the database dbURL names if it does not exist.
-func ensureDatabase(ctx context.Context, dbURL string) error {
-	return withAdmin(ctx, dbURL, func(conn *pgx.Conn, database string) error {
+// EnsureDatabase creates the database dbURL names if it does not exist.
+func EnsureDatabase(ctx context.Context, dbURL string) error {
+	return WithAdmin(ctx, dbURL, func(conn *pgx.Conn, database string) error {
 		var exists bool
 		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", database).Scan(&exists); err != nil {
 			return fmt.Errorf("look up database %s: %w", database, err)
@@ -65,9 +66,9 @@ func ensureDatabase(ctx context.Context, dbURL string) error {
 	})
 }
 
-// recreateDatabase drops (disconnecting its sessions) and creates the database dbURL names.
-func recreateDatabase(ctx context.Context, dbURL string) error {
-	return withAdmin(ctx, dbURL, func(conn *pgx.Conn, database string) error {
+// RecreateDatabase drops (disconnecting its sessions) and creates the database dbURL names.
+func RecreateDatabase(ctx context.Context, dbURL string) error {
+	return WithAdmin(ctx, dbURL, func(conn *pgx.Conn, database string) error {
 		ident := pgx.Identifier{database}.Sanitize()
 		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)"); err != nil {
 			return fmt.Errorf("drop database %s: %w", database, err)
@@ -79,8 +80,8 @@ func recreateDatabase(ctx context.Context, dbURL string) error {
 	})
 }
 
-// withDatabase returns the server URL with its database replaced.
-func withDatabase(serverURL, database string) (string, error) {
+// WithDatabase returns the server URL with its database replaced.
+func WithDatabase(serverURL, database string) (string, error) {
 	u, err := url.Parse(serverURL)
 	if err != nil {
 		return "", fmt.Errorf("parse server url: %w", err)

@@ -1,6 +1,5 @@
-//go:build mage
-
-package main
+// Package migrate applies and lists the services' migrations and adds new migration files.
+package migrate
 
 import (
 	"context"
@@ -15,7 +14,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/craig/retention/kernel/app"
+	"github.com/craig/retention/build/pgadmin"
+	"github.com/craig/retention/build/workspace"
+
 	"github.com/craig/retention/kernel/migrate"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/migrations"
@@ -33,17 +34,17 @@ func Migrate(ctx context.Context) error { return Migrations{}.Up(ctx) }
 
 // Up applies pending migrations to every service database (CRAIG_<SVC>__DATABASE_URL, default craig_<svc> on the local server), creating missing databases; each service's own binary runs its `migrate`, so exactly the sets it embeds are applied (alias: migrate:up).
 func (Migrations) Up(ctx context.Context) error {
-	services, err := serviceNames()
+	services, err := workspace.ServiceNames()
 	if err != nil {
 		return err
 	}
 	for _, service := range services {
-		dbURL := serviceDatabaseURL(service)
-		if err := ensureDatabase(ctx, dbURL); err != nil {
+		dbURL := workspace.DatabaseURL(service)
+		if err := pgadmin.EnsureDatabase(ctx, dbURL); err != nil {
 			return fmt.Errorf("%s: %w", service, err)
 		}
 		fmt.Printf("==> go run ./services/%[1]s/cmd/%[1]s migrate (%[2]s)\n", service, settings.Redact(dbURL))
-		env := map[string]string{serviceDatabaseEnv(service): dbURL}
+		env := map[string]string{workspace.DatabaseEnv(service): dbURL}
 		if err := sh.RunWithV(env, mg.GoCmd(), "run", "./services/"+service+"/cmd/"+service, "migrate"); err != nil {
 			return fmt.Errorf("%s migrate: %w", service, err)
 		}
@@ -53,14 +54,14 @@ func (Migrations) Up(ctx context.Context) error {
 
 // Status prints every migration of every service database and whether it is applied.
 func (Migrations) Status(ctx context.Context) error {
-	services, err := serviceNames()
+	services, err := workspace.ServiceNames()
 	if err != nil {
 		return err
 	}
 	for _, service := range services {
-		dbURL := serviceDatabaseURL(service)
+		dbURL := workspace.DatabaseURL(service)
 		fmt.Printf("\n%s (%s)\n", service, settings.Redact(dbURL))
-		exists, err := databaseExists(ctx, dbURL)
+		exists, err := pgadmin.DatabaseExists(ctx, dbURL)
 		if err != nil {
 			return fmt.Errorf("%s: %w", service, err)
 		}
@@ -102,7 +103,7 @@ var (
 
 // New creates migrations/<set>/NNNNN_<name>.sql, the next goose migration of a set (args: set name).
 func (Migrations) New(set, name string) error {
-	services, err := serviceNames()
+	services, err := workspace.ServiceNames()
 	if err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ func (Migrations) New(set, name string) error {
 // service's own, and the archive set where the database has its version
 // table (an archiving service's).
 func setsIn(ctx context.Context, db *sql.DB, service string) ([]migrations.Set, error) {
-	sets := migrationSetsOnDisk(service)
+	sets := workspace.MigrationSetsOnDisk(service)
 	var archives bool
 	if err := db.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", sets[2].VersionTable).Scan(&archives); err != nil {
 		return nil, fmt.Errorf("look for %s: %w", sets[2].VersionTable, err)
@@ -162,15 +163,6 @@ func setsIn(ctx context.Context, db *sql.DB, service string) ([]migrations.Set, 
 	return sets, nil
 }
 
-// serviceDatabaseURL is CRAIG_<SERVICE>__DATABASE_URL or the local craig_<service>.
-func serviceDatabaseURL(service string) string {
-	return envOr(serviceDatabaseEnv(service), app.DefaultDatabaseURL(service))
-}
-
-func serviceDatabaseEnv(service string) string {
-	return settings.EnvVar(service, "database_url")
-}
-
 // withDB opens a database/sql handle (pgx driver) for goose.
 func withDB(ctx context.Context, dbURL string, fn func(*sql.DB) error) error {
 	db, err := sql.Open("pgx", dbURL)
@@ -178,7 +170,7 @@ func withDB(ctx context.Context, dbURL string, fn func(*sql.DB) error) error {
 		return fmt.Errorf("open %s: %w", settings.Redact(dbURL), err)
 	}
 	defer func() { _ = db.Close() }()
-	pctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	pctx, cancel := context.WithTimeout(ctx, workspace.DialTimeout)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		return fmt.Errorf("connect %s: %w", settings.Redact(dbURL), err)

@@ -1,25 +1,26 @@
-//go:build mage
-
-package main
+// Package tests runs the test suites: every module's, the unit-only and conformance subsets, one service's, and the fault suite with its fuzzers.
+package tests
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
+
+	"github.com/craig/retention/build/replica"
+
+	"github.com/craig/retention/build/pgadmin"
+	"github.com/craig/retention/build/store"
+	"github.com/craig/retention/build/workspace"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/magefile/mage/mg"
-	"github.com/magefile/mage/sh"
 )
 
 // Test groups the test runs; every one iterates all workspace modules.
@@ -27,7 +28,7 @@ type Test mg.Namespace
 
 // All runs EVERYTHING: every workspace module's go test ./... (unit, database and conformance suites), then the fault suite (test:faults); needs PostgreSQL and RabbitMQ, starts the S3 store and the streaming replica (alias: test).
 func (t Test) All(ctx context.Context) error {
-	mg.CtxDeps(ctx, Store.Up, Replica.Up)
+	mg.CtxDeps(ctx, store.Store.Up, replica.Replica.Up)
 	return errors.Join(runTests(ctx, nil, false), t.Faults(ctx), dropTemplates(ctx))
 }
 
@@ -36,7 +37,7 @@ func (Test) Unit(ctx context.Context) error { return runTests(ctx, nil, true) }
 
 // Scratch runs every workspace module's go test ./... (unit, database and conformance suites) without the replica and the fault suite; needs PostgreSQL and RabbitMQ, starts the S3 store, edits no server configuration.
 func (Test) Scratch(ctx context.Context) error {
-	mg.CtxDeps(ctx, Store.Up)
+	mg.CtxDeps(ctx, store.Store.Up)
 	// The replica tests skip (they are test:all's, which starts one).
 	if err := os.Setenv(noReplicaEnv, noReplica); err != nil {
 		return err
@@ -46,7 +47,7 @@ func (Test) Scratch(ctx context.Context) error {
 
 // Conformance runs every conformance suite (TestConformance*: each service's tables, the store drivers); needs PostgreSQL, starts the S3 store.
 func (Test) Conformance(ctx context.Context) error {
-	mg.CtxDeps(ctx, Store.Up)
+	mg.CtxDeps(ctx, store.Store.Up)
 	return errors.Join(runTests(ctx, nil, false, "-run", "^TestConformance"), dropTemplates(ctx))
 }
 
@@ -56,7 +57,7 @@ func (Test) Service(ctx context.Context, name string) error {
 	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
 		return fmt.Errorf("test:service %q: no module services/%s (the services are the directories under services/)", name, name)
 	}
-	mg.CtxDeps(ctx, Store.Up)
+	mg.CtxDeps(ctx, store.Store.Up)
 	if err := os.Setenv(noReplicaEnv, noReplica); err != nil {
 		return err
 	}
@@ -88,18 +89,18 @@ func runTests(_ context.Context, dirs []string, short bool, extra ...string) err
 	}
 	flags = append(flags, extra...)
 	if dirs == nil {
-		return eachModule("test", "", flags...)
+		return workspace.EachModule("test", "", flags...)
 	}
-	return inModules(dirs, "test", "", flags...)
+	return workspace.InModules(dirs, "test", "", flags...)
 }
 
 // dropTemplates drops the scratch-database templates of this run's prefix
 // (CRAIG_TEST_DB_PREFIX, default craig_t): kerneltest keeps one per
 // migration fingerprint while the run's test processes share it.
 func dropTemplates(ctx context.Context) error {
-	prefix := envOr("CRAIG_TEST_DB_PREFIX", "craig_t")
-	server := envOr("CRAIG_TEST_DATABASE_URL", defaultServerURL)
-	return withAdmin(ctx, server, func(conn *pgx.Conn, _ string) error {
+	prefix := workspace.EnvOr("CRAIG_TEST_DB_PREFIX", "craig_t")
+	server := workspace.EnvOr("CRAIG_TEST_DATABASE_URL", workspace.DefaultServerURL)
+	return pgadmin.WithAdmin(ctx, server, func(conn *pgx.Conn, _ string) error {
 		rows, err := conn.Query(ctx, "SELECT datname FROM pg_database WHERE starts_with(datname, $1) AND datistemplate", prefix+"_tpl_")
 		if err != nil {
 			return fmt.Errorf("list test templates: %w", err)
@@ -124,68 +125,17 @@ func dropTemplates(ctx context.Context) error {
 	})
 }
 
-// eachModule runs `go <verb> [-tags <tags>] <flags> ./...` in every workspace
-// module that has packages, printing output live, and joins the failures
-// after running them all.
-func eachModule(verb, tags string, flags ...string) error {
-	mods, err := workspaceModules()
-	if err != nil {
-		return err
-	}
-	return inModules(mods, verb, tags, flags...)
-}
-
-// inModules runs `go <verb> [-tags <tags>] <flags> ./...` in each module
-// directory given (eachModule's loop).
-func inModules(mods []string, verb, tags string, flags ...string) error {
-	args := []string{verb}
-	if tags != "" {
-		args = append(args, "-tags", tags)
-	}
-	args = append(append(args, flags...), "./...")
-	var errs []error
-	for _, dir := range mods {
-		ok, err := hasPackages(dir, tags)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !ok {
-			fmt.Printf("==> go %s: no packages in %s, skipped\n", verb, relPath(dir))
-			continue
-		}
-		fmt.Printf("==> go %s (%s)\n", strings.Join(args, " "), relPath(dir))
-		if err := goIn(dir, args...); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", relPath(dir), err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// hasPackages reports whether the module in dir has any package under the
-// build tags (go test and go vet fail on a module that has none, such as the
-// root module while it holds only this magefile). Broken packages still
-// count (-e): the real command reports them.
-func hasPackages(dir, tags string) (bool, error) {
-	var out bytes.Buffer
-	_, err := sh.Exec(nil, &out, io.Discard, mg.GoCmd(), "-C", dir, "list", "-e", "-tags="+tags, "./...")
-	if err != nil {
-		return false, fmt.Errorf("go list in %s: %w", relPath(dir), err)
-	}
-	return strings.TrimSpace(out.String()) != "", nil
-}
-
 // checkServers fails naming every test server that does not accept TCP
 // connections (it does not start them; .ci/run does, and the S3 store is
 // started by the test targets' store:up dependency). The addresses are those
 // the scratch harness uses: CRAIG_TEST_DATABASE_URL and CRAIG_TEST_AMQP_URL,
 // defaulting to the local servers.
 func checkServers() error {
-	pg, err := pgconn.ParseConfig(envOr("CRAIG_TEST_DATABASE_URL", defaultServerURL))
+	pg, err := pgconn.ParseConfig(workspace.EnvOr("CRAIG_TEST_DATABASE_URL", workspace.DefaultServerURL))
 	if err != nil {
 		return fmt.Errorf("CRAIG_TEST_DATABASE_URL: %w", err)
 	}
-	amqp, err := url.Parse(envOr("CRAIG_TEST_AMQP_URL", defaultAMQPURL))
+	amqp, err := url.Parse(workspace.EnvOr("CRAIG_TEST_AMQP_URL", workspace.DefaultAMQPURL))
 	if err != nil {
 		return fmt.Errorf("CRAIG_TEST_AMQP_URL: %w", err)
 	}
@@ -194,7 +144,7 @@ func checkServers() error {
 		{"PostgreSQL", net.JoinHostPort(pg.Host, strconv.Itoa(int(pg.Port))), "CRAIG_TEST_DATABASE_URL"},
 		{"RabbitMQ", net.JoinHostPort(amqp.Hostname(), cmp.Or(amqp.Port(), "5672")), "CRAIG_TEST_AMQP_URL"},
 	} {
-		conn, err := net.DialTimeout("tcp", s.addr, dialTimeout)
+		conn, err := net.DialTimeout("tcp", s.addr, workspace.DialTimeout)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s is down: nothing answers at %s (start it, or point %s elsewhere): %w", s.name, s.addr, s.env, err))
 			continue

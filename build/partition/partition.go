@@ -1,6 +1,5 @@
-//go:build mage
-
-package main
+// Package partition converts a service's event_outbox into pg_partman daily partitions.
+package partition
 
 import (
 	"context"

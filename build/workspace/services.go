@@ -1,6 +1,4 @@
-//go:build mage
-
-package main
+package workspace
 
 import (
 	"fmt"
@@ -11,12 +9,12 @@ import (
 	"github.com/craig/retention/migrations"
 )
 
-// serviceNames are the services of the repository: every services/<name>
+// ServiceNames are the services of the repository: every services/<name>
 // holding its binary at services/<name>/cmd/<name>, sorted. They are found
 // on disk, not listed, so a new service needs no edit here (the magefile
 // imports no service: generate must build before the services' queries
 // are generated).
-func serviceNames() ([]string, error) {
+func ServiceNames() ([]string, error) {
 	dirs, err := filepath.Glob(filepath.Join("services", "*", "cmd", "*"))
 	if err != nil {
 		return nil, err
@@ -35,10 +33,10 @@ func serviceNames() ([]string, error) {
 	return out, nil
 }
 
-// migrationSetsOnDisk are the sets a service's database may hold, read from
+// MigrationSetsOnDisk are the sets a service's database may hold, read from
 // the files the service's binary embeds: transport, the service's own, and
 // the archive set (status shows it where its version table exists).
-func migrationSetsOnDisk(service string) []migrations.Set {
+func MigrationSetsOnDisk(service string) []migrations.Set {
 	return []migrations.Set{
 		migrations.Transport(),
 		migrations.New(service, os.DirFS(filepath.Join("migrations", service))),

@@ -1,6 +1,5 @@
-//go:build mage
-
-package main
+// Package demo seeds, sweeps and archives demo databases on the local server and prints what the kernel did.
+package demo
 
 import (
 	"bytes"
@@ -14,15 +13,19 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/craig/retention/build/versitygw"
+	"github.com/craig/retention/build/walkthrough"
+
+	"github.com/craig/retention/build/binaries"
+	"github.com/craig/retention/build/pgadmin"
+	"github.com/craig/retention/build/store"
+	"github.com/craig/retention/build/workspace"
+
 	"github.com/craig/retention/kernel/settings"
 	"github.com/jackc/pgx/v5"
 	"github.com/magefile/mage/mg"
 	"github.com/magefile/mage/sh"
 )
-
-// demoServices are swept by the demo, in order: the four services its seed
-// files (queries/demo/<service>.sql) fill.
-var demoServices = []string{"exchange", "financial", "rules", "security"}
 
 // sweepReport is the JSON `<service> sweep --once --json` prints.
 type sweepReport struct {
@@ -46,20 +49,35 @@ func Demo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return demoFleet(ctx, server)
+	return walkthrough.Run(ctx, server, false)
+}
+
+// DemoUp runs the demo, then leaves rules' and security's serve running with their archive APIs for craigctl (the runbook's walk-through) until interrupted; it prints the environment to export.
+func DemoUp(ctx context.Context) error {
+	server, err := demoPrepare(ctx)
+	if err != nil {
+		return err
+	}
+	return walkthrough.Run(ctx, server, true)
 }
 
 // demoPrepare is the demo up to its serves: the databases seeded and swept,
 // the aged rows archived; it returns the server URL.
 func demoPrepare(ctx context.Context) (string, error) {
-	server := envOr("CRAIG_DEMO_SERVER_URL", defaultServerURL)
-	if _, err := withDatabase(server, adminDatabase); err != nil {
+	server := workspace.EnvOr("CRAIG_DEMO_SERVER_URL", workspace.DefaultServerURL)
+	if _, err := pgadmin.WithDatabase(server, workspace.AdminDatabase); err != nil {
 		return "", fmt.Errorf("CRAIG_DEMO_SERVER_URL: %w", err)
 	}
-	mg.CtxDeps(ctx, buildServices, Store.Up)
+	mg.CtxDeps(ctx, binaries.Build, store.Store.Up)
+	// Every service is swept, in name order; each has its seed file
+	// (queries/demo/<service>.sql).
+	services, err := workspace.ServiceNames()
+	if err != nil {
+		return "", err
+	}
 	var rows []demoRow
 	reports := map[string]string{}
-	for _, service := range demoServices {
+	for _, service := range services {
 		r, report, err := demoService(ctx, server, service)
 		if err != nil {
 			return "", fmt.Errorf("demo %s: %w", service, err)
@@ -68,7 +86,7 @@ func demoPrepare(ctx context.Context) (string, error) {
 		reports[service] = report
 	}
 	printDemoTable(rows)
-	for _, service := range demoServices {
+	for _, service := range services {
 		fmt.Printf("\n%s sweep --once --json:\n%s\n", service, reports[service])
 	}
 	for _, a := range []struct {
@@ -101,32 +119,16 @@ type demoPass struct {
 	} `json:"tables"`
 }
 
-// demoStoreURL is the local versitygw bucket of the demo's archives.
-func demoStoreURL() string {
-	return "s3://" + storeBucket + "?endpoint=http://" + storeAddr + "&region=" + storeRegion + "&use_path_style=true&disable_https=true"
-}
-
-// demoArchiveEnv is a service's environment with its archiver turned on.
-func demoArchiveEnv(service, dbURL string) map[string]string {
-	return map[string]string{
-		serviceDatabaseEnv(service):                   dbURL,
-		settings.EnvVar(service, "archive.enabled"):   "true",
-		settings.EnvVar(service, "archive.store.url"): demoStoreURL(),
-		"AWS_ACCESS_KEY_ID":                           envOr("AWS_ACCESS_KEY_ID", storeAccessKey),
-		"AWS_SECRET_ACCESS_KEY":                       envOr("AWS_SECRET_ACCESS_KEY", storeSecretKey),
-	}
-}
-
 // demoArchive turns a service's archiver on for one manual pass over its
 // demo database (it is OFF by default everywhere, D11) and prints what it
 // wrote.
 func demoArchive(ctx context.Context, server, service string, tables []string) error {
-	dbURL, err := withDatabase(server, "craig_demo_"+service)
+	dbURL, err := pgadmin.WithDatabase(server, "craig_demo_"+service)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\n==> ARCHIVER ENABLED FOR THE DEMO ONLY: %s=true, store %s\n", settings.EnvVar(service, "archive.enabled"), demoStoreURL())
-	env := demoArchiveEnv(service, dbURL)
+	fmt.Printf("\n==> ARCHIVER ENABLED FOR THE DEMO ONLY: %s=true, store %s\n", settings.EnvVar(service, "archive.enabled"), versitygw.BucketURL())
+	env := versitygw.ArchiverEnv(service, dbURL)
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", settings.Redact(dbURL), err)
@@ -136,7 +138,7 @@ func demoArchive(ctx context.Context, server, service string, tables []string) e
 	if err != nil {
 		return err
 	}
-	bin := serviceBinary(service)
+	bin := workspace.ServiceBinary(service)
 	fmt.Printf("==> %s archive run --json --budget %s --actor demo:mage\n", bin, demoArchiveBudget)
 	out, err := sh.OutputWith(env, bin, "archive", "run", "--json", "--budget", demoArchiveBudget, "--actor", "demo:mage")
 	if err != nil {
@@ -188,36 +190,20 @@ func printLedger(ctx context.Context, conn *pgx.Conn) error {
 	return rows.Err()
 }
 
-// Build compiles every service binary into bin/ (bin/exchange, bin/financial, bin/rules, bin/security).
-func Build() error { return buildServices() }
-
-// buildServices builds every service binary into bin/<service>.
-func buildServices() error {
-	for _, service := range demoServices {
-		fmt.Printf("==> go build -o bin/%[1]s ./services/%[1]s/cmd/%[1]s\n", service)
-		if err := sh.RunV(mg.GoCmd(), "build", "-o", serviceBinary(service), "./services/"+service+"/cmd/"+service); err != nil {
-			return fmt.Errorf("build %s: %w", service, err)
-		}
-	}
-	return nil
-}
-
-func serviceBinary(service string) string { return filepath.Join("bin", service) }
-
 // demoService recreates, migrates and seeds one service's demo database, then
 // counts its tables around one sweep. It returns the table rows and the
 // sweep's JSON report (indented).
 func demoService(ctx context.Context, server, service string) ([]demoRow, string, error) {
-	dbURL, err := withDatabase(server, "craig_demo_"+service)
+	dbURL, err := pgadmin.WithDatabase(server, "craig_demo_"+service)
 	if err != nil {
 		return nil, "", err
 	}
 	fmt.Printf("\n==> %s: recreate %s\n", service, settings.Redact(dbURL))
-	if err := recreateDatabase(ctx, dbURL); err != nil {
+	if err := pgadmin.RecreateDatabase(ctx, dbURL); err != nil {
 		return nil, "", err
 	}
-	env := map[string]string{serviceDatabaseEnv(service): dbURL}
-	bin := serviceBinary(service)
+	env := map[string]string{workspace.DatabaseEnv(service): dbURL}
+	bin := workspace.ServiceBinary(service)
 	fmt.Printf("==> %s migrate\n", bin)
 	if err := sh.RunWithV(env, bin, "migrate"); err != nil {
 		return nil, "", fmt.Errorf("%s migrate: %w", bin, err)
@@ -308,7 +294,7 @@ func execFile(ctx context.Context, conn *pgx.Conn, path string) error {
 // goose version tables.
 func userTables(ctx context.Context, conn *pgx.Conn, service string) ([]string, error) {
 	var versionTables []string
-	for _, s := range migrationSetsOnDisk(service) {
+	for _, s := range workspace.MigrationSetsOnDisk(service) {
 		versionTables = append(versionTables, s.VersionTable)
 	}
 	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables

@@ -1,11 +1,10 @@
-//go:build mage
-
-package main
+package walkthrough
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -16,21 +15,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/term"
 
-	"github.com/craig/retention/internal/craigctl"
+	"github.com/craig/retention/build/workspace"
 	"github.com/craig/retention/kernel/settings"
 )
 
 // demoTokenTTL bounds the demo operator's token.
 const demoTokenTTL = 12 * time.Hour
-
-// DemoUp runs the demo, then leaves rules' and security's serve running with their archive APIs for craigctl (the runbook's walk-through) until interrupted; it prints the environment to export.
-func DemoUp(ctx context.Context) error {
-	server, err := demoPrepare(ctx)
-	if err != nil {
-		return err
-	}
-	return demoServes(ctx, server, true)
-}
 
 // demoCraigctl runs a craigctl session against the demo's serves: the
 // ledger, an archived evaluation fetched by id, a deep verify and the fleet
@@ -64,8 +54,8 @@ func demoCraigctl(ctx context.Context, rulesDB, keyDir string, keep bool) error 
 		{"fleet", "check", "--config", fleet},
 	} {
 		fmt.Printf("\n$ craigctl %s\n", strings.Join(args, " "))
-		if code := craigctl.Run(ctx, args, craigctl.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stdout, Getenv: func(k string) string { return env[k] }}); code != craigctl.ExitOK {
-			return fmt.Errorf("craigctl %s: exit %d", strings.Join(args, " "), code)
+		if err := runCraigctl(ctx, env, args); err != nil {
+			return err
 		}
 	}
 	if !keep {
@@ -99,4 +89,19 @@ func demoArchivedRow(ctx context.Context, dbURL string) (string, error) {
 		return "", fmt.Errorf("read rules' archive_ledger: %w", err)
 	}
 	return id, nil
+}
+
+// runCraigctl runs the craigctl binary Build made with only the demo's
+// environment (no ambient CRAIG_* variable reaches it).
+func runCraigctl(ctx context.Context, env map[string]string, args []string) error {
+	cmd := exec.CommandContext(ctx, workspace.Binary("craigctl"), args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stdout
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("craigctl %s: %w", strings.Join(args, " "), err)
+	}
+	return nil
 }
