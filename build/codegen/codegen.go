@@ -14,7 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Generate regenerates the sqlc query code (go tool sqlc generate), then docs/configuration.md (docs).
+// Generate regenerates the sqlc query code (go tool sqlc generate), then the generated docs (docs/configuration.md, docs/craigctl.md).
 func Generate() error {
 	fmt.Println("==> go tool sqlc generate")
 	if err := sh.RunV(mg.GoCmd(), "tool", "sqlc", "generate"); err != nil {
@@ -23,22 +23,31 @@ func Generate() error {
 	return Docs()
 }
 
-// configurationDoc is the generated configuration reference.
-const configurationDoc = "docs/configuration.md"
+// The generated documents, each written by a program of the root module:
+// the configuration reference (from the settings structs and the services'
+// registered tables) and craigctl's command reference (from its commands).
+// They are programs of their own, not code of these targets: the services
+// they document may call queries sqlc has only just generated.
+var generatedDocs = []struct{ program, doc string }{
+	{"./cmd/configdoc", "docs/configuration.md"},
+	{"./cmd/craigctldoc", "docs/craigctl.md"},
+}
 
-// Docs regenerates docs/configuration.md from the settings structs and the services' registered tables (every key, its environment variable, type, default and description); generate runs it after sqlc.
+// Docs regenerates docs/configuration.md (every key of every service: its environment variable, type, default and description) and docs/craigctl.md (every craigctl command and flag); generate runs it after sqlc.
 func Docs() error {
-	fmt.Println("==> go run ./cmd/configdoc " + configurationDoc)
-	// A program of its own, not code of this magefile: the services it
-	// documents may call queries sqlc has only just generated.
-	return sh.RunV(mg.GoCmd(), "run", "./cmd/configdoc", configurationDoc)
+	for _, g := range generatedDocs {
+		fmt.Println("==> go run " + g.program + " " + g.doc)
+		if err := sh.RunV(mg.GoCmd(), "run", g.program, g.doc); err != nil {
+			return fmt.Errorf("%s: %w", g.program, err)
+		}
+	}
+	return nil
 }
 
 // Gen groups the code-generation checks.
 type Gen mg.Namespace
 
-// Verify fails when the committed sqlc code, docs/configuration.md or any
-// module's go.mod/go.sum is stale.
+// Verify fails when the committed sqlc code, a generated doc (docs/configuration.md, docs/craigctl.md) or any module's go.mod/go.sum is stale.
 func (Gen) Verify() error {
 	mg.Deps(Generate)
 	mods, err := workspace.Modules()
@@ -84,7 +93,7 @@ func changedSinceCommit(paths []string) error {
 }
 
 // generatedPaths lists what gen:verify checks: every module's go.mod and
-// go.sum, every sqlc output directory and the configuration reference.
+// go.sum, every sqlc output directory and the generated docs.
 func generatedPaths(mods []string) ([]string, error) {
 	var paths []string
 	for _, dir := range mods {
@@ -94,7 +103,11 @@ func generatedPaths(mods []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(append(paths, outs...), configurationDoc), nil
+	paths = append(paths, outs...)
+	for _, g := range generatedDocs {
+		paths = append(paths, g.doc)
+	}
+	return paths, nil
 }
 
 // sqlcOutputDirs returns the gen.go.out directory of every sqlc package.
