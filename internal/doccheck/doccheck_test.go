@@ -156,4 +156,3 @@ func packageDirs(t *testing.T, root string) []string {
 	slices.Sort(dirs)
 	return dirs
 }
-
