@@ -185,7 +185,7 @@ func (res *ArchiveResult) summarize() {
 	res.ArchiveRowsPS, res.CopyRowsPS, res.Ratio, res.PeakRSSMiB = median(arch), median(cp), round3(median(ratios)), median(rss)
 }
 
-// Big-row run parameters (issue 9 finding 5).
+// Big-row run parameters.
 const (
 	bigRowBytes  = 200 << 10
 	bigBatchSize = archive.MaxBatchSize

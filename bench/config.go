@@ -1,4 +1,4 @@
-// Package bench is the retention benchmark (issue 5): it holds the kernel
+// Package bench is the retention benchmark: it holds the kernel
 // against the physical ceiling and against the ways its peers do the same
 // job, on scratch databases of a real PostgreSQL server and against the real
 // S3 server, and reports every figure as a ratio measured side by side in
@@ -129,7 +129,7 @@ type Config struct {
 	ArchiveRows int
 	// ArchiveBigRows is the number of aged 200 KiB rule_evaluations the
 	// archive's big-row run archives at batch size 10,000 (its peak RSS
-	// shows the byte cap bounds memory, issue 9 finding 5).
+	// shows the byte cap bounds memory).
 	ArchiveBigRows int
 	// WriterRate is the concurrent writer's rate, in staged events per
 	// second (over writerConns connections).

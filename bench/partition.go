@@ -34,7 +34,7 @@ const (
 	bloatSteadyDays = 30
 )
 
-// runPartition measures partition retirement (issue 15): the drain's
+// runPartition measures partition retirement: the drain's
 // volume (DrainRows, 46% old) laid out in daily partitions by pg_partman
 // (the conversion operators run), in the two layouts above; the kernel's
 // PruneTable with the real outbox policy (whole partitions where no row

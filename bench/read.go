@@ -66,7 +66,7 @@ func (w *readWorld) rowID(seq uint64) uuid.UUID {
 	return id
 }
 
-// runRead measures the read side (issue 13): ReadArchives archives of
+// runRead measures the read side: ReadArchives archives of
 // ReadRowsPerArchive rule_evaluations rows each, booked in the ledger and
 // on the real S3 server, served by the kernel's archive API over HTTP with
 // JWT auth; the p99 of fetching ReadFetches random archived rows by id,

@@ -262,7 +262,7 @@ func writeArchive(b *strings.Builder, a *ArchiveResult) {
 
 // writeGoals writes the goals table and the notes.
 func writeGoals(b *strings.Builder, res *Results) {
-	b.WriteString("\n**Goals** (issue 5)\n\n| what | goal | measured | met |\n|---|---|---:|---|\n")
+	b.WriteString("\n**Goals**\n\n| what | goal | measured | met |\n|---|---|---:|---|\n")
 	for _, g := range res.Goals {
 		measured, met := "not measured", "–"
 		if g.Measured != nil {

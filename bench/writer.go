@@ -32,7 +32,7 @@ var writerConfigs = []string{cfgAlone, cfgWithDrain, cfgCPULoad, cfgHourly}
 // writerCurve are the yield batch sizes of the drain-rate vs writer-p99
 // curve; 0 is "no yield" (full batches whatever the writers do). The
 // kernel's default is a hundredth of the batch size (50 of 5,000; a
-// twentieth, 250, before issue 16).
+// twentieth, 250, until the writer curve moved the default).
 var writerCurve = []int{50, 250, 1000, 0}
 
 const (

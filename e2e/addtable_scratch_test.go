@@ -22,7 +22,7 @@ import (
 // runs (about two minutes here).
 const addTableTimeout = 15 * time.Minute
 
-// TestAddTablesToExistingServices (issue 23) is the proof that a table is
+// TestAddTablesToExistingServices is the proof that a table is
 // one registration: on a copy of this repository it adds a swept table to
 // exchange (exchange_webhook_attempts) and an archived table to rules
 // (rule_overrides) from the files under testdata/addtable ONLY (a

@@ -66,7 +66,7 @@ func waitHealthy(t *testing.T, s *served) {
 	})
 }
 
-// TestArchiveAPIOverServe (matrix rows 12 and 14 through the binary): rules
+// TestArchiveAPIOverServe (through the binary): rules
 // `serve` with a token key serves the archive API: refusals are 401/403 and
 // counted, a run is attributed to the token's sub, holds and purges work
 // over HTTP; without a key the API is not served; with the archiver off run
@@ -170,13 +170,13 @@ func TestArchiveAPIOverServe(t *testing.T) {
 			require.Equal(t, http.StatusForbidden, code)
 			require.Equal(t, map[string]any{"error": "archiver_disabled", "knob": "CRAIG_RULES__ARCHIVE__ENABLED"}, body)
 		}
-		// Issue 22 finding 16: no store configured, reads say so (503).
+		// No store configured, reads say so (503).
 		code, _, body := call(t, "GET", "http://"+s.addr+"/admin/archive/rows/rule_evaluations/"+uuid.NewString(), mint(t, "ops:alice", "archive:read"), "")
 		require.Equal(t, http.StatusServiceUnavailable, code)
 		require.Equal(t, "store_not_configured", body["error"])
 	})
 	t.Run("archiver off: archived records stay readable", func(t *testing.T) {
-		// Issue 22 finding 16: consent gates what writes or destroys, not
+		// Consent gates what writes or destroys, not
 		// reads: the purged archive's row answers 410, an unknown one 404,
 		// verify runs; run, purge and gc still refuse.
 		s := serve(t, runnerOf(rules.Spec()), append(base[:3:3], "CRAIG_RULES__HTTP_ADDR="+freeLoopback(), "CRAIG_RULES__AUTH__JWT_HS256_SECRET="+apiSecret,
@@ -244,7 +244,7 @@ func TestArchiveAPIRefusesBadInput(t *testing.T) {
 		{"GET", "records?after=nope", ``, 400},
 		{"POST", "purges/nope/approve", ``, 400},
 		{"POST", "purges/" + id + "/approve", ``, 404},
-		// Issue 22 findings 14, 20, 21: a misspelt table, keys in another
+		// A misspelt table, keys in another
 		// case or written twice, a NUL in a title; an archive_ids purge
 		// with a dry run.
 		{"POST", "holds", `{"title": "t", "reason": "r", "table": "rule_evaluatons"}`, 400},
@@ -268,7 +268,7 @@ func TestArchiveAPIRefusesBadInput(t *testing.T) {
 	}
 }
 
-// TestArchiveFetchByID (D17, issue 13 §1 by id): a row is answered from the
+// TestArchiveFetchByID (by id): a row is answered from the
 // hot table, then from the verified archive that holds it, verbatim; an
 // unknown id or table is 404, a corrupted object 409 archive_corrupt (the
 // row is never served from it), a purged archive 410 with its time; every
@@ -338,7 +338,7 @@ func TestArchiveFetchByID(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(streamed))
 	require.Equal(t, "application/x-ndjson", resp.Header.Get("Content-Type"))
 	lines := strings.Split(strings.TrimSpace(string(streamed)), "\n")
-	// Issue 22 finding 17: every archived row verbatim, then the hot row
+	// Every archived row verbatim, then the hot row
 	// (marked), then the summary.
 	require.Len(t, lines, len(docs)+1, "every archived row, the hot one, the summary")
 	for _, l := range lines[:len(docs)-1] {
@@ -416,7 +416,7 @@ func TestArchiveFetchByID(t *testing.T) {
 	require.NotEmpty(t, body["purged_at"])
 }
 
-// TestHoldPlacedBeforeArchiving (issue 22 finding 4): a range hold on
+// TestHoldPlacedBeforeArchiving: a range hold on
 // rule_evaluations placed before a pass holds the archives the pass books:
 // legal_hold in the ledger, the store's Object Lock legal hold on both
 // objects before the rows' delete committed (a raw delete of every version

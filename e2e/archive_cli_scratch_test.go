@@ -88,7 +88,7 @@ func (c archivingCase) cmd(t *testing.T, env []string, args ...string) (int, str
 	return code, out.String(), errOut.String()
 }
 
-// TestArchiveConsentCLI (matrix rows 12 and 15): each archiving service's
+// TestArchiveConsentCLI: each archiving service's
 // archiver runs only with consent and a durable store, and every refusal
 // names the knob and its environment variable; nothing is archived.
 func TestArchiveConsentCLI(t *testing.T) {
@@ -162,7 +162,7 @@ func TestArchiveConsentCLI(t *testing.T) {
 // passes and `archive run --json --actor` prints the pinned one-object
 // report (a table entry per archived table) and attributes the archive to
 // the actor as cli:<actor>: an actor posing as the scheduler is recorded as
-// a CLI act (issue 9, finding 8). Each binary writes under
+// a CLI act. Each binary writes under
 // retention-archives/<service>/, so the test deletes exactly the keys it
 // reports.
 func TestArchiveRunCLIRealStore(t *testing.T) {
@@ -306,7 +306,7 @@ func TestRetentionSchedule(t *testing.T) {
 	}
 }
 
-// TestArchiveWatchdogGate (matrix row 18, AC3): with the archiver on, rows
+// TestArchiveWatchdogGate: with the archiver on, rows
 // past the hot window + 7 days make `invariants --gate` fail naming the
 // table's watchdog; one archive pass moves them (ledger row, objects) and
 // the gate passes.

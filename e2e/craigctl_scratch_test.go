@@ -44,7 +44,7 @@ func (c ctl) ok(args ...string) string {
 	return out
 }
 
-// TestCraigctlAgainstRules (issue 13, "fetch a record for a hearing"):
+// TestCraigctlAgainstRules ("fetch a record for a hearing"):
 // every craigctl archive command against rules `serve` on the real store:
 // a pass, the ledger, a row by id and a range for a hearing (whole file),
 // a deep verify, a hold that keeps a purge away, a purge refused at the

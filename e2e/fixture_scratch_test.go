@@ -18,7 +18,7 @@ import (
 	"github.com/craig/retention/migrations"
 )
 
-// The proof of the service-team seam (issue 10): a fixture service adds one
+// The proof of the service-team seam: a fixture service adds one
 // swept table (widgets) and one archived table (gizmo_events) the way the
 // README's "How a service team adds a table" sections say, and runs the
 // kernel's conformance through CheckSpec with nothing edited elsewhere. A

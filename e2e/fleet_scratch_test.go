@@ -219,7 +219,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	require.Eventually(t, cond, fleetDeadline, 50*time.Millisecond, what)
 }
 
-// TestFleetLedgerOverRabbitMQ (matrix row 13, for real): rules archives,
+// TestFleetLedgerOverRabbitMQ (for real): rules archives,
 // rules' drain publishes the signed rules.evaluations_archived, security
 // consumes it and books ONE archive_records row (source craig-rules) equal
 // to rules' local ledger row; an identical replay leaves one row; a
@@ -337,7 +337,7 @@ func brokerConsumers(t *testing.T, w *fleetWorld, queue string) int {
 	return q.Consumers
 }
 
-// TestServeEventKeyBoot (matrix row 15 for the event keys): a signing key
+// TestServeEventKeyBoot (for the event keys): a signing key
 // or trust file that does not load refuses the boot naming its environment
 // variable (never the key's bytes); without a trust file security boots and
 // WARNs that events are not authenticated.

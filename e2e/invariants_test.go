@@ -55,8 +55,8 @@ var (
 )
 
 // TestEveryPolicyGetsItsInvariant: each service's invariants are derived by
-// the kernel from the policies it sweeps, with the seed's names and, at the
-// default windows, the seed's thresholds.
+// the kernel from the policies it sweeps, with the specified names and, at the
+// default windows, the specified thresholds.
 func TestEveryPolicyGetsItsInvariant(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -89,7 +89,7 @@ func TestEveryPolicyGetsItsInvariant(t *testing.T) {
 				requireTiedToConstants(t, s)
 				byName[s.Name] = s
 			}
-			// Pinned: the seed's names, tables and default thresholds.
+			// Pinned: the specified names, tables and default thresholds.
 			for _, w := range tt.want {
 				s, ok := byName[w.name]
 				require.True(t, ok, "%s: %s is derived", tt.service, w.name)
@@ -171,7 +171,7 @@ func policyOf(t *testing.T, groups []sweep.Group, table string) prune.Policy {
 	return prune.Policy{}
 }
 
-// TestArchiveWatchdogs (seed D19, B4): every archived table of rules and
+// TestArchiveWatchdogs: every archived table of rules and
 // security has a watchdog of rows older than the hot window + one shared
 // grace of 7 days (97 at the defaults), disabled while the archiver is off.
 func TestArchiveWatchdogs(t *testing.T) {
@@ -184,7 +184,7 @@ func TestArchiveWatchdogs(t *testing.T) {
 		name     string
 		off, got []invariants.Spec
 		tables   []string // derived: every registered table
-		seed     []string // pinned: the seed's tables are among them
+		seed     []string // pinned: the specified tables are among them
 	}{
 		{"rules", app.InvariantSpecs(rules.Spec(), rs), app.InvariantSpecs(rules.Spec(), rsOn), archive.TableNames(rules.ArchiveTables()), []string{"rule_evaluations"}},
 		{"security", app.InvariantSpecs(security.Spec(), ss), app.InvariantSpecs(security.Spec(), ssOn), archive.TableNames(security.ArchiveTables()), []string{"audit_log", "dead_letter_audit"}},
@@ -204,7 +204,7 @@ func TestArchiveWatchdogs(t *testing.T) {
 			require.Equal(t, table, got[i].Table)
 			require.Equal(t, hot[table]+invariants.ArchiveOverrunGraceDays, got[i].ThresholdDays)
 			if slices.Contains(tt.seed, table) {
-				require.Equal(t, 97, got[i].ThresholdDays, "the seed's tables: 90 + 7")
+				require.Equal(t, 97, got[i].ThresholdDays, "the specified tables: 90 + 7")
 			}
 			require.True(t, off[i].Disabled(), "%s: disabled while the archiver is off", table)
 		}

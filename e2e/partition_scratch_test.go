@@ -14,7 +14,7 @@ import (
 	"github.com/craig/retention/services/rules"
 )
 
-// TestSweepPartitionedOutbox (issue 15): on a service whose outbox an
+// TestSweepPartitionedOutbox: on a service whose outbox an
 // operator converted to daily partitions (the conversion `go tool mage
 // partition:outbox` runs), `sweep --once --dry-run --json` names the old
 // partitions it would drop and keep and changes nothing; `sweep --once

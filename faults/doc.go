@@ -1,4 +1,4 @@
-// Package faults is the fault suite (issue 14, `go tool mage test:faults`):
+// Package faults is the fault suite (`go tool mage test:faults`):
 // the service binaries built with failpoints and killed at every step, a
 // misbehaving store in front of the real one, a dying database, and one
 // invariant checker every scenario runs after every round.

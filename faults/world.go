@@ -59,7 +59,7 @@ func (w *World) Seed(ctx context.Context, query string, n int, hot bool) error {
 type CheckOptions struct {
 	// PurgeInterrupted: a purge was killed, so a due, unheld, unpurged
 	// archive may have lost one or both objects (the next purge finishes
-	// it; D12: manifest first).
+	// it; the manifest goes first).
 	PurgeInterrupted bool
 }
 

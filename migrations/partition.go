@@ -2,7 +2,7 @@ package migrations
 
 import _ "embed" // the partition conversion's SQL
 
-// partitionOutbox converts event_outbox to daily partitions (issue 15); it
+// partitionOutbox converts event_outbox to daily partitions; it
 // is not a migration of any set: an operator runs it on request.
 //
 //go:embed partition/event_outbox.sql

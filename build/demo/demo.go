@@ -120,7 +120,7 @@ type demoPass struct {
 }
 
 // demoArchive turns a service's archiver on for one manual pass over its
-// demo database (it is OFF by default everywhere, D11) and prints what it
+// demo database (it is OFF by default everywhere) and prints what it
 // wrote.
 func demoArchive(ctx context.Context, server, service string, tables []string) error {
 	dbURL, err := pgadmin.WithDatabase(server, "craig_demo_"+service)

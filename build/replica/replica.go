@@ -20,7 +20,7 @@ import (
 	"github.com/magefile/mage/mg"
 )
 
-// Replica groups the streaming replica the replica-lag tests pause (issue 16).
+// Replica groups the streaming replica the replica-lag tests pause.
 type Replica mg.Namespace
 
 const (
@@ -155,7 +155,7 @@ func allowReplication(ctx context.Context, conn *pgx.Conn, hba string) error {
 	if !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
-	text += "# craig-retention replica:up (issue 16): the test standby streams over loopback\n" + replicaHBA + "\n"
+	text += "# craig-retention replica:up: the test standby streams over loopback\n" + replicaHBA + "\n"
 	if err := os.WriteFile(hba, []byte(text), 0o640); err != nil {
 		return fmt.Errorf("replica: write %s: %w", hba, err)
 	}
@@ -196,7 +196,7 @@ func asPostgres(ctx context.Context, tool string, args ...string) error {
 // limits, and trust for local connections, as the test server has.
 func writeStandbyConfig(dir, limits string) error {
 	files := map[string]string{
-		"postgresql.conf": fmt.Sprintf("# craig-retention replica:up: the test standby (issue 16)\nport = %d\nlisten_addresses = '127.0.0.1'\n"+
+		"postgresql.conf": fmt.Sprintf("# craig-retention replica:up: the test standby\nport = %d\nlisten_addresses = '127.0.0.1'\n"+
 			"unix_socket_directories = '%s'\nhot_standby = on\nshared_buffers = 32MB\n%s\n", replicaPort, dir, limits),
 		"pg_hba.conf":   "local all all trust\nhost all all 127.0.0.1/32 trust\n",
 		"pg_ident.conf": "",

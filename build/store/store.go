@@ -46,7 +46,7 @@ func (Store) Up(ctx context.Context) error {
 			}
 			return err
 		}
-		// A store from before Object Lock (issue 12): its bucket cannot gain
+		// A store from before Object Lock: its bucket cannot gain
 		// it. Stop it and keep its data aside; a fresh store follows.
 		if err := restartWithoutData(p, pid); err != nil {
 			return err
@@ -147,7 +147,7 @@ func ensureBucket(ctx context.Context) error {
 		return fmt.Errorf("head bucket %s at %s (wrong credentials? store:up uses %s): %w", versitygw.Bucket, versitygw.Addr, versitygw.AccessKey, err)
 	}
 	// With S3 Object Lock (and so versioning): a legal hold on an archive's
-	// objects makes the store itself refuse to delete them (issue 12).
+	// objects makes the store itself refuse to delete them.
 	_, err = client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(versitygw.Bucket), ObjectLockEnabledForBucket: aws.Bool(true)})
 	// 409 BucketAlreadyOwnedByYou: a concurrent creator won; the bucket is there.
 	if err != nil && httpStatus(err) != http.StatusConflict {

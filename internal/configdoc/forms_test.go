@@ -18,7 +18,7 @@ import (
 	"github.com/craig/retention/services/security"
 )
 
-// TestEveryKeyInBothForms (issue 22 finding 3): every key of the
+// TestEveryKeyInBothForms: every key of the
 // configuration reference, written in YAML nested (archive: {enabled: ...})
 // and dotted (archive.enabled: ...), loads to the same settings or fails with
 // the same error; a changed value applies; one key written both ways is

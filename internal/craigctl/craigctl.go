@@ -1,7 +1,7 @@
 // Package craigctl is the operator CLI of the retention toolkit: one tool
 // for every service's archive lifecycle API (runs, purges, holds, retention
 // dates, records, fetching and verifying archives, orphan GC) and for the
-// fleet-wide window check no single service can make (seed D3.1).
+// fleet-wide window check no single service can make.
 //
 // It talks to a service only over its authenticated admin API; it never
 // touches a database or the store itself.

@@ -233,7 +233,7 @@ func TestPurgeAsksToTypeYes(t *testing.T) {
 			require.Equal(t, map[string]any{"limit": float64(5), "dry_run": true}, calls[0].Body, "the plan comes from a dry run")
 			require.Contains(t, r.errOut, "This destroys exactly these 2 archive(s) of rules")
 			require.Contains(t, r.errOut, "22222222-2222-2222-2222-222222222222")
-			// Issue 22 finding 11: the prompt shows what is destroyed, not
+			// The prompt shows what is destroyed, not
 			// only ids, and server text cannot drive the terminal.
 			require.Regexp(t, `11111111-1111-1111-1111-111111111111\s+rule_evaluations\s+500\s+2025-01-01T00:00:00Z\s+2025-01-02T00:00:00Z\s+2026-11-30\s+0`, r.errOut)
 			require.Contains(t, r.errOut, `rule_\x1b[31mevaluations`)
@@ -325,7 +325,7 @@ func TestFetchRange(t *testing.T) {
 	require.Contains(t, r.errOut, "2 row(s) of rule_evaluations")
 	require.Contains(t, r.errOut, "1 still in the hot table")
 
-	// Issue 22 finding 17: purged archives are named; --strict fails the
+	// Purged archives are named; --strict fails the
 	// fetch and writes nothing; a stream without its summary was cut short.
 	r = run(t, "", false, e, "archive", "fetch", "rule_evaluations", "--service", "rules", "--from", "2026-01-04", "--to", "2026-02-01")
 	require.Equal(t, craigctl.ExitOK, r.code, r.errOut)

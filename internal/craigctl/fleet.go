@@ -18,7 +18,7 @@ import (
 // inboxMarginDays is how much longer a consumer's inbox window must be
 // than a producer's outbox window, and how much shorter a producer's
 // replay clamp than a consumer's inbox window: the margin each service
-// enforces on its own windows (settings.MinInboxMarginDays, seed D3.1),
+// enforces on its own windows (settings.MinInboxMarginDays, ADR-022),
 // here across services.
 const inboxMarginDays = 1
 
@@ -153,7 +153,7 @@ func (o *options) fetchWindows(ctx context.Context, ff fleetFile) ([]Windows, er
 	return out, nil
 }
 
-// CheckFleet applies the cross-service rules of seed D3.1 to every
+// CheckFleet applies the cross-service window rules of ADR-022 to every
 // producer/consumer pair (every service publishes to the exchange and every
 // service's inbox dedups what it consumes, so every pair counts):
 //

@@ -17,7 +17,7 @@ func w(svc string, outbox, inbox, replay int) craigctl.Windows {
 	return craigctl.Windows{Service: svc, EventOutboxRetentionDays: outbox, EventInboxRetentionDays: inbox, ReplayMaxAgeDays: replay}
 }
 
-// TestCheckFleet: seed D3.1 across services, every producer/consumer pair.
+// TestCheckFleet: the window rules of ADR-022 across services, every producer/consumer pair.
 func TestCheckFleet(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

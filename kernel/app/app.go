@@ -32,7 +32,7 @@ const (
 	ExitFail  = 1 // the command ran and failed
 	ExitUsage = 2 // bad arguments or invalid configuration: nothing was touched
 	// ExitDisabled: the command needs a feature the operator has not
-	// consented to (archive.enabled=false, D11).
+	// consented to (archive.enabled=false).
 	ExitDisabled = 3
 )
 
@@ -112,7 +112,7 @@ func (l Local[T]) PolicyFor(tr settings.Transport) prune.Policy {
 	if v, ok := tr.Derived.Get(WindowKey(l.Policy.Table)); ok {
 		p.WindowDays = v
 	}
-	p.RetirePartitions = true // a range-partitioned local table retires whole partitions (issue 15)
+	p.RetirePartitions = true // a range-partitioned local table retires whole partitions
 	return p
 }
 

@@ -75,7 +75,7 @@ func (p *switchProxy) set(up bool) {
 	}
 }
 
-// TestServeRidesOutABrokerOutage pins issue 9 finding 16: with RabbitMQ down
+// TestServeRidesOutABrokerOutage: with RabbitMQ down
 // serve refused to boot (so sweeps and metrics stopped too), and an outage
 // later was invisible (/readyz 200, no outbox metrics). Now serve boots with
 // the broker down, /readyz says so, the outbox gauges and the failure

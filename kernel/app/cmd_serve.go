@@ -54,7 +54,7 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	}
 	arch, err := r.startArchiver(ctx, pool, reg)
 	if err != nil {
-		return err // the archiver was asked for and cannot run: refuse to boot (D10)
+		return err // the archiver was asked for and cannot run: refuse to boot
 	}
 	defer arch.close()
 	keys, err := r.adminKeys(reg)

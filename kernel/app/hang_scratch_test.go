@@ -12,8 +12,7 @@ import (
 	"github.com/craig/retention/kernel/kerneltest"
 )
 
-// TestCommandsFailInsteadOfHangingOnASilentDatabase pins issue 9 finding
-// 11: `sweep --once` (and every command) hung on a database that accepts
+// TestCommandsFailInsteadOfHangingOnASilentDatabase: `sweep --once` (and every command) hung on a database that accepts
 // connections and never answers. database_connect_timeout bounds it; the
 // error names the database.
 func TestCommandsFailInsteadOfHangingOnASilentDatabase(t *testing.T) {

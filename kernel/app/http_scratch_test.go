@@ -118,7 +118,7 @@ func postRaw(t *testing.T, srv *httptest.Server, body string) (int, map[string]a
 	return resp.StatusCode, out
 }
 
-// TestReplayRefusesTrailingData pins issue 9 finding 19: {…}garbage and two
+// TestReplayRefusesTrailingData: {…}garbage and two
 // objects were accepted (the first object replayed).
 func TestReplayRefusesTrailingData(t *testing.T) {
 	t.Parallel()
@@ -144,7 +144,7 @@ func TestReplayRefusesTrailingData(t *testing.T) {
 	require.EqualValues(t, 1, out["replayed"])
 }
 
-// TestReplayTooLarge pins finding 2's refusal: a range over
+// TestReplayTooLarge: a range over
 // replay_max_rows is 400 replay_too_large naming the count.
 func TestReplayTooLarge(t *testing.T) {
 	t.Parallel()

@@ -58,7 +58,7 @@ func (r replica) violations(t *testing.T) map[string]float64 {
 	return out
 }
 
-// TestOnlyTheSweepingReplicaExportsInvariants pins issue 9 finding 15:
+// TestOnlyTheSweepingReplicaExportsInvariants:
 // replicas that skipped the sweep (lock_held) still ran the invariant check
 // while the leader was mid-drain, and exported its backlog as violations
 // for an hour: RetentionInvariantViolated (critical) fired on clean tables.

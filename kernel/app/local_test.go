@@ -33,7 +33,7 @@ func localSpec(table string) app.Spec[localSettings] {
 	}
 }
 
-// TestLocalIsOneValue (issue 10 item 1): the kernel derives a local
+// TestLocalIsOneValue: the kernel derives a local
 // table's group, lock key and window validation from one value.
 func TestLocalIsOneValue(t *testing.T) {
 	t.Parallel()
@@ -65,7 +65,7 @@ func TestLocalIsOneValue(t *testing.T) {
 	}
 }
 
-// TestLocalKeyIsDerived (issue 23): the table's window key, its default,
+// TestLocalKeyIsDerived: the table's window key, its default,
 // its bounds and its reference row come from the one value; the loaded
 // value reaches the policy; a registration whose default a table sets is
 // the default; a key that is also a settings field is a wiring error.

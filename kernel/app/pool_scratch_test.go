@@ -12,7 +12,7 @@ import (
 	"github.com/craig/retention/kernel/kerneltest"
 )
 
-// TestOpenPoolPinsUTC (issue 22 finding 7): a database configured for
+// TestOpenPoolPinsUTC: a database configured for
 // another zone, date style and interval style still gives every kernel
 // connection UTC, ISO dates and PostgreSQL intervals, so a date, a cutoff or
 // a partition bound means the same instant whatever the server's defaults.

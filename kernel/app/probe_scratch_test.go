@@ -128,7 +128,7 @@ func TestProbePlanCheck(t *testing.T) {
 
 	t.Run("ServeChecksAtStartUp", func(t *testing.T) {
 		// serve runs the same check at start-up. The broker is unreachable
-		// here: serve boots anyway (issue 9 finding 16) and stops when
+		// here: serve boots anyway and stops when
 		// its context ends.
 		sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
@@ -150,7 +150,7 @@ func TestProbeUnreachableDatabase(t *testing.T) {
 	require.Empty(t, out.String())
 }
 
-// TestProbeStrictDuringABacklog pins issue 9 finding 18: probe --strict
+// TestProbeStrictDuringABacklog: probe --strict
 // EXPLAINed a query that is not the keyset query the sweep runs, and
 // warned (exit 1) with the index present when 75% of the outbox was
 // eligible. It now explains the sweep's own statements.

@@ -27,7 +27,7 @@ type badRegistry struct{ registry }
 
 func (badRegistry) Helper(int) app.Local[localSettings] { return app.Local[localSettings]{} }
 
-// TestRegistryMethodsAreTheTables (issue 23): a service's tables are its
+// TestRegistryMethodsAreTheTables: a service's tables are its
 // registry's methods, in name order; one added in a file of its own is
 // found with no list edited; a method that is not a table fails loudly.
 func TestRegistryMethodsAreTheTables(t *testing.T) {
@@ -53,7 +53,7 @@ func (foreignRegistry) Widgets() app.Local[struct{ settings.Transport }] {
 	return app.Local[struct{ settings.Transport }]{}
 }
 
-// TestRegistryRefusesWhatItWouldDrop (issue 23, hostile round): a table
+// TestRegistryRefusesWhatItWouldDrop: a table
 // method on the pointer, or one returning another settings type's Local,
 // would be dropped silently: both panic naming the method.
 func TestRegistryRefusesWhatItWouldDrop(t *testing.T) {

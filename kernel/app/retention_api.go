@@ -17,7 +17,7 @@ import (
 
 // Retention is a service's effective windows, served at GET
 // /admin/retention: what `craigctl fleet check` compares across services,
-// since no single service can see its consumers' inbox windows (seed D3.1).
+// since no single service can see its consumers' inbox windows.
 type Retention struct {
 	Service string `json:"service"`
 	// EventOutboxRetentionDays: published outbox rows older than this are

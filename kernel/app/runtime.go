@@ -116,7 +116,7 @@ func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
 // did not run the group (another held the lease) removes its series for
 // the group's invariants instead: while the leader drains a backlog the
 // tables overrun by design, and a stale or mid-drain count from a replica
-// must not raise RetentionInvariantViolated (issue 9 finding 15).
+// must not raise RetentionInvariantViolated.
 func ExportInvariants(m *metrics.Invariants, logger *slog.Logger) sweep.GroupHook {
 	return func(ctx context.Context, db prune.DB, g sweep.Group, ran bool) {
 		var specs []invariants.Spec

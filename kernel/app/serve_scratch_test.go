@@ -158,7 +158,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM goose_exchange_version WHERE version_id = 1 AND is_applied`))
 }
 
-// TestConcurrentMigrateRuns pins issue 9 finding 7: concurrent `migrate`
+// TestConcurrentMigrateRuns: concurrent `migrate`
 // runs raced (no goose session lock; the keyset-index migration drops and
 // recreates indexes). Four runs on one fresh database all exit 0 and leave
 // one consistent schema: every migration applied once, every index valid.

@@ -50,7 +50,7 @@ func closedWithin(c net.Conn, d time.Duration) bool {
 	return true
 }
 
-// TestServerCutsSlowClients pins issue 9 finding 12: with no read or idle
+// TestServerCutsSlowClients: with no read or idle
 // timeout a client trickling a body (or idle keep-alives) pinned a
 // connection forever; 300 of them exhausted file descriptors and /healthz
 // stopped answering.

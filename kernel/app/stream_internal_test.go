@@ -14,7 +14,7 @@ import (
 	"github.com/craig/retention/kernel/sweep"
 )
 
-// TestStreamBoundedBySilence (issue 22 finding 15): a range stream longer
+// TestStreamBoundedBySilence: a range stream longer
 // than the server's write timeout is not cut (a 2-minute timeout cut a
 // 157-second stream mid-line): each write gets StreamSilence from its start.
 // Here the write timeout is 150 ms and the stream lasts 6 x 60 ms.
@@ -44,7 +44,7 @@ func TestStreamBoundedBySilence(t *testing.T) {
 	require.Equal(t, 6, lines, "every line of the stream arrived (%v)", sc.Err())
 }
 
-// TestSweepTextReportNotes (issue 22 finding 26): the text report of
+// TestSweepTextReportNotes: the text report of
 // sweep --once says what the JSON says beyond its columns: partitions
 // dropped, kept and not retired, pauses, and a pause budget that ran out.
 func TestSweepTextReportNotes(t *testing.T) {

@@ -1,5 +1,4 @@
-// Package archive is the archive-then-prune engine (seed 001, B1; D7–D13,
-// D17, D18): rows of an audit-class table older than the hot window are
+// Package archive is the archive-then-prune engine (ADR-058): rows of an audit-class table older than the hot window are
 // written to the object store as NDJSON plus a manifest with no-overwrite
 // puts, and only then deleted by id in ONE transaction that also writes the
 // service's ledger row.
@@ -10,7 +9,7 @@
 // and the commit leaves orphan objects and every row in place; the next pass
 // re-archives those rows under a new archive id.
 //
-// Archived tables must be insert-only (D18): the engine archives the version
+// Archived tables must be insert-only: the engine archives the version
 // it selected and deletes by id, so an UPDATE in between would be lost.
 package archive
 
@@ -124,7 +123,7 @@ func (s TableSpec) hotWindow(engineDays int) int {
 // service's ledger row, its event). An error rolls the delete back.
 type BookkeepFunc func(ctx context.Context, tx pgx.Tx, m Manifest, archivedBy string) error
 
-// SystemActor attributes scheduled passes (D15).
+// SystemActor attributes scheduled passes.
 const SystemActor = "system:retention"
 
 // Error kinds a pass reports. Match them with errors.Is.
@@ -139,7 +138,7 @@ var (
 	ErrBookkeep = errors.New("archive: bookkeeping")
 	// ErrConfig: the engine or a table spec is misconfigured.
 	ErrConfig = errors.New("archive: configuration")
-	// ErrDisabled: the archiver is not enabled (D11: consent).
+	// ErrDisabled: the archiver is not enabled (consent).
 	ErrDisabled = errors.New("archive: disabled")
 )
 

@@ -16,7 +16,7 @@ import (
 
 // ErrLocalBackend is returned (wrapped) when the archiver is pointed at the
 // local-directory backend: one machine's disk is neither immutable nor
-// cross-service durable (D9), and gocloud's fileblob is not safe under
+// cross-service durable, and gocloud's fileblob is not safe under
 // concurrent conditional writers.
 var ErrLocalBackend = errors.New("archive: the local-directory store backend is for tests only")
 
@@ -46,8 +46,8 @@ const BootTimeout = 2 * time.Minute
 // time (RFC 3339) and a random id.
 const probePrefix = "craig retention probe "
 
-// Probe writes, reads back and deletes retention-archives/<service>/.probe
-// (D10). The key is taken with a create-only put: while another prober's
+// Probe writes, reads back and deletes retention-archives/<service>/.probe.
+// The key is taken with a create-only put: while another prober's
 // live object holds it (replicas booting together), Probe waits for it, and
 // a leftover of an interrupted boot (older than probeStaleAfter) is removed.
 // An attempt whose object another prober removed (clearing what it took for

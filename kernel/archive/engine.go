@@ -129,7 +129,7 @@ func (c Config) validate(st *store.Store) error {
 }
 
 // WithActor returns a copy of the engine that attributes its passes to actor
-// (the operator's token subject for a manual run, D15).
+// (the operator's token subject for a manual run).
 func (e *Engine) WithActor(actor string) *Engine {
 	c := *e
 	c.actor = actor
@@ -421,7 +421,7 @@ func (e *Engine) stop(ctx context.Context, spec TableSpec, st *tableState, tr *T
 }
 
 // fit takes rows in order while their NDJSON fits MaxBatchBytes, quarantining
-// any single row that alone exceeds it (D13). It advances the cursor past
+// any single row that alone exceeds it. It advances the cursor past
 // every row it took or quarantined; truncated is true when it stopped early.
 func (e *Engine) fit(ctx context.Context, spec TableSpec, rows []Row, st *tableState, tr *TableReport) (included []Row, truncated bool) {
 	var size int64

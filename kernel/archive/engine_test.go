@@ -223,7 +223,7 @@ func TestSettingsProblems(t *testing.T) {
 		{name: "max bytes at the store cap", mutate: func(s *archive.Settings) { s.MaxBatchBytes = archive.MaxMaxBatchBytes }},
 		{name: "request timeout below a second", mutate: func(s *archive.Settings) { s.Store.RequestTimeout = 999 * time.Millisecond }, want: []string{"archive.store.request_timeout"}},
 		{name: "request timeout above ten minutes", mutate: func(s *archive.Settings) { s.Store.RequestTimeout = 10*time.Minute + time.Second }, want: []string{"archive.store.request_timeout"}},
-		// Finding 14: credentials inside the store URL or its endpoint
+		// Credentials inside the store URL or its endpoint
 		// were accepted and copied into probe output, ledger, event and
 		// manifest.
 		{name: "store URL with userinfo", mutate: func(s *archive.Settings) { s.Store.URL = "s3://user:secret@b" }, want: []string{"archive.store.url"}},
@@ -257,7 +257,7 @@ func TestSettingsProblems(t *testing.T) {
 func TestDefaultSettingsAreOff(t *testing.T) {
 	t.Parallel()
 	s := archive.DefaultSettings()
-	require.False(t, s.Enabled, "archiving is opt-in (D11)")
+	require.False(t, s.Enabled, "archiving is opt-in")
 	require.Equal(t, 90, s.HotWindowDays)
 	require.Equal(t, 3600, s.IntervalSeconds)
 	require.Equal(t, time.Hour, s.Interval())
@@ -409,7 +409,7 @@ func TestProbeRefusesLocalBackend(t *testing.T) {
 	require.Empty(t, entries)
 }
 
-// TestDetectionWindowWarning (seed H13): a hot window shorter than the
+// TestDetectionWindowWarning: a hot window shorter than the
 // detection look-back is warned about, naming both keys; equal or longer is
 // not.
 func TestDetectionWindowWarning(t *testing.T) {
@@ -425,7 +425,7 @@ func TestDetectionWindowWarning(t *testing.T) {
 	require.Contains(t, w, "archive.detection_lookback_days (30)")
 }
 
-// TestNewRefusesUnpinnedPool (issue 22 finding 7): an archive pass's cursor
+// TestNewRefusesUnpinnedPool: an archive pass's cursor
 // and hot window are times compared in SQL; a pool whose sessions are not
 // pinned to UTC and ISO dates is refused.
 func TestNewRefusesUnpinnedPool(t *testing.T) {

@@ -21,7 +21,7 @@ var ErrNotInsertOnly = errors.New("archive: archived table is not insert-only")
 const InsertOnlyTrigger = "retention_refuse_update"
 
 // CheckInsertOnly verifies that every table of specs has an enabled BEFORE
-// UPDATE trigger calling retention_refuse_update() (seed D18). It returns an
+// UPDATE trigger calling retention_refuse_update(). It returns an
 // error wrapping ErrNotInsertOnly naming each table that lacks one (or does
 // not exist).
 func CheckInsertOnly(ctx context.Context, db prune.DB, specs []TableSpec) error {

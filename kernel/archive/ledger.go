@@ -22,7 +22,7 @@ type Bookkeeper struct {
 	// rules.evaluations_archived.
 	EventType string
 	// SourceService is the event's source_service, e.g. craig-rules; the
-	// fleet ledger validates it before any write (D16).
+	// fleet ledger validates it before any write.
 	SourceService string
 	// Also books the archive somewhere else in the same transaction, after
 	// the ledger row and before the event is staged (security writes its

@@ -10,7 +10,7 @@ import (
 // NDJSON is an archive's data object read straight from its rows' documents:
 // each document followed by a newline, without copying them into one buffer.
 // Holding the documents once instead of twice (the rows and their NDJSON) is
-// what keeps a batch's memory at max_batch_bytes (issue 9 finding 5). It is
+// what keeps a batch's memory at max_batch_bytes. It is
 // an io.ReadSeeker (the store client rewinds it to retry a request); it is
 // not safe for concurrent use.
 type NDJSON struct {

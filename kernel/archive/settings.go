@@ -11,7 +11,7 @@ import (
 // Defaults of the archive settings (key prefix "archive.").
 const (
 	// DefaultHotWindowDays keeps 90 days of audit rows in the database,
-	// where the services' own queries expect them (seed 001).
+	// where the services' own queries expect them.
 	DefaultHotWindowDays = 90
 	// DefaultIntervalSeconds runs a scheduled pass hourly.
 	DefaultIntervalSeconds = 3600
@@ -24,19 +24,19 @@ const (
 	// DefaultMaxBatchBytes caps one NDJSON object at 32 MiB, which bounds
 	// the archiver's memory to about twice that at any table size.
 	DefaultMaxBatchBytes int64 = 32 << 20
-	// DefaultScheduledBudget is the batches one scheduled pass may run
-	// (seed 001, D12): about 120k rows an hour at the default batch size.
+	// DefaultScheduledBudget is the batches one scheduled pass may run:
+	// about 120k rows an hour at the default batch size.
 	DefaultScheduledBudget = 120
 	// DefaultManualBudget is the batches one `archive run` runs unless told.
 	DefaultManualBudget = 8
 	// MaxManualBudget bounds `archive run --budget` (and the API's budget):
-	// the seed's endpoint budget, one scheduled pass's worth.
+	// the API's default budget, one scheduled pass's worth.
 	MaxManualBudget = 120
 	// MaxMaxBatchBytes is the store's object cap (5 GiB, S3's single-put
 	// limit); the boot probe checks the store's own cap as well.
 	MaxMaxBatchBytes int64 = 5 << 30
 	// DefaultDetectionLookbackDays is how far back the detection queries
-	// that read the hot tables look (seed H13: 30 days); a hot window
+	// that read the hot tables look; a hot window
 	// shorter than it archives rows those queries still expect to find.
 	DefaultDetectionLookbackDays = 30
 	// DefaultVerifyIntervalHours runs a verification of the archives a day
@@ -65,7 +65,7 @@ const (
 )
 
 // Settings are a service's archive settings. The archiver is OFF unless an
-// operator turns it on (D11: consent).
+// operator turns it on (consent, ADR-058).
 type Settings struct {
 	// Enabled is the consent knob: no worker, no probe and no manual run
 	// unless true.
@@ -83,7 +83,7 @@ type Settings struct {
 	// Store is where archives go.
 	Store StoreSettings `koanf:"store"`
 	// DetectionLookbackDays is the look-back of the detection queries over
-	// the hot tables; boot WARNs when the hot window is shorter (H13).
+	// the hot tables; boot WARNs when the hot window is shorter.
 	DetectionLookbackDays int `koanf:"detection_lookback_days"`
 	// Purge configures the archive API's purge.
 	Purge PurgeSettings `koanf:"purge"`
@@ -98,7 +98,7 @@ type Settings struct {
 
 // PurgeSettings configure the purge (archive.purge.*).
 type PurgeSettings struct {
-	// ApprovalsRequired is 0 (the seed's direct purge) or 1 (dual control:
+	// ApprovalsRequired is 0 (a purge executes at once) or 1 (dual control:
 	// a purge freezes its list and another operator approves it).
 	ApprovalsRequired int `koanf:"approvals_required"`
 }
@@ -128,7 +128,7 @@ func DefaultSettings() Settings {
 }
 
 // DetectionWindowWarning says, when the hot window is shorter than the
-// detection look-back (H13), what an operator must know (naming both keys);
+// detection look-back, what an operator must know (naming both keys);
 // "" when it is not.
 func (s Settings) DetectionWindowWarning() string {
 	if s.HotWindowDays >= s.DetectionLookbackDays {

@@ -19,7 +19,7 @@ type Worker struct {
 }
 
 // NewWorker returns the scheduled worker. It refuses (ErrDisabled) unless
-// the archiver is enabled (D11, defence in depth: the caller checks too) and
+// the archiver is enabled (defence in depth: the caller checks too) and
 // refuses a zero interval (manual runs only: no worker at all).
 func NewWorker(enabled bool, e *Engine, interval time.Duration, budget int, logger *slog.Logger) (*Worker, error) {
 	if !enabled {

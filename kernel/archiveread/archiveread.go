@@ -1,5 +1,5 @@
 // Package archiveread answers for an archived row after its hot window
-// ("cold, not gone", seed D17): by id, the hot table first, then the local
+// ("cold, not gone", ADR-063): by id, the hot table first, then the local
 // ledger's candidate archives (id ranges), whose object is verified against
 // the ledger's sha256 before any line of it is served. Every read is
 // attributed and announced (<service>.archive_read) for security's audit

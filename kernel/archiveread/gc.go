@@ -38,7 +38,7 @@ type GCReport struct {
 // CollectOrphans deletes (or, dry, lists) the archive objects under the
 // service's prefix that no LOCAL ledger row names and that are older than
 // olderThanDays, under the archive lease (no pass is between its puts and
-// its ledger row); never a key a ledger row names (D8). It is logged and
+// its ledger row); never a key a ledger row names. It is logged and
 // announced (<service>.archive_orphans_collected), attributed to actor.
 func (r *Reader) CollectOrphans(ctx context.Context, olderThanDays int, dryRun bool, actor string) (GCReport, error) {
 	if olderThanDays < MinGCAgeDays || olderThanDays > MaxGCAgeDays {

@@ -20,7 +20,7 @@ import (
 	"github.com/craig/retention/kernel/store"
 )
 
-// TestCollectOrphans (D8/S6): only objects under the service's prefix that
+// TestCollectOrphans: only objects under the service's prefix that
 // no LOCAL ledger row names, older than the bound, are collected — never a
 // key a ledger row names (a purged archive's included); a dry run deletes
 // nothing; a bound under a day is refused.

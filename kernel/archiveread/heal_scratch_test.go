@@ -23,7 +23,7 @@ import (
 	"github.com/craig/retention/kernel/store"
 )
 
-// TestOverwrittenArchiveReadsAndHeals (issue 22 finding 6): Object Lock
+// TestOverwrittenArchiveReadsAndHeals: Object Lock
 // protects versions, not the current pointer. A held archive whose data is
 // overwritten and whose manifest is delete-marked with the store's
 // credentials is still served, exactly, from the version that matches the
@@ -71,7 +71,7 @@ func TestOverwrittenArchiveReadsAndHeals(t *testing.T) {
 	w.releaseAndPurge(t)
 }
 
-// TestThousandOverwrites (issue 22 finding 6, found by the hostile round):
+// TestThousandOverwrites:
 // a listing of versions stops at 1,000 entries; a held archive overwritten
 // 1,001 times is still served from its matching version, verify restores
 // it, and the purge, once it is due, leaves no version behind (every page

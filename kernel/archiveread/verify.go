@@ -270,7 +270,7 @@ func (r *Reader) orphans(ctx context.Context, rep *Report) error {
 
 // orphanObjects are the archive objects under the service's prefix that no
 // local ledger row names (purged archives' keys included: never a key a
-// ledger row names, D8).
+// ledger row names).
 func (r *Reader) orphanObjects(ctx context.Context) ([]store.Object, error) {
 	named, err := queries.New(r.pool).LedgerKeys(ctx)
 	if err != nil {

@@ -62,7 +62,7 @@ func testBatching(t *testing.T, s suite) {
 	}
 }
 
-// testByteCap (matrix row 9): a batch whose NDJSON would pass
+// testByteCap: a batch whose NDJSON would pass
 // max_batch_bytes is cut at the last row that fits and reports more; the
 // next batches take the rest, every object within the cap.
 func testByteCap(t *testing.T, s suite) {

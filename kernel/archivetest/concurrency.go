@@ -14,7 +14,7 @@ import (
 	"github.com/craig/retention/kernel/prune"
 )
 
-// testOnePass (matrix row 12): while one pass holds the archive lease, a
+// testOnePass: while one pass holds the archive lease, a
 // second (and another replica's engine) gets ErrAlreadyRunning and touches
 // nothing; the lease is free again once the first ends.
 func testOnePass(t *testing.T, s suite) {
@@ -183,7 +183,7 @@ func checkNothingLost(t *testing.T, e *env, w *writers, tr archive.TableReport) 
 	t.Logf("inserted %d (%d during the pass), archived %d, kept %d", len(w.inserted), len(w.inserted)-int(w.backlog), len(archived), len(table))
 }
 
-// testLedgerRanges (D17): a record id resolves through the ledger's id
+// testLedgerRanges: a record id resolves through the ledger's id
 // range index to the archive(s) that may hold it, and exactly one archived
 // object holds its line; ranges are MIN/MAX, so they never invert, even
 // when id order and age order disagree and ranges overlap.

@@ -10,7 +10,7 @@ import (
 	"github.com/craig/retention/kernel/archive"
 )
 
-// testCrashResume (matrix row 11): the puts succeed, then the prune
+// testCrashResume: the puts succeed, then the prune
 // transaction aborts (fault injection). Nothing is deleted, no ledger row
 // or event exists; the next pass re-archives the same rows under a NEW
 // archive id and prunes, and the first pass's objects are the only residue.

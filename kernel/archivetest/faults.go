@@ -55,7 +55,7 @@ func otherSpec(failSelect bool) archive.TableSpec {
 	}
 }
 
-// testQuarantine (D13): a single row larger than max_batch_bytes is
+// testQuarantine: a single row larger than max_batch_bytes is
 // quarantined (counted, metered, WARNed, kept) while the pass archives the
 // others, and a second table is unaffected; a failing second table does not
 // stop the table under test either.

@@ -23,7 +23,7 @@ func testInsertOnly(t *testing.T, s suite) {
 	require.NoError(t, archive.CheckInsertOnly(e.ctx, e.h.Pool, []archive.TableSpec{e.table.Spec}), "%s: archived tables are insert-only", e.table.Spec.Table)
 }
 
-// testRoundTrip (matrix row 10): aged rows go to the real store byte for
+// testRoundTrip: aged rows go to the real store byte for
 // byte, with a manifest that verifies, ONE ledger row and ONE staged event
 // carrying the ledger's facts; fresh rows (and the row an hour inside the
 // window) stay unchanged.

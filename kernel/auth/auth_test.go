@@ -178,7 +178,7 @@ func TestKeySources(t *testing.T) {
 	}
 }
 
-// TestTokenClaimsStrict (issue 22 findings 12 and 19): an iat in the future
+// TestTokenClaimsStrict: an iat in the future
 // (beyond the leeway), a string exp or iat, and a sub that could pass for
 // another identity are refused as bad claims; a good one passes.
 func TestTokenClaimsStrict(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/craig/retention/kernel/identity"
 )
 
-// TestCheck (issue 22 finding 12): subs that could pass for another are
+// TestCheck: subs that could pass for another are
 // refused; ordinary ones, accented ones in NFC included, are not.
 func TestCheck(t *testing.T) {
 	t.Parallel()

@@ -15,7 +15,7 @@ import (
 	"github.com/craig/retention/migrations"
 )
 
-// TestExtremeTimestamps pins issue 9 finding 20's sweep half: ages of rows
+// TestExtremeTimestamps: ages of rows
 // at -infinity or BC dates overflowed in the invariant and dry-run output
 // (-9223372036.85 s), and published outbox rows dated in the future were
 // kept forever with no watchdog saying so.

@@ -1,5 +1,5 @@
-// Package invariants holds the report-only retention watchdogs (seed 001,
-// A4 and D19). Each swept table gets one from its prune.Policy, with no code
+// Package invariants holds the report-only retention watchdogs (ADR-058).
+// Each swept table gets one from its prune.Policy, with no code
 // of its own: it counts the rows that match the sweep's predicate and are
 // older than the window plus OverrunGraceDays, i.e. rows the sweep should
 // long have deleted. A violation means the sweep has stopped (lock stuck,
@@ -24,7 +24,7 @@ import (
 // OverrunGraceDays is how far past its window a row must be before its
 // watchdog fires: two days ride out a day of failed or skipped hourly cycles
 // and any clock skew, so a firing watchdog means the sweep has really
-// stopped. It yields the seed's thresholds: outbox 30 + 2 = 32 d, inbox
+// stopped. It yields the specified thresholds: outbox 30 + 2 = 32 d, inbox
 // 31 + 2 = 33 d.
 const OverrunGraceDays = 2
 
@@ -154,7 +154,7 @@ func Violated(rs []Result) bool {
 }
 
 // ArchiveOverrunGraceDays is the one grace of the archived tables'
-// watchdogs (seed B4): a week past the hot window, an hourly archiver has
+// watchdogs: a week past the hot window, an hourly archiver has
 // had 168 passes to move a row.
 const ArchiveOverrunGraceDays = 7
 

@@ -81,7 +81,7 @@ func transportSpecs(outbox, inbox int) (invariants.Spec, invariants.Spec) {
 
 func TestGraceConstant(t *testing.T) {
 	t.Parallel()
-	// The seed (001, A4/D19) fixes the thresholds at the default windows:
+	// The specification fixes the thresholds at the default windows:
 	// outbox 32 d, inbox 33 d. Both follow from one grace of two days.
 	require.Equal(t, 2, invariants.OverrunGraceDays)
 	out, in := transportSpecs(settings.DefaultOutboxRetentionDays, settings.DefaultInboxRetentionDays)

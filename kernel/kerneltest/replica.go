@@ -11,7 +11,7 @@ import (
 	"github.com/craig/retention/kernel/settings"
 )
 
-// EnvReplicaURL names a streaming replica of the test server (issue 16);
+// EnvReplicaURL names a streaming replica of the test server;
 // DefaultReplicaURL is the one `go tool mage replica:up` starts.
 const (
 	EnvReplicaURL     = "CRAIG_TEST_REPLICA_URL"

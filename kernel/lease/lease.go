@@ -4,8 +4,8 @@
 //
 // A session lock taken on a pooled connection would stay on that connection
 // when it went back to the pool, and every later try-lock by another replica
-// would fail forever: retention would silently switch itself off (seed 000,
-// D5). Closing the hijacked connection ends the session, so PostgreSQL
+// would fail forever: retention would silently switch itself off .
+// Closing the hijacked connection ends the session, so PostgreSQL
 // releases the lock on every exit path: return, error, panic, and a killed
 // process or connection.
 package lease

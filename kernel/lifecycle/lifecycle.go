@@ -1,5 +1,5 @@
 // Package lifecycle is what happens to a service's archives after they are
-// written (seed D11, D12, D14, D15; records-management practice): each
+// written: each
 // archive's retention date, legal holds as first-class records (a title, a
 // reason, who placed and who released them), and the purge that destroys an
 // archive only when its date has come and no hold covers it — bounded,
@@ -31,7 +31,7 @@ import (
 
 // Bounds of the API's calls.
 const (
-	// MaxPurgeLimit is the most archives one purge call destroys (D12).
+	// MaxPurgeLimit is the most archives one purge call destroys.
 	MaxPurgeLimit = 100
 	// DefaultPurgeLimit is a purge call's limit unless given.
 	DefaultPurgeLimit = 10

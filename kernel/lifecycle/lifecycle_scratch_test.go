@@ -96,7 +96,7 @@ func (w *world) purgedBy(t *testing.T, id uuid.UUID) *string {
 	return by
 }
 
-// TestPurgeMatrix (matrix row 14, D14): only dated, due, unheld archives
+// TestPurgeMatrix: only dated, due, unheld archives
 // are destroyed — manifest and data gone, stamped, certified, announced —
 // and everything else survives.
 func TestPurgeMatrix(t *testing.T) {
@@ -193,7 +193,7 @@ func TestDualControl(t *testing.T) {
 
 	_, err = w.mgr.Approve(w.ctx, *res.PurgeID, "ops:alice")
 	require.ErrorIs(t, err, lifecycle.ErrSelfApproval)
-	// Issue 22 finding 12: the same person in another spelling is not a
+	// The same person in another spelling is not a
 	// second identity.
 	for _, same := range []string{"Ops:Alice", "ops\uff1aalice", "ops:\u0430lice"} {
 		_, err = w.mgr.Approve(w.ctx, *res.PurgeID, same)
@@ -239,7 +239,7 @@ func TestRetentionAndBadInput(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, 0)
 	a := w.archived(t, 400, "NULL")
-	// Issue 22 finding 14: without the purge scope a date can only move
+	// Without the purge scope a date can only move
 	// destruction further away; an undated archive is never purgeable.
 	require.ErrorIs(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now().AddDate(0, 0, 30), "ops:carol", false), lifecycle.ErrShortens)
 	require.NoError(t, w.mgr.SetRetention(w.ctx, a.ArchiveID, time.Now().AddDate(0, 0, 30), "ops:carol", true))
@@ -342,7 +342,7 @@ func TestStoreEnforcedHolds(t *testing.T) {
 	_, _ = w.st.DestroyAllVersions(context.Background(), res.Certificate)
 }
 
-// TestPurgeDueByUTCDate (issue 22 finding 1): retention dates are UTC dates,
+// TestPurgeDueByUTCDate: retention dates are UTC dates,
 // whatever the session's time zone. The manager runs on a pool whose
 // sessions are NOT pinned (the database's own zone applies) in a zone whose
 // local date differs from the UTC date right now (+14 when the UTC hour is
@@ -382,7 +382,7 @@ func TestPurgeDueByUTCDate(t *testing.T) {
 	require.False(t, w.exists(t, today.DataKey))
 }
 
-// TestReconcileLocks (issue 22 finding 4): a hold placed where the store's
+// TestReconcileLocks: a hold placed where the store's
 // Object Lock was not used (the archiver disabled, the store unknown) is
 // recorded in the ledger only; the reconciliation locks every held
 // archive's objects, reports the drift (archive_hold_lock_drift, WARN) and
@@ -423,7 +423,7 @@ func TestReconcileLocks(t *testing.T) {
 	}
 }
 
-// TestHoldRefusals (issue 22 finding 14): a hold by a table the service
+// TestHoldRefusals: a hold by a table the service
 // does not archive (a misspelling) is refused, so is one naming a purged
 // archive; neither is recorded.
 func TestHoldRefusals(t *testing.T) {
@@ -444,7 +444,7 @@ func TestHoldRefusals(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// TestPurgeExactly (issue 22 finding 11): a purge of confirmed archives
+// TestPurgeExactly: a purge of confirmed archives
 // destroys exactly those, never another due one; if any of them stopped
 // being purgeable since the operator saw the list, nothing is destroyed and
 // the answer names it.

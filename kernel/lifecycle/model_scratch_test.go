@@ -62,7 +62,7 @@ func (h modelHold) covers(a *modelArchive) bool {
 	return (h.from == nil || !last.Before(*h.from)) && (h.to == nil || a.first.Before(*h.to))
 }
 
-// TestLifecycleModel (issue 22): random sequences of archives, holds by id
+// TestLifecycleModel: random sequences of archives, holds by id
 // and by table and range (covering archives booked later), releases,
 // retention dates with and without the purge scope, purges direct and with
 // approvals by distinct and near-identical subjects, reconciliations and

@@ -287,7 +287,7 @@ func (m *Manager) destroy(ctx context.Context, purgeID, id uuid.UUID, purgedBy s
 		found = true
 		d = destroyed{ArchiveID: id, Table: row.TableName, DataKey: row.DataKey, ManifestKey: row.ManifestKey, DataSHA256: row.DataSha256,
 			RecordCount: int(row.RecordCount), FirstRecordAt: row.FirstRecordAt.Time, LastRecordAt: row.LastRecordAt.Time}
-		for i, key := range []string{row.ManifestKey, row.DataKey} { // manifest FIRST (D12)
+		for i, key := range []string{row.ManifestKey, row.DataKey} { // manifest FIRST
 			if err := m.deleteObject(ctx, key); err != nil {
 				return fmt.Errorf("purge %s: delete %s: %w: %w", id, key, errStore, err)
 			}

@@ -82,7 +82,7 @@ type DrainReport struct {
 //   - malformed (an invalid routing key, or the publisher's ErrMalformed):
 //     published_at is stamped with last_error, so the drain stops retrying
 //     a row that can never go out (WARN). Such a row is then swept like a
-//     published one (seed 000, D-B caveat): its last_error and the WARN are
+//     published one: its last_error and the WARN are
 //     the record that it was never delivered.
 //
 // A publish that times out ends the batch (the broker is not confirming). If

@@ -2,7 +2,7 @@
 // caller's transaction, a Drainer publishes pending rows to the broker and
 // stamps them, Replay re-queues a published range (clamped to the retention
 // window), and Worker runs the drain every poll tick and the transport sweep
-// every PruneEveryTicks ticks, drain first (seed 000, Step 4; DESIGN D1).
+// every PruneEveryTicks ticks, drain first.
 //
 // Delivery is at least once: a row is stamped only after the broker confirmed
 // it, so a crash between confirm and commit publishes it again, and consumers

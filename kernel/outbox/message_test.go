@@ -159,7 +159,7 @@ func limits(outboxWindowDays int) outbox.ReplayLimits {
 	return outbox.ReplayLimits{OutboxWindowDays: outboxWindowDays, MaxAgeDays: 30, MaxRows: 100_000, BatchSize: 5000}
 }
 
-// TestReplayWindow pins issue 9 finding 1: the clamp is the shorter of the
+// TestReplayWindow: the clamp is the shorter of the
 // outbox window and replay_max_age_days, and with the outbox sweep disabled
 // it is replay_max_age_days (it used to be no clamp at all).
 func TestReplayWindow(t *testing.T) {

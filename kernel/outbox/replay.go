@@ -23,7 +23,7 @@ var (
 )
 
 // ReplayOutOfWindowError refuses a replay whose range starts before the
-// replay window (seed 000, D4): consumers may have swept the inbox dedup
+// replay window: consumers may have swept the inbox dedup
 // records of older events, so replaying them could run their handlers a
 // second time.
 type ReplayOutOfWindowError struct {

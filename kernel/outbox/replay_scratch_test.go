@@ -119,7 +119,7 @@ func TestReplayOutOfWindowIsRefused(t *testing.T) {
 }
 
 // TestReplayWithTheSweepDisabledIsClamped replaces the test that pinned the
-// unsafe behaviour (issue 9 finding 1): with event_outbox_retention_days=0
+// unsafe behaviour: with event_outbox_retention_days=0
 // a 400-day-old row was replayed. The clamp protects the consumers' inbox
 // dedup windows, whatever this service does with its own outbox: with the
 // sweep off it is replay_max_age_days.
@@ -153,7 +153,7 @@ func TestReplayWithTheSweepDisabledIsClamped(t *testing.T) {
 	require.True(t, rowState(t, db, old).Published)
 }
 
-// TestReplayInBatches pins finding 2: the replay re-nulls in batches (each
+// TestReplayInBatches: the replay re-nulls in batches (each
 // its own statement), and a range holding more than replay_max_rows is
 // refused naming the count, changing nothing.
 func TestReplayInBatches(t *testing.T) {

@@ -24,7 +24,7 @@ const (
 // ErrInvalidWorker is returned (wrapped) by Run for a Worker that cannot run.
 var ErrInvalidWorker = errors.New("outbox: invalid worker")
 
-// Worker is the outbox worker loop of one service (seed 000, Step 4): every
+// Worker is the outbox worker loop of one service: every
 // tick it drains, and every PruneEveryTicks ticks, at a per-service offset,
 // it then sweeps.
 type Worker struct {
@@ -103,7 +103,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil // cancelled while a tick was ready: do not start work
 		}
-		// Drain FIRST, then sweep (seed 000, Step 4; DESIGN D1): a worker
+		// Drain FIRST, then sweep: a worker
 		// that recovers from an outage publishes its backlog before anything
 		// is deleted. The sweep only deletes published rows, so this is belt
 		// and braces, but it is the order the retention argument is made in.

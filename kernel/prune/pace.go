@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Pacing protects the database a prune cleans (issue 16): it pauses the
+// Pacing protects the database a prune cleans: it pauses the
 // batch loop while a streaming replica lags behind, and paces the loop's
 // WAL to a rate. Both are off in the zero value.
 type Pacing struct {

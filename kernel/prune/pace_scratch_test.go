@@ -41,7 +41,7 @@ func (s *pauseSignal) waitFor(ctx context.Context, t *testing.T, n int64) {
 	}
 }
 
-// TestPrunePausesForLaggingReplica (issue 16), with a REAL streaming
+// TestPrunePausesForLaggingReplica, with a REAL streaming
 // replica (go tool mage replica:up) whose replay the test pauses: the
 // drain's batches stop once the replica's replay lag passes the bound, no
 // row goes while it waits, and the drain resumes and finishes when replay

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Partition retirement (issue 15): a swept table range-partitioned by its
+// Partition retirement: a swept table range-partitioned by its
 // age column retires each partition whose upper bound is at or before the
 // cutoff as a whole — if, and only if, no row in it fails the policy's
 // eligibility predicate, checked under a lock that no write can pass. A
@@ -22,7 +22,7 @@ import (
 const (
 	// DefaultMaxPartitions bounds the partitions one PruneTable call drops:
 	// a week of daily partitions. A clock that jumps a month must not drop
-	// a month of partitions in one cycle (seed D6), whatever their rows.
+	// a month of partitions in one cycle, whatever their rows.
 	DefaultMaxPartitions = 7
 	// MaxMaxPartitions bounds the bound: a year of daily partitions.
 	MaxMaxPartitions = 366

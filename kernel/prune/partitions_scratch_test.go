@@ -90,7 +90,7 @@ func insertAt(t *testing.T, db *kerneltest.DB, kind string, n, daysAgo int, publ
 		SELECT $1, '{}', $2::timestamptz, `+pub+` FROM generate_series(1, $3::int)`, kind, at, n)
 }
 
-// TestRetirePartitions (issue 15): on a daily-partitioned outbox with a
+// TestRetirePartitions: on a daily-partitioned outbox with a
 // 30-day window, an old partition holding only published rows is dropped
 // whole; one holding a pending row is kept and only its published rows are
 // deleted; the partition straddling the cutoff and the young ones are swept
@@ -377,7 +377,7 @@ func TestRetirePartitionsFinishesStrandedDrops(t *testing.T) {
 		b.db.Exec(t, `INSERT INTO retention_detached_partitions (table_oid, schema_name, table_name, parent, upper_bound)
 			VALUES (to_regclass($1)::oid, 'public', $1, 'event_outbox', $2)`, dayName(d), time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1-d))
 	}
-	// Issue 22 finding 9: tables the kernel did not record are never its
+	// Tables the kernel did not record are never its
 	// own, whatever their comment: one in another schema, one detached by
 	// somebody else, a young one recorded with a bound after the cutoff.
 	b.db.Exec(t, "CREATE SCHEMA other; CREATE TABLE other.archive_copy (LIKE event_outbox); COMMENT ON TABLE other.archive_copy IS 'craig-retention: detached from event_outbox'")
@@ -403,7 +403,7 @@ func TestRetirePartitionsFinishesStrandedDrops(t *testing.T) {
 	require.Equal(t, int64(6), rep.Partitions.DroppedRows, "the stranded table's rows count as dropped")
 }
 
-// TestRetireOnlyByTheAgeColumn (issue 22 finding 2): a table
+// TestRetireOnlyByTheAgeColumn: a table
 // range-partitioned by another column than the policy's age column (jobs
 // partitioned by created_at, swept by completed_at) never has a partition
 // dropped whole: its old partition holds rows completed yesterday. Its
@@ -438,7 +438,7 @@ func TestRetireOnlyByTheAgeColumn(t *testing.T) {
 	require.Equal(t, int64(70), b.db.Count(t, "SELECT count(*) FROM jobs"), "every row completed within the window stays")
 }
 
-// TestRetireBoundsWhateverTheSession (issue 22 finding 7): a partition
+// TestRetireBoundsWhateverTheSession: a partition
 // bound is compared as the instant it is, on a session in
 // America/New_York with Australian zone abbreviations and SQL, DMY dates
 // (where a bound rendered as text and read back moved by hours): the
@@ -476,10 +476,10 @@ CREATE TABLE event_outbox_default PARTITION OF event_outbox DEFAULT;`)
 	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM event_outbox WHERE event_type = 'young'"))
 }
 
-// TestRetireCountsRowsTruthfully (issue 22 finding 8): a partition whose
+// TestRetireCountsRowsTruthfully: a partition whose
 // catalog estimate is stale (ANALYZEd at 10 rows, 1,010 now) is not dropped
 // by a cycle capped at 100: the cycle removes at most its cap; and the dry
-// run agrees with the real run (finding 10).
+// run agrees with the real run.
 func TestRetireCountsRowsTruthfully(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t, sweep.TransportConfig{})

@@ -38,7 +38,7 @@ import (
 const (
 	// DefaultBatchSize bounds the rows one DELETE removes, so the lock and WAL
 	// footprint of each statement stays small and the outbox drain can
-	// interleave with a large first backlog (seed 000, PRUNE_BATCH).
+	// interleave with a large first backlog.
 	DefaultBatchSize = 5_000
 
 	// DefaultCycleCap is the anomaly guard: a cycle that would delete more than
@@ -64,7 +64,7 @@ const (
 	// yieldBatchDivisor derives the yield batch size from the normal one
 	// when a policy sets none: a hundredth (50 rows of the outbox, about
 	// 18 KB of WAL). The knee of the bench's drain-rate vs writer-p99 curve
-	// (issue 16, 1,000 events/s, >= 5,000 samples a round, pooled): the
+	// (1,000 events/s, >= 5,000 samples a round, pooled): the
 	// writer's p99 ratio was 2.13x and 2.21x in two runs at 50 rows (the
 	// same as beside a CPU-only load of one backend, 2.2x: the 2-core
 	// floor), 2.11x and 12.6x at 250, 14x and 57x at 1,000, 63x and 90x
@@ -246,8 +246,8 @@ type Policy struct {
 	// lock waits (0: DefaultPartitionLockTimeout).
 	MaxPartitions        int
 	PartitionLockTimeout time.Duration
-	// Pacing pauses the batch loop for lagging replicas and paces its WAL
-	// (issue 16); the zero value does neither.
+	// Pacing pauses the batch loop for lagging replicas and paces its WAL;
+	// the zero value does neither.
 	Pacing Pacing
 }
 

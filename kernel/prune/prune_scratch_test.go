@@ -463,7 +463,7 @@ func (h *execHook) Exec(ctx context.Context, sql string, args ...any) (pgconn.Co
 	return h.DB.Exec(ctx, sql, args...)
 }
 
-// TestShortenedBatchDoesNotEndTheCycle (issue 22 finding 27): a replay that
+// TestShortenedBatchDoesNotEndTheCycle: a replay that
 // re-nulls published_at on rows of a batch between its bound and its delete
 // makes that batch delete fewer rows than its limit; the cycle goes on (a
 // batch that covered a whole batch of keys is not the last), so every

@@ -106,7 +106,7 @@ func TestDialErrorRedactsThePassword(t *testing.T) {
 	require.NotContains(t, err.Error(), "Sup3rS3cret")
 }
 
-// TestLazyPublisherBacksOff pins issue 9 finding 16's publisher half: with
+// TestLazyPublisherBacksOff: with
 // the broker unreachable NewLazyPublisher returns a publisher (serve boots),
 // a publish between retries fails at once with outbox.ErrUnavailable
 // without dialling, and the wait doubles from 1 s to at most 30 s.

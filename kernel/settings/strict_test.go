@@ -11,7 +11,7 @@ import (
 	"github.com/craig/retention/kernel/settings"
 )
 
-// TestIntegersAreDecimal pins issue 9 finding 10: an integer is plain
+// TestIntegersAreDecimal: an integer is plain
 // base-10 digits from the environment AND from YAML. Before the fix 030
 // loaded as octal 24 (and deleted 25-day-old rows inside the replay window),
 // and 0o30, 0x10 and 1_0 loaded too.
@@ -73,7 +73,7 @@ func TestIntegersAreDecimal(t *testing.T) {
 	})
 }
 
-// TestStrictBooleansAndDurations pins finding 17: a boolean is true or
+// TestStrictBooleansAndDurations: a boolean is true or
 // false (prune_yield_to_writers: 2 loaded as true), and a duration needs a
 // unit (a bare YAML 30000000 loaded as 30 ms).
 func TestStrictBooleansAndDurations(t *testing.T) {
@@ -121,7 +121,7 @@ func TestStrictBooleansAndDurations(t *testing.T) {
 	})
 }
 
-// TestYAMLDocumentShape pins finding 17's last case: the later documents
+// TestYAMLDocumentShape: the later documents
 // of a multi-document file were ignored silently.
 func TestYAMLDocumentShape(t *testing.T) {
 	t.Parallel()
@@ -164,7 +164,7 @@ func TestYAMLDocumentShape(t *testing.T) {
 	})
 }
 
-// TestEveryNumericKeyIsBounded pins finding 3: each numeric key has a lower
+// TestEveryNumericKeyIsBounded: each numeric key has a lower
 // AND an upper bound. Before the fix prune_cycle_cap=9e18 loaded, switching
 // off the clock-jump guard.
 func TestEveryNumericKeyIsBounded(t *testing.T) {
@@ -227,7 +227,7 @@ func TestEveryNumericKeyIsBounded(t *testing.T) {
 	})
 }
 
-// TestListenAddrAndToken pins finding 17: port 99999 or a service name
+// TestListenAddrAndToken: port 99999 or a service name
 // passed validation (and failed later, after touching the database), and a
 // one-character or whitespace admin_token was accepted on 0.0.0.0.
 func TestListenAddrAndToken(t *testing.T) {
@@ -271,7 +271,7 @@ func TestListenAddrAndToken(t *testing.T) {
 	}
 }
 
-// TestNoSecretInErrors pins finding 13: no error names a secret's value.
+// TestNoSecretInErrors: no error names a secret's value.
 // Before the fix a misspelled key echoed its value (the token), and URLs in
 // key=value form were echoed with their password.
 func TestNoSecretInErrors(t *testing.T) {

@@ -20,7 +20,7 @@ const (
 	DefaultOutboxRetentionDays = 30
 	// DefaultInboxRetentionDays is one day longer than the outbox window:
 	// the inbox dedup record must outlive every replayable outbox row by
-	// more than one prune cadence plus clock skew (seed 000, D3.1).
+	// more than one prune cadence plus clock skew.
 	DefaultInboxRetentionDays = 31
 	// DefaultLocalRetentionDays is the window of a service-local sweep
 	// (exchange_send_jobs, subsidy_reconcile_queue) unless configured.
@@ -31,7 +31,7 @@ const (
 	// MinInboxMarginDays is how much longer the inbox window must be than the
 	// outbox window when both sweeps are on.
 	MinInboxMarginDays = 1
-	// DefaultPruneYieldToWriters is on: the bench (issue 16, pooled, with
+	// DefaultPruneYieldToWriters is on: the bench (pooled, with
 	// intervals) measured a writer's p99 commit latency during a backlog
 	// drain at 63-90x its latency alone with full batches and 2.1-2.2x with
 	// batches of a hundredth (the floor a CPU-only load of the same size
@@ -39,7 +39,7 @@ const (
 	// full batch size.
 	DefaultPruneYieldToWriters = true
 	// DefaultPruneMaxReplicaLag pauses the sweep while a streaming replica
-	// replays more than 10 s behind (issue 16): a replica that far behind
+	// replays more than 10 s behind: a replica that far behind
 	// serves stale reads and delays failover, and a drain's WAL is what
 	// puts it there. pt-archiver's --max-lag defaults to 1 s for MySQL
 	// replicas; PostgreSQL's replay_lag includes the replica's own apply
@@ -52,21 +52,21 @@ const (
 	// DefaultPruneMaxPause is prune.DefaultMaxPause: a table waits at most
 	// a minute a cycle, then waits for the next cycle and says so.
 	DefaultPruneMaxPause = prune.DefaultMaxPause
-	// DefaultPruneBatchSize matches prune.DefaultBatchSize (seed 000).
+	// DefaultPruneBatchSize matches prune.DefaultBatchSize.
 	DefaultPruneBatchSize = prune.DefaultBatchSize
 	// MaxPruneBatchSize bounds one DELETE; beyond it a batch holds locks and
 	// WAL for seconds, which is what batching exists to avoid.
 	MaxPruneBatchSize = 100_000
-	// DefaultPruneCycleCap matches prune.DefaultCycleCap (seed 000).
+	// DefaultPruneCycleCap matches prune.DefaultCycleCap.
 	DefaultPruneCycleCap = prune.DefaultCycleCap
 	// MaxPruneCycleCap bounds the cycle cap: the cap is the clock-jump
-	// guard of seed D6 (a wrong clock must not mass-delete), and a cap of
+	// guard (a wrong clock must not mass-delete), and a cap of
 	// 9e18 would switch it off. Ten times the default still lets a backlog
 	// drain of ten million rows run in one cycle.
 	MaxPruneCycleCap = 10_000_000
 	// DefaultReplayMaxAgeDays is the oldest an admin replay may reach: the
-	// inbox window every consumer of the fleet guarantees (31 days, seed
-	// 000 D3) less a day of margin for prune cadence and clock skew.
+	// inbox window every consumer of the fleet guarantees (31 days, ADR-022)
+	// less a day of margin for prune cadence and clock skew.
 	DefaultReplayMaxAgeDays = 30
 	// DefaultReplayMaxRows is the largest replay accepted: a range with more
 	// rows floods the broker and every consumer; narrow it instead.

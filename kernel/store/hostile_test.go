@@ -14,7 +14,7 @@ import (
 	"github.com/craig/retention/kernel/store"
 )
 
-// TestOpenRefusesUserinfo pins issue 9 finding 14: credentials inside the
+// TestOpenRefusesUserinfo: credentials inside the
 // bucket URL or its endpoint were accepted and copied into probe output,
 // ledger rows, events and manifests. The error never repeats them.
 func TestOpenRefusesUserinfo(t *testing.T) {
@@ -32,7 +32,7 @@ func TestOpenRefusesUserinfo(t *testing.T) {
 	}
 }
 
-// TestOpenDoesNotEchoOptionValues pins finding 13's store case: an unknown
+// TestOpenDoesNotEchoOptionValues: an unknown
 // URL option was echoed with its value.
 func TestOpenDoesNotEchoOptionValues(t *testing.T) {
 	t.Parallel()
@@ -42,7 +42,7 @@ func TestOpenDoesNotEchoOptionValues(t *testing.T) {
 	require.ErrorContains(t, err, "secret_key", "the option is named")
 }
 
-// TestRequestTimeout pins finding 11: a store that accepts connections and
+// TestRequestTimeout: a store that accepts connections and
 // never answers hung every request. Each request now fails within its
 // bound with ErrTimeout naming the endpoint.
 func TestRequestTimeout(t *testing.T) {
@@ -75,7 +75,7 @@ func TestRequestTimeout(t *testing.T) {
 	}
 }
 
-// TestGetCutMidBody (issue 22 finding 25): a store that answers a read and
+// TestGetCutMidBody: a store that answers a read and
 // then cannot give the object's bytes whole (damaged on its disk, a body
 // cut short) is ErrUnreadable, told apart from a missing object and a
 // timeout.

@@ -55,7 +55,7 @@ func NewArchiveKeys(service, table string, archivedAt time.Time, archiveID strin
 	return ArchiveKeys{Data: dir + dataSuffix, Manifest: dir + manifestSuffix}, nil
 }
 
-// ProbeKey is the boot probe's object of a service (D10):
+// ProbeKey is the boot probe's object of a service:
 // retention-archives/<service>/.probe.
 func ProbeKey(service string) (string, error) {
 	if err := ValidateSegment("service", service); err != nil {

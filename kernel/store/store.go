@@ -1,6 +1,6 @@
 // Package store is the archive object store: an S3-compatible bucket (or, for
 // unit tests only, a local directory or memory) opened from a gocloud.dev/blob
-// bucket URL, hardened for archives that must never be overwritten (D9).
+// bucket URL, hardened for archives that must never be overwritten.
 //
 // Bucket URLs:
 //
@@ -171,7 +171,7 @@ func timedOut(ctx context.Context, err error) error {
 }
 
 // Open opens the bucket a URL names (see the package comment for the forms).
-// It does not touch the network: the archiver's boot probe (D10) is what
+// It does not touch the network: the archiver's boot probe is what
 // proves the bucket is reachable and writable.
 func Open(ctx context.Context, bucketURL string, opts ...Option) (*Store, error) {
 	u, err := url.Parse(bucketURL)
@@ -305,7 +305,7 @@ func (s *Store) Identity() Identity { return s.identity }
 
 // IsLocalBackend reports whether the store is a local directory or memory:
 // fit for unit tests only (fileblob's IfNotExist is not safe under concurrent
-// writers, memblob is not durable). The archiver refuses such a store (D9).
+// writers, memblob is not durable). The archiver refuses such a store.
 func (s *Store) IsLocalBackend() bool { return s.scheme == SchemeFile || s.scheme == SchemeMem }
 
 // MaxObjectBytes is the largest object the store accepts: 5 GiB (see

@@ -10,7 +10,7 @@ import (
 	"github.com/craig/retention/kernel/lease"
 )
 
-// TestDryRunNeverMakesARealSweepSkip pins issue 9 finding 6: a dry run took
+// TestDryRunNeverMakesARealSweepSkip: a dry run took
 // each group's lease for a moment, so a real replica sweeping at that moment
 // found it held and skipped its hourly cycle (lock_held). A dry run now
 // reads pg_locks and never takes the lease: dry runs in a tight loop beside

@@ -58,7 +58,7 @@ type TransportConfig struct {
 // Transport returns the transport group: the published-only outbox policy,
 // THEN the inbox policy.
 //
-// The order is load-bearing (seed 000, D3.1): if the cycle fails between the
+// The order is load-bearing: if the cycle fails between the
 // two, the outbox is pruned and the inbox kept, so every consumer's dedup
 // record still outlives the outbox rows that could be replayed. Never reorder
 // them and never put both in one transaction (it would double the lock and

@@ -606,7 +606,7 @@ func TestTransportPoliciesConform(t *testing.T) {
 	require.Equal(t, int64(4), countInbox(t, b.db))
 }
 
-// TestSweeperReportsPauses (issue 16): the pacing bounds reach every
+// TestSweeperReportsPauses: the pacing bounds reach every
 // policy through Bounds; a table whose prune waited reports it
 // (paused_seconds by reason) and counts it in
 // retention_prune_paused_seconds_total{table,reason} as it waits, and one

@@ -152,7 +152,7 @@ func TestReportDeleted(t *testing.T) {
 	require.Equal(t, int64(1053), r.Deleted())
 }
 
-// TestNewRefusesUnpinnedPool (issue 22 finding 7): a sweep's cutoffs are
+// TestNewRefusesUnpinnedPool: a sweep's cutoffs are
 // computed in the session's zone; a pool whose sessions are not pinned to
 // UTC (a DST zone moves now() - 30 days by an hour) is refused.
 func TestNewRefusesUnpinnedPool(t *testing.T) {

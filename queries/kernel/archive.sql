@@ -1,8 +1,8 @@
 -- Archive-then-prune checks the kernel runs for every archived table.
 
 -- InsertOnlyTriggers lists, of the given tables, those that exist and have
--- an enabled BEFORE UPDATE trigger calling retention_refuse_update() (seed
--- D18: archived tables are insert-only, enforced by the database).
+-- an enabled BEFORE UPDATE trigger calling retention_refuse_update()
+-- (archived tables are insert-only, enforced by the database: ADR-058).
 -- tgtype bits: 2 = BEFORE, 16 = UPDATE.
 -- name: InsertOnlyTriggers :many
 SELECT c.relname::text AS table_name

@@ -26,7 +26,7 @@ SET last_error = sqlc.arg(last_error)
 WHERE id = sqlc.arg(id) AND published_at IS NULL;
 
 -- MarkMalformed stamps an envelope that can never be published so the drain
--- stops retrying it; last_error keeps the reason (seed 000, D-B caveat).
+-- stops retrying it; last_error keeps the reason.
 -- name: MarkMalformed :exec
 UPDATE event_outbox
 SET published_at = now(), last_error = sqlc.arg(last_error)

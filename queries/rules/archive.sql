@@ -3,7 +3,7 @@
 -- SelectRuleEvaluationsBatch returns up to batch_limit rows older than the
 -- hot window (database clock), oldest first, after the (evaluated_at, id)
 -- cursor, each with its to_jsonb text exactly as PostgreSQL renders it, and
--- stops at max_bytes of NDJSON (issue 9 finding 5: memory is bounded by the
+-- stops at max_bytes of NDJSON (memory is bounded by the
 -- byte cap, not by batch_size x row size):
 --   - doc_bytes is the row's NDJSON line length (its text plus the newline);
 --     running sums them in order;

@@ -2,7 +2,7 @@
 
 -- InsertArchiveRecord books one archive of any service in the fleet ledger.
 -- A replay of an archive already booked inserts nothing (0 rows): the
--- caller compares it with the booked row (divergence, D16); the row is
+-- caller compares it with the booked row (divergence); the row is
 -- never overwritten.
 -- name: InsertArchiveRecord :execrows
 INSERT INTO archive_records (

@@ -19,7 +19,7 @@ const EvaluationsTable = "rule_evaluations"
 const EvaluationsArchivedEvent = "rules.evaluations_archived"
 
 // SourceService identifies rules as the event's source (security validates
-// it before any write, D16).
+// it before any write).
 const SourceService = "craig-rules"
 
 // Tables is the rules service's table registry: each exported method is one

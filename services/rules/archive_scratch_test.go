@@ -25,8 +25,8 @@ func productionSpec(t testing.TB) archive.TableSpec {
 	return rules.Tables{}.RuleEvaluations()
 }
 
-// eventFields is the pinned field list of rules.evaluations_archived (B3; the
-// security service validates every one of them, D16).
+// eventFields is the pinned field list of rules.evaluations_archived (the
+// security service validates every one of them).
 var eventFields = []string{
 	"source_service", "archive_id", "table", "data_key", "manifest_key", "data_sha256", "record_count",
 	"store_endpoint", "store_bucket", "first_record_id", "last_record_id", "first_record_at",

@@ -11,7 +11,7 @@ import (
 	"github.com/craig/retention/services/rules"
 )
 
-// TestSelectionStopsAtTheByteCap pins issue 9 finding 5: the selection
+// TestSelectionStopsAtTheByteCap: the selection
 // loaded up to batch_size full documents before the byte cap applied (10,000
 // rows of 200 KiB = 2 GB, two batches in flight). It now returns documents
 // only while they fit max_batch_bytes, and the first row that does not fit
@@ -58,7 +58,7 @@ func TestSelectionStopsAtTheByteCap(t *testing.T) {
 	require.Zero(t, e.db.Count(t, `SELECT count(*) FROM rule_evaluations`))
 }
 
-// TestArchiveExtremeTimestamps pins issue 9 finding 20's archive half: rows
+// TestArchiveExtremeTimestamps: rows
 // at -infinity or BC dates were never archived and never reported (the
 // cursor started at year 1), and with batch size 1 the position was lost.
 func TestArchiveExtremeTimestamps(t *testing.T) {

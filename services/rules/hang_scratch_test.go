@@ -23,7 +23,7 @@ func silentStore(t *testing.T) (addr, bucketURL string) {
 	return addr, "s3://craig-archive?endpoint=http://" + addr + "&region=us-east-1&use_path_style=true&disable_https=true&anonymous=true"
 }
 
-// TestArchivePassFailsOnAHungStore pins issue 9 finding 11: a store that
+// TestArchivePassFailsOnAHungStore: a store that
 // accepts connections and never answers hung `archive run` for minutes,
 // holding the archive lease. Each request is now bounded: the pass reports
 // a store timeout naming the endpoint, deletes nothing, and frees the lease.

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestArchivedTablesAreInsertOnly pins issue 9 finding 4: insert-only was a
+// TestArchivedTablesAreInsertOnly: insert-only was a
 // comment. An UPDATE of an archived row between the archive's SELECT and
 // its DELETE silently lost the new version; now the database refuses every
 // UPDATE, naming the table and the reason, and changes nothing.

@@ -131,7 +131,7 @@ func TestFleetRowRollsBackWithTheArchive(t *testing.T) {
 	require.Zero(t, db.Count(t, `SELECT count(*) FROM event_outbox`))
 }
 
-// TestPurgeNeverTouchesFleetCopies (matrix row 14): security's purge acts
+// TestPurgeNeverTouchesFleetCopies: security's purge acts
 // on its own archive_ledger only; a due, unheld fleet row of another
 // service (rules' archive, whose objects rules' ledger owns) is never a
 // candidate and stays.

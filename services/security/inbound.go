@@ -26,7 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Inbound event path (seed D16): security consumes every event.
+// Inbound event path: security consumes every event.
 const (
 	// EventReceivedAction is the audit_log action of a received event.
 	EventReceivedAction = "event.received"

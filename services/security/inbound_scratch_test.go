@@ -124,7 +124,7 @@ func (e *fleetEnv) auditFleet(t *testing.T, id uuid.UUID) map[string]any {
 	return f
 }
 
-// TestInboundBooksAndReplays (matrix row 13): a signed, valid rules event
+// TestInboundBooksAndReplays: a signed, valid rules event
 // books one fleet row; an identical replay (another event id) leaves one
 // row; a conflicting replay leaves the row unchanged, WARNs naming the
 // fields and counts archive_ledger_divergence_total.
@@ -162,7 +162,7 @@ func TestInboundBooksAndReplays(t *testing.T) {
 	require.Equal(t, int64(3), e.db.Count(t, `SELECT count(*) FROM audit_log WHERE action = 'event.received'`))
 }
 
-// TestInboundRefusesForgeries (matrix row 13, D16): each forged event is
+// TestInboundRefusesForgeries: each forged event is
 // refused before any write to the fleet ledger, WARNed with the rule it
 // broke, counted under its reason, acknowledged (Handle returns nil), and
 // recorded in the generic audit row.
@@ -290,7 +290,7 @@ func TestInboundAppliesLifecycle(t *testing.T) {
 	_, until, _ := state()
 	require.Equal(t, "2030-06-30", until.UTC().Format(time.DateOnly))
 
-	// Issue 22 finding 13: released, then the old placement replayed (its
+	// Released, then the old placement replayed (its
 	// inbox row aged out, so a new event id): refused as stale, counted,
 	// the row stays released.
 	e.handle(t, delivery(t, "rules.archive_hold_released", map[string]any{"actor": "ops:carol", "at": next(), "legal_hold": map[string]bool{testArchiveID: false}}, e.rules))
@@ -323,7 +323,7 @@ func TestInboundAppliesLifecycle(t *testing.T) {
 	require.Equal(t, "ops:bob", by, "the approver's call destroyed it")
 }
 
-// TestDeadLetterUnstorableBodies (issue 22 finding 5): dead letters whose
+// TestDeadLetterUnstorableBodies: dead letters whose
 // bytes PostgreSQL cannot store as they are (a \u0000 escape, invalid
 // UTF-8, not JSON, a NUL in the event type or the reason) are recorded
 // losslessly, flagged, instead of failing (and being retried for ever).
@@ -359,10 +359,10 @@ func TestDeadLetterUnstorableBodies(t *testing.T) {
 	require.Equal(t, float64(len(cases)), testutil.ToFloat64(e.m.DeadLettered))
 }
 
-// TestForgeryDoesNotUseUpTheEventID (issue 22 finding 24): an unsigned
+// TestForgeryDoesNotUseUpTheEventID: an unsigned
 // forgery of an archive event, refused, does not claim its event id in the
 // inbox: the genuine signed event with that id, arriving later, is booked
-// (not dropped as a duplicate). And (finding 23) an oversized payload is
+// (not dropped as a duplicate). And an oversized payload is
 // recorded by its size and hash, not copied into audit_log.
 func TestForgeryDoesNotUseUpTheEventID(t *testing.T) {
 	t.Parallel()

@@ -3,7 +3,7 @@
 // audit trail (audit_log, dead_letter_audit: never swept, archived after
 // the hot window, then deleted) with the kernel's local archive_ledger; and
 // archive_records, the fleet ledger of every service's archives, kept from
-// validated archive events (seed D16).
+// validated archive events.
 package security
 
 import (

@@ -97,8 +97,8 @@ WHERE c.oid = ANY (
 
 // Archive-then-prune checks the kernel runs for every archived table.
 // InsertOnlyTriggers lists, of the given tables, those that exist and have
-// an enabled BEFORE UPDATE trigger calling retention_refuse_update() (seed
-// D18: archived tables are insert-only, enforced by the database).
+// an enabled BEFORE UPDATE trigger calling retention_refuse_update()
+// (archived tables are insert-only, enforced by the database: ADR-058).
 // tgtype bits: 2 = BEFORE, 16 = UPDATE.
 func (q *Queries) InsertOnlyTriggers(ctx context.Context, tableNames []string) ([]string, error) {
 	rows, err := q.db.Query(ctx, insertOnlyTriggers, tableNames)

@@ -468,7 +468,7 @@ type ListArchiveRecordsRow struct {
 // The archive lifecycle (kernel/lifecycle): records, retention dates, legal
 // holds and purges of a service's OWN archives (its local archive_ledger).
 //
-// The purge predicate (D14) is written out at every statement that selects
+// The purge predicate is written out at every statement that selects
 // for, or stamps, a destruction:
 //
 //	retention_until IS NOT NULL AND retention_until <= (now() AT TIME ZONE 'UTC')::date

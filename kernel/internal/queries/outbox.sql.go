@@ -91,7 +91,7 @@ type MarkMalformedParams struct {
 }
 
 // MarkMalformed stamps an envelope that can never be published so the drain
-// stops retrying it; last_error keeps the reason (seed 000, D-B caveat).
+// stops retrying it; last_error keeps the reason.
 func (q *Queries) MarkMalformed(ctx context.Context, arg MarkMalformedParams) error {
 	_, err := q.db.Exec(ctx, markMalformed, arg.LastError, arg.ID)
 	return err

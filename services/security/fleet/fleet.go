@@ -1,4 +1,4 @@
-// Package fleet is the validation of the fleet ledger (seed D16): an
+// Package fleet is the validation of the fleet ledger: an
 // archive event from any service is checked field by field BEFORE anything
 // is written, and a replay of an archive already booked is compared with the
 // booked row. Both are pure functions of their inputs (and the clock given),
@@ -26,7 +26,7 @@ const (
 	SecurityArchived = "security.archive_completed"
 )
 
-// Bounds of a booked archive (D16).
+// Bounds of a booked archive.
 const (
 	// MaxRecordCount is the largest archive an event may describe: the
 	// archive engine's largest batch.
@@ -165,7 +165,7 @@ type payload struct {
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
-// Validate checks an archive event of eventType against every rule of D16
+// Validate checks an archive event of eventType against every rule of the fleet ledger
 // at time now and returns the record to book; a *Refusal otherwise. It
 // writes nothing and reads nothing but its arguments and the registry.
 func (r Registry) Validate(eventType string, body []byte, now time.Time) (Record, error) {

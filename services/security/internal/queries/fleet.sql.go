@@ -194,7 +194,7 @@ type InsertArchiveRecordParams struct {
 // security's fleet ledger (archive_records) and audit trail writes.
 // InsertArchiveRecord books one archive of any service in the fleet ledger.
 // A replay of an archive already booked inserts nothing (0 rows): the
-// caller compares it with the booked row (divergence, D16); the row is
+// caller compares it with the booked row (divergence); the row is
 // never overwritten.
 func (q *Queries) InsertArchiveRecord(ctx context.Context, arg InsertArchiveRecordParams) (int64, error) {
 	result, err := q.db.Exec(ctx, insertArchiveRecord,
