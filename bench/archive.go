@@ -52,15 +52,15 @@ type archiveTarget struct {
 
 // rulesTarget is rule_evaluations (the archive scenario).
 func (r *runner) rulesTarget() archiveTarget {
-	return archiveTarget{name: "archive", service: "rules", binary: r.cfg.RulesBinary, table: "rule_evaluations",
-		seed: seedRuleEvaluations, countAged: countAgedEvaluations, copyAged: copyAgedEvaluations, batch: rules.DefaultSettings().Archive.BatchSize,
+	return archiveTarget{name: "archive", service: "rules", binary: r.cfg.RulesBinary, table: evaluationsTable,
+		seed: seedRuleEvaluations, countAged: countAgedEvaluations, copyAged: copyAgedEvaluations, batch: archiveSettings(rules.Spec()).BatchSize,
 		sets: rules.Spec().MigrationSets()}
 }
 
 // securityTarget is audit_log (the security_archive scenario).
 func (r *runner) securityTarget() archiveTarget {
-	return archiveTarget{name: "secarchive", service: "security", binary: r.cfg.SecurityBinary, table: "audit_log",
-		seed: seedAuditLog, countAged: countAgedAuditLog, copyAged: copyAgedAuditLog, batch: security.DefaultSettings().Archive.BatchSize,
+	return archiveTarget{name: "secarchive", service: "security", binary: r.cfg.SecurityBinary, table: auditLogTable,
+		seed: seedAuditLog, countAged: countAgedAuditLog, copyAged: copyAgedAuditLog, batch: archiveSettings(security.Spec()).BatchSize,
 		sets: security.Spec().MigrationSets()}
 }
 

@@ -80,7 +80,8 @@ func Run(ctx context.Context, cfg Config) (res *Results, err error) {
 // store's credentials when the environment names none: the harness deletes
 // the pass's objects with the credentials the child uses.
 func newRunner(cfg Config) (*runner, error) {
-	r := &runner{cfg: cfg, groups: app.Groups(rules.Spec(), rules.DefaultSettings())}
+	spec := rules.Spec()
+	r := &runner{cfg: cfg, groups: app.Groups(spec, spec.Defaults)}
 	if len(r.groups) == 0 || len(r.groups[0].Policies) == 0 || r.groups[0].Policies[0].Table != sweep.OutboxTable {
 		return nil, errors.New("the rules service's first sweep policy is not the outbox's")
 	}

@@ -113,14 +113,14 @@ func bookDue(ctx context.Context, pool interface {
 			return err
 		}
 		at := time.Now().UTC().Add(-400 * 24 * time.Hour).Truncate(time.Microsecond)
-		m := archive.Manifest{ArchiveID: id, Table: "rule_evaluations", DataKey: keys.Data, ManifestKey: keys.Manifest,
+		m := archive.Manifest{ArchiveID: id, Table: evaluationsTable, DataKey: keys.Data, ManifestKey: keys.Manifest,
 			DataSHA256: archive.SHA256Hex(data), RecordCount: 1, Endpoint: ident.Endpoint, Bucket: ident.Bucket,
 			FirstRecordID: id, LastRecordID: id, FirstRecordAt: at, LastRecordAt: at, HotWindowDays: 90, ArchivedAt: time.Now().UTC()}
 		tx, err := pool.Begin(ctx)
 		if err != nil {
 			return err
 		}
-		err = archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep(ctx, tx, m, archive.SystemActor)
+		err = rules.Spec().Archive.Bookkeeper.Bookkeep(ctx, tx, m, archive.SystemActor)
 		if err == nil {
 			err = lifecycle.ScheduleRetention(ctx, tx, id, 1)
 		}

@@ -193,9 +193,10 @@ func (w *readWorld) archiveAPI(v *auth.Verifier, reg prometheus.Registerer, logg
 	if err != nil {
 		return nil, err
 	}
-	cfg := archive.DefaultSettings()
+	spec := rules.Spec()
+	cfg := archiveSettings(spec)
 	// The engine is the API's "archiver enabled" (it is never run here).
-	eng, err := archive.New(w.pool, w.st, rules.ArchiveTables(), rules.Bookkeep, archive.Config{Service: w.service, HotWindowDays: cfg.HotWindowDays,
+	eng, err := archive.New(w.pool, w.st, spec.Archive.Tables(), spec.Archive.Bookkeeper.Bookkeep, archive.Config{Service: w.service, HotWindowDays: cfg.HotWindowDays,
 		BatchSize: cfg.BatchSize, MaxBatchBytes: cfg.MaxBatchBytes}, logger, arm)
 	if err != nil {
 		return nil, err
@@ -205,7 +206,7 @@ func (w *readWorld) archiveAPI(v *auth.Verifier, reg prometheus.Registerer, logg
 		return nil, err
 	}
 	return &app.ArchiveAPI{Verifier: v, Metrics: am, Logger: logger, Lifecycle: lm, Engine: eng, Knob: "bench",
-		Reader: archiveread.New(w.pool, w.st, w.service, rules.ArchiveTables()), VerifyMetrics: vm}, nil
+		Reader: archiveread.New(w.pool, w.st, w.service, spec.Archive.Tables()), VerifyMetrics: vm}, nil
 }
 
 // seedArchive is one archive's objects and ledger facts.
@@ -217,7 +218,7 @@ type seedArchive struct {
 // seed writes n archives of rows rows each (data and manifest objects, in
 // parallel) and books their ledger rows, readLedgerBatch per transaction.
 func (w *readWorld) seed(ctx context.Context, n, rows int) error {
-	cols, err := archive.TableColumns(ctx, w.pool, rules.EvaluationsTable)
+	cols, err := archive.TableColumns(ctx, w.pool, evaluationsTable)
 	if err != nil {
 		return err
 	}
@@ -260,7 +261,7 @@ func (w *readWorld) seed(ctx context.Context, n, rows int) error {
 func (w *readWorld) build(i, rows int, cols []archive.Column, ident store.Identity) (seedArchive, error) {
 	id := uuid.Must(uuid.NewV7())
 	at := time.Now().UTC().Add(-time.Duration(400*24-i%(300*24)) * time.Hour).Truncate(time.Second)
-	keys, err := store.NewArchiveKeys(w.service, rules.EvaluationsTable, at, id.String())
+	keys, err := store.NewArchiveKeys(w.service, evaluationsTable, at, id.String())
 	if err != nil {
 		return seedArchive{}, err
 	}
@@ -273,7 +274,7 @@ func (w *readWorld) build(i, rows int, cols []archive.Column, ident store.Identi
 	}
 	data := []byte(b.String())
 	first, last := at, at.Add(time.Duration(rows-1)*time.Millisecond)
-	return seedArchive{data: data, manifest: archive.Manifest{Format: "ndjson", ArchiveID: id, Service: w.service, Table: rules.EvaluationsTable,
+	return seedArchive{data: data, manifest: archive.Manifest{Format: "ndjson", ArchiveID: id, Service: w.service, Table: evaluationsTable,
 		RecordCount: rows, DataKey: keys.Data, ManifestKey: keys.Manifest, DataSHA256: archive.SHA256Hex(data), Endpoint: ident.Endpoint,
 		Bucket: ident.Bucket, FirstRecordID: w.rowID(uint64(i) * uint64(rows)), LastRecordID: w.rowID(uint64(i)*uint64(rows) + uint64(rows-1)),
 		FirstRecordAt: first, LastRecordAt: last, HotWindowDays: 90, ArchivedAt: time.Now().UTC().Truncate(time.Microsecond),
@@ -288,7 +289,7 @@ func (w *readWorld) book(ctx context.Context, ms []archive.Manifest) error {
 			return err
 		}
 		for _, m := range ms[start:min(start+readLedgerBatch, len(ms))] {
-			if err := rules.Bookkeep(ctx, tx, m, m.ArchivedBy); err != nil {
+			if err := rules.Spec().Archive.Bookkeeper.Bookkeep(ctx, tx, m, m.ArchivedBy); err != nil {
 				_ = tx.Rollback(ctx)
 				return err
 			}
@@ -309,7 +310,7 @@ func (w *readWorld) fetchRandom(ctx context.Context, n, archives, rows int) ([]t
 		seq := rng.Uint64N(uint64(archives) * uint64(rows))
 		id := w.rowID(seq)
 		start := time.Now()
-		body, err := w.call(ctx, http.MethodGet, "rows/"+rules.EvaluationsTable+"/"+id.String(), nil)
+		body, err := w.call(ctx, http.MethodGet, "rows/"+evaluationsTable+"/"+id.String(), nil)
 		lat = append(lat, time.Since(start))
 		if err != nil {
 			return nil, err
