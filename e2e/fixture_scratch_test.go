@@ -103,11 +103,16 @@ func fixtureSpec() app.Spec[fixtureSettings] {
 		Defaults:  fixtureSettings{Transport: settings.DefaultTransport(app.DefaultDatabaseURL("fixture"))},
 		Transport: func(s fixtureSettings) settings.Transport { return s.Transport },
 		Locals: []app.Local[fixtureSettings]{{
-			Policy: prune.Policy{Table: "widgets", AgeColumn: "done_at", Eligible: "state = 'done'", Keep: "state <> 'done'",
+			Sweep: prune.Declaration{
+				Table:     "widgets",
+				AgeColumn: "done_at",
+				Eligible:  "state = 'done'",
+				Keep:      "state <> 'done'",
 				DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
 					tag, err := db.Exec(ctx, deleteDoneWidgets, p.WindowDays, p.Limit)
 					return tag.RowsAffected(), err
-				}},
+				},
+			},
 			DefaultWindowDays: 30,
 		}},
 	}

@@ -83,9 +83,10 @@ func (s Spec[T]) MigrationSets() []migrations.Set {
 // the policy's AgeColumn, Eligible and Keep, its dry run, backlog gauge,
 // watchdogs, plan check and conformance suite.
 type Local[T any] struct {
-	// Policy is the sweep: Table, AgeColumn, Eligible, Keep, Invariant and
-	// DeleteBatch (its WindowDays comes from the settings key).
-	Policy prune.Policy
+	// Sweep is the table's declaration: Table, AgeColumn, Eligible, Keep,
+	// Invariant and DeleteBatch. The kernel adds the bounds (PolicyFor):
+	// the window from the settings key, batch sizes, timeouts, pacing.
+	Sweep prune.Declaration
 	// DefaultWindowDays is the window when <table>_retention_days is not
 	// set; 0 means the kernel's settings.DefaultLocalRetentionDays (30).
 	DefaultWindowDays int
@@ -107,9 +108,9 @@ func (l Local[T]) defaultWindow() int {
 // settings' transport (its default when they were not loaded, as in a
 // test's spec.Defaults).
 func (l Local[T]) PolicyFor(tr settings.Transport) prune.Policy {
-	p := l.Policy
+	p := prune.Policy{Declaration: l.Sweep}
 	p.WindowDays = l.defaultWindow()
-	if v, ok := tr.Derived.Get(WindowKey(l.Policy.Table)); ok {
+	if v, ok := tr.Derived.Get(WindowKey(l.Sweep.Table)); ok {
 		p.WindowDays = v
 	}
 	p.RetirePartitions = true // a range-partitioned local table retires whole partitions

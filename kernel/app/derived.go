@@ -15,10 +15,10 @@ import (
 func (s Spec[T]) DerivedKeys() []settings.Derived {
 	var out []settings.Derived
 	for _, l := range s.Locals {
-		table := l.Policy.Table
+		table := l.Sweep.Table
 		doc := l.Doc
 		if doc == "" {
-			doc = fmt.Sprintf("Days a row of `%s` is kept after its `%s` before the sweep deletes it, if it matches `%s` (rows that must be kept never do)", table, l.Policy.AgeColumn, l.Policy.Eligible)
+			doc = fmt.Sprintf("Days a row of `%s` is kept after its `%s` before the sweep deletes it, if it matches `%s` (rows that must be kept never do)", table, l.Sweep.AgeColumn, l.Sweep.Eligible)
 		}
 		out = append(out, settings.Derived{
 			Key: WindowKey(table), Default: l.defaultWindow(), Min: 0, Max: settings.MaxRetentionDays,

@@ -27,8 +27,12 @@ func localSpec(table string) app.Spec[localSettings] {
 		},
 		Transport: func(s localSettings) settings.Transport { return s.Transport },
 		Locals: []app.Local[localSettings]{{
-			Policy: prune.Policy{Table: table, AgeColumn: "done_at", Eligible: "TRUE",
-				DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) { return 0, nil }},
+			Sweep: prune.Declaration{
+				Table:       table,
+				AgeColumn:   "done_at",
+				Eligible:    "TRUE",
+				DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) { return 0, nil },
+			},
 		}},
 	}
 }
@@ -88,7 +92,7 @@ func TestLocalKeyIsDerived(t *testing.T) {
 	require.Equal(t, 45, app.Groups(spec, spec.Defaults)[1].Policies[0].WindowDays, "unloaded settings: the default")
 
 	clash := localSpec("event_outbox")
-	clash.Locals[0].Policy.Table = "event_outbox" // event_outbox_retention_days is a Transport field
+	clash.Locals[0].Sweep.Table = "event_outbox" // event_outbox_retention_days is a Transport field
 	_, err = app.LoadSettings(clash, settings.Source{Environ: []string{}})
 	require.ErrorContains(t, err, "event_outbox_retention_days is both a settings field and a table's derived key")
 }

@@ -95,11 +95,11 @@ func CheckRegistrations[T any](spec Spec[T]) error {
 		tables[table] = true
 	}
 	for _, l := range spec.Locals {
-		add(l.Policy.Table)
-		if other, dup := invariants[l.Policy.Invariant]; dup && l.Policy.Invariant != "" {
-			errs = append(errs, fmt.Errorf("%s: tables %q and %q share the invariant name %q: each watchdog needs its own", spec.Name, other, l.Policy.Table, l.Policy.Invariant))
+		add(l.Sweep.Table)
+		if other, dup := invariants[l.Sweep.Invariant]; dup && l.Sweep.Invariant != "" {
+			errs = append(errs, fmt.Errorf("%s: tables %q and %q share the invariant name %q: each watchdog needs its own", spec.Name, other, l.Sweep.Table, l.Sweep.Invariant))
 		}
-		invariants[l.Policy.Invariant] = l.Policy.Table
+		invariants[l.Sweep.Invariant] = l.Sweep.Table
 	}
 	if spec.Archive != nil {
 		for _, t := range spec.Archive.Tables() {

@@ -14,11 +14,11 @@ import (
 type registry struct{}
 
 func (registry) Widgets() app.Local[localSettings] {
-	return app.Local[localSettings]{Policy: prune.Policy{Table: "widgets"}}
+	return app.Local[localSettings]{Sweep: prune.Declaration{Table: "widgets"}}
 }
 
 func (registry) Gadgets() app.Local[localSettings] {
-	return app.Local[localSettings]{Policy: prune.Policy{Table: "gadgets"}}
+	return app.Local[localSettings]{Sweep: prune.Declaration{Table: "gadgets"}}
 }
 
 func (registry) GizmoEvents() archive.TableSpec { return archive.TableSpec{Table: "gizmo_events"} }
@@ -34,7 +34,7 @@ func TestRegistryMethodsAreTheTables(t *testing.T) {
 	t.Parallel()
 	var swept []string
 	for _, l := range app.LocalsOf[localSettings](registry{}) {
-		swept = append(swept, l.Policy.Table)
+		swept = append(swept, l.Sweep.Table)
 	}
 	require.Equal(t, []string{"gadgets", "widgets"}, swept)
 	require.Equal(t, []string{"gizmo_events"}, archive.TableNames(app.ArchivedOf(registry{})))
@@ -84,7 +84,7 @@ func TestCheckRegistrations(t *testing.T) {
 		spec.Locals = nil
 		for i, table := range tt.tables {
 			l := localSpec(table).Locals[0]
-			l.Policy.Invariant = tt.inv[i]
+			l.Sweep.Invariant = tt.inv[i]
 			spec.Locals = append(spec.Locals, l)
 		}
 		require.ErrorContains(t, app.CheckRegistrations(spec), tt.want, tt.name)

@@ -96,7 +96,7 @@ func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
 	})}
 	for _, l := range spec.Locals {
 		groups = append(groups, sweep.Group{
-			Name: l.Policy.Table, LockKey: lease.KeyFor(spec.Name, l.Policy.Table), Policies: []prune.Policy{l.PolicyFor(tr)},
+			Name: l.Sweep.Table, LockKey: lease.KeyFor(spec.Name, l.Sweep.Table), Policies: []prune.Policy{l.PolicyFor(tr)},
 		})
 	}
 	return sweep.Bounds{

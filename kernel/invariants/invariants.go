@@ -166,8 +166,17 @@ var errWatchOnly = errors.New("invariants: an archive watchdog never deletes")
 // window + ArchiveOverrunGraceDays, which the archiver should have moved.
 // hotWindowDays 0 (the archiver is disabled) disables it.
 func ForArchive(table, ageColumn string, hotWindowDays int) Spec {
-	p := prune.Policy{Table: table, AgeColumn: ageColumn, Eligible: "TRUE", WindowDays: hotWindowDays,
-		DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) { return 0, errWatchOnly }}
+	p := prune.Policy{
+		Declaration: prune.Declaration{
+			Table:       table,
+			AgeColumn:   ageColumn,
+			Eligible:    "TRUE",
+			DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) { return 0, errWatchOnly },
+		},
+		Bounds: prune.Bounds{
+			WindowDays: hotWindowDays,
+		},
+	}
 	s := Spec{Name: table + "_hot_window_overrun", Table: table, WindowDays: hotWindowDays, policy: p}
 	if s.Disabled() {
 		s.Description = fmt.Sprintf("%s rows past the hot window: archiver disabled, not checked", table)

@@ -148,8 +148,15 @@ func TestCheckAllStopsAtTheFirstError(t *testing.T) {
 
 	out, in := transportSpecs(30, 31)
 	missing := invariants.FromPolicy(prune.Policy{
-		Table: "no_such_table", WindowDays: 30, AgeColumn: "created_at", Eligible: "TRUE",
-		DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) { return 0, nil },
+		Declaration: prune.Declaration{
+			Table:       "no_such_table",
+			AgeColumn:   "created_at",
+			Eligible:    "TRUE",
+			DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) { return 0, nil },
+		},
+		Bounds: prune.Bounds{
+			WindowDays: 30,
+		},
 	})
 	results, err := invariants.CheckAll(ctx, db.Pool, []invariants.Spec{out, missing, in})
 	require.ErrorContains(t, err, "invariant no_such_table_retention_overrun")

@@ -139,7 +139,7 @@ func TestDescriptionFollowsTheWindow(t *testing.T) {
 
 func TestFromPolicyDefaultName(t *testing.T) {
 	t.Parallel()
-	s := invariants.FromPolicy(prune.Policy{Table: "some_queue", WindowDays: 7, AgeColumn: "done_at", Eligible: "done_at IS NOT NULL"})
+	s := invariants.FromPolicy(prune.Policy{Declaration: prune.Declaration{Table: "some_queue", AgeColumn: "done_at", Eligible: "done_at IS NOT NULL"}, Bounds: prune.Bounds{WindowDays: 7}})
 	require.Equal(t, "some_queue_retention_overrun", s.Name)
 	require.Equal(t, 9, s.ThresholdDays)
 	requireTiedToConstants(t, s)
@@ -175,9 +175,17 @@ func TestDisabledSpecNeverQueries(t *testing.T) {
 
 func TestCheckRefusesAnUninspectablePolicyWithoutQuerying(t *testing.T) {
 	t.Parallel()
-	s := invariants.FromPolicy(prune.Policy{Table: "t", WindowDays: 30, DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
-		return 0, nil
-	}}) // no AgeColumn, no Eligible
+	s := invariants.FromPolicy(prune.Policy{
+		Declaration: prune.Declaration{
+			Table: "t",
+			DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
+				return 0, nil
+			},
+		},
+		Bounds: prune.Bounds{
+			WindowDays: 30,
+		},
+	}) // no AgeColumn, no Eligible
 	_, err := invariants.Check(context.Background(), noQueryDB{t}, s)
 	require.ErrorIs(t, err, prune.ErrNotInspectable)
 	require.ErrorContains(t, err, "invariant t_retention_overrun")

@@ -99,8 +99,17 @@ func ageRow(oldest *float64) func(dest ...any) error {
 
 func inspectable(window, batch int, cycleCap int64) prune.Policy {
 	return prune.Policy{
-		Table: "event_outbox", WindowDays: window, BatchSize: batch, CycleCap: cycleCap,
-		AgeColumn: "created_at", Eligible: "published_at IS NOT NULL", DeleteBatch: noopBatch,
+		Declaration: prune.Declaration{
+			Table:       "event_outbox",
+			AgeColumn:   "created_at",
+			Eligible:    "published_at IS NOT NULL",
+			DeleteBatch: noopBatch,
+		},
+		Bounds: prune.Bounds{
+			WindowDays: window,
+			BatchSize:  batch,
+			CycleCap:   cycleCap,
+		},
 	}
 }
 

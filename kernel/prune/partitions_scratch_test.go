@@ -417,14 +417,24 @@ func TestRetireOnlyByTheAgeColumn(t *testing.T) {
 		CREATE TABLE jobs_default PARTITION OF jobs DEFAULT;
 		INSERT INTO jobs (status, created_at, completed_at) SELECT 'sent', '2000-06-01', now() - interval '40 days' FROM generate_series(1, 50);
 		INSERT INTO jobs (status, created_at, completed_at) SELECT 'sent', '2000-06-01', now() - interval '1 day' FROM generate_series(1, 70);`)
-	p := prune.Policy{Table: "jobs", WindowDays: 30, AgeColumn: "completed_at", Eligible: "status = 'sent'", Keep: "status <> 'sent'",
-		RetirePartitions: true,
-		DeleteBatch: func(ctx context.Context, db prune.DB, bp prune.BatchParams) (int64, error) {
-			tag, err := db.Exec(ctx, `DELETE FROM jobs WHERE (id, created_at) IN (SELECT id, created_at FROM jobs
+	p := prune.Policy{
+		Declaration: prune.Declaration{
+			Table:     "jobs",
+			AgeColumn: "completed_at",
+			Eligible:  "status = 'sent'",
+			Keep:      "status <> 'sent'",
+			DeleteBatch: func(ctx context.Context, db prune.DB, bp prune.BatchParams) (int64, error) {
+				tag, err := db.Exec(ctx, `DELETE FROM jobs WHERE (id, created_at) IN (SELECT id, created_at FROM jobs
 				WHERE status = 'sent' AND completed_at < now() - make_interval(days => $1::int) LIMIT $2)
 				AND completed_at < now() - make_interval(days => $1::int)`, bp.WindowDays, bp.Limit)
-			return tag.RowsAffected(), err
-		}}
+				return tag.RowsAffected(), err
+			},
+		},
+		Bounds: prune.Bounds{
+			WindowDays:       30,
+			RetirePartitions: true,
+		},
+	}
 	plan, err := prune.Plan(ctx, b.db.Pool, p)
 	require.NoError(t, err)
 	require.Empty(t, plan.PartitionsToDrop)

@@ -145,21 +145,23 @@ func (c *Cursor) Advance(at time.Time, id [16]byte) {
 	}
 }
 
-// Policy is one swept table.
+// Policy is one swept table: what its team declares (Declaration) and the
+// bounds and modes the kernel applies to it (Bounds). A service team writes
+// only the Declaration (app.Local); the kernel fills the Bounds from the
+// settings and its defaults.
 type Policy struct {
+	Declaration
+	Bounds
+}
+
+// Declaration is what a team writes about one swept table: the table, the
+// column its age is read from, which rows may go and which must stay, and
+// its batch delete.
+type Declaration struct {
 	// Table is the table name; it is also the metric and report label.
 	Table string
-	// WindowDays is the retention window in days; 0 disables the sweep of
-	// this table (and only this table).
-	WindowDays int
-	// BatchSize is the most rows one DELETE removes; 0 means DefaultBatchSize.
-	BatchSize int
-	// CycleCap is the most rows one PruneTable call deletes; 0 means
-	// DefaultCycleCap.
-	CycleCap int64
 	// DeleteBatch is the table's batch delete.
 	DeleteBatch DeleteBatchFunc
-
 	// AgeColumn is the timestamp column the window applies to, as in the
 	// batch delete (created_at, received_at, completed_at, ...).
 	AgeColumn string
@@ -184,7 +186,31 @@ type Policy struct {
 	// Reviewed SQL like Eligible; kerneltest.CheckPolicy proves the
 	// complement on the seeded rows.
 	Keep string
+	// GenericPlans runs the batch statements with plan_cache_mode =
+	// force_generic_plan: each prepared statement is planned once per
+	// session instead of once per batch. Set it only for a batch delete
+	// whose best plan does not depend on its parameter values (a keyset
+	// range scan of the sweep index, as the transport sweeps are; the bench
+	// measured 0.82 -> 0.89 of the unbounded DELETE with it). A delete that
+	// relies on the planner seeing the cutoff (a LIMIT without ORDER BY, as
+	// the ctid-shaped local sweeps are) must leave it false: a generic plan
+	// may scan the whole table.
+	GenericPlans bool
+}
 
+// Bounds are the limits and modes the kernel applies to a swept table's
+// prune: its window, its batch sizes and cap, its timeouts, yielding to
+// writers, partition retirement and pacing. The zero value of each field
+// means the kernel's default (WindowDays 0: the table is not swept).
+type Bounds struct {
+	// WindowDays is the retention window in days; 0 disables the sweep of
+	// this table (and only this table).
+	WindowDays int
+	// BatchSize is the most rows one DELETE removes; 0 means DefaultBatchSize.
+	BatchSize int
+	// CycleCap is the most rows one PruneTable call deletes; 0 means
+	// DefaultCycleCap.
+	CycleCap int64
 	// StatementTimeout and LockTimeout bound each batch statement on the
 	// server; 0 leaves the server's (role's, session's) setting.
 	//
@@ -213,16 +239,6 @@ type Policy struct {
 	// ReducedBatchSize is the batch size after MaxConsecutiveTimeouts
 	// timeouts in a row; 0 means a tenth of the batch size (at least 1).
 	ReducedBatchSize int
-	// GenericPlans runs the batch statements with plan_cache_mode =
-	// force_generic_plan: each prepared statement is planned once per
-	// session instead of once per batch. Set it only for a batch delete
-	// whose best plan does not depend on its parameter values (a keyset
-	// range scan of the sweep index, as the transport sweeps are; the bench
-	// measured 0.82 -> 0.89 of the unbounded DELETE with it). A delete that
-	// relies on the planner seeing the cutoff (a LIMIT without ORDER BY, as
-	// the ctid-shaped local sweeps are) must leave it false: a generic plan
-	// may scan the whole table.
-	GenericPlans bool
 	// YieldToWriters keeps batches small while other sessions of the server
 	// are committing writes: then (and for YieldHold after the last one
 	// seen, and for YieldProbe at the start of a call) batches run at the

@@ -40,7 +40,7 @@ func noopBatch(context.Context, prune.DB, prune.BatchParams) (int64, error) { re
 func TestPolicyValidate(t *testing.T) {
 	t.Parallel()
 
-	valid := prune.Policy{Table: "t", WindowDays: 30, BatchSize: 100, CycleCap: 1000, DeleteBatch: noopBatch}
+	valid := prune.Policy{Declaration: prune.Declaration{Table: "t", DeleteBatch: noopBatch}, Bounds: prune.Bounds{WindowDays: 30, BatchSize: 100, CycleCap: 1000}}
 
 	tests := []struct {
 		name    string
@@ -124,7 +124,15 @@ func TestPruneTableLoop(t *testing.T) {
 
 			ft := &fakeTable{eligible: tt.eligible}
 			rep, err := prune.PruneTable(context.Background(), nil, prune.Policy{
-				Table: "t", WindowDays: 30, BatchSize: tt.batch, CycleCap: tt.cycleCap, DeleteBatch: ft.deleteBatch,
+				Declaration: prune.Declaration{
+					Table:       "t",
+					DeleteBatch: ft.deleteBatch,
+				},
+				Bounds: prune.Bounds{
+					WindowDays: 30,
+					BatchSize:  tt.batch,
+					CycleCap:   tt.cycleCap,
+				},
 			})
 			require.NoError(t, err)
 			require.Equal(t, "t", rep.Table)
@@ -150,7 +158,7 @@ func TestPruneTable(t *testing.T) {
 		t.Parallel()
 
 		ft := &fakeTable{eligible: 10}
-		rep, err := prune.PruneTable(ctx, nil, prune.Policy{Table: "t", WindowDays: 0, DeleteBatch: ft.deleteBatch})
+		rep, err := prune.PruneTable(ctx, nil, prune.Policy{Declaration: prune.Declaration{Table: "t", DeleteBatch: ft.deleteBatch}, Bounds: prune.Bounds{WindowDays: 0}})
 		require.NoError(t, err)
 		rep.Duration = 0
 		require.Equal(t, prune.Report{Table: "t", Disabled: true}, rep)
@@ -162,7 +170,15 @@ func TestPruneTable(t *testing.T) {
 
 		ft := &fakeTable{eligible: 1}
 		_, err := prune.PruneTable(ctx, nil, prune.Policy{
-			Table: "t", WindowDays: prune.MaxWindowDays, BatchSize: math.MaxInt32, CycleCap: math.MaxInt64, DeleteBatch: ft.deleteBatch,
+			Declaration: prune.Declaration{
+				Table:       "t",
+				DeleteBatch: ft.deleteBatch,
+			},
+			Bounds: prune.Bounds{
+				WindowDays: prune.MaxWindowDays,
+				BatchSize:  math.MaxInt32,
+				CycleCap:   math.MaxInt64,
+			},
 		})
 		require.NoError(t, err)
 		require.Len(t, ft.calls, 1)
@@ -177,13 +193,19 @@ func TestPruneTable(t *testing.T) {
 		boom := errors.New("boom")
 		calls := 0
 		rep, err := prune.PruneTable(ctx, nil, prune.Policy{
-			Table: "t", WindowDays: 30, BatchSize: 10,
-			DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
-				calls++
-				if calls == 3 {
-					return 0, boom
-				}
-				return 10, nil
+			Declaration: prune.Declaration{
+				Table: "t",
+				DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
+					calls++
+					if calls == 3 {
+						return 0, boom
+					}
+					return 10, nil
+				},
+			},
+			Bounds: prune.Bounds{
+				WindowDays: 30,
+				BatchSize:  10,
 			},
 		})
 		require.ErrorIs(t, err, boom)
@@ -199,7 +221,7 @@ func TestPruneTable(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		ft := &fakeTable{eligible: 10}
-		rep, err := prune.PruneTable(cctx, nil, prune.Policy{Table: "t", WindowDays: 30, DeleteBatch: ft.deleteBatch})
+		rep, err := prune.PruneTable(cctx, nil, prune.Policy{Declaration: prune.Declaration{Table: "t", DeleteBatch: ft.deleteBatch}, Bounds: prune.Bounds{WindowDays: 30}})
 		require.ErrorIs(t, err, context.Canceled)
 		require.Empty(t, ft.calls)
 		require.Zero(t, rep.Batches)
@@ -212,10 +234,16 @@ func TestPruneTable(t *testing.T) {
 		defer cancel()
 		ft := &fakeTable{eligible: 1000}
 		rep, err := prune.PruneTable(cctx, nil, prune.Policy{
-			Table: "t", WindowDays: 30, BatchSize: 100,
-			DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
-				defer cancel() // the context ends after the first batch returns
-				return ft.deleteBatch(ctx, db, p)
+			Declaration: prune.Declaration{
+				Table: "t",
+				DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
+					defer cancel() // the context ends after the first batch returns
+					return ft.deleteBatch(ctx, db, p)
+				},
+			},
+			Bounds: prune.Bounds{
+				WindowDays: 30,
+				BatchSize:  100,
 			},
 		})
 		require.ErrorIs(t, err, context.Canceled)
@@ -233,10 +261,15 @@ func TestPruneTable(t *testing.T) {
 
 		const pause = 2 * time.Millisecond
 		rep, err := prune.PruneTable(ctx, nil, prune.Policy{
-			Table: "t", WindowDays: 30,
-			DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
-				time.Sleep(pause) // makes wall time pass; not a synchronisation
-				return 0, nil
+			Declaration: prune.Declaration{
+				Table: "t",
+				DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
+					time.Sleep(pause) // makes wall time pass; not a synchronisation
+					return 0, nil
+				},
+			},
+			Bounds: prune.Bounds{
+				WindowDays: 30,
 			},
 		})
 		require.NoError(t, err)
@@ -244,10 +277,17 @@ func TestPruneTable(t *testing.T) {
 
 		// Also when the cap stops the loop and when a batch fails.
 		rep, err = prune.PruneTable(ctx, nil, prune.Policy{
-			Table: "t", WindowDays: 30, BatchSize: 1, CycleCap: 1,
-			DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
-				time.Sleep(pause)
-				return 1, nil
+			Declaration: prune.Declaration{
+				Table: "t",
+				DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
+					time.Sleep(pause)
+					return 1, nil
+				},
+			},
+			Bounds: prune.Bounds{
+				WindowDays: 30,
+				BatchSize:  1,
+				CycleCap:   1,
 			},
 		})
 		require.NoError(t, err)
@@ -255,10 +295,15 @@ func TestPruneTable(t *testing.T) {
 		require.GreaterOrEqual(t, rep.Duration, pause)
 
 		rep, err = prune.PruneTable(ctx, nil, prune.Policy{
-			Table: "t", WindowDays: 30,
-			DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
-				time.Sleep(pause)
-				return 0, errors.New("boom")
+			Declaration: prune.Declaration{
+				Table: "t",
+				DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
+					time.Sleep(pause)
+					return 0, errors.New("boom")
+				},
+			},
+			Bounds: prune.Bounds{
+				WindowDays: 30,
 			},
 		})
 		require.Error(t, err)

@@ -148,8 +148,16 @@ func TestPruneTableBatchTimeouts(t *testing.T) {
 			t.Parallel()
 			s := &scripted{script: []rune(tt.script)}
 			rep, err := prune.PruneTable(context.Background(), nil, prune.Policy{
-				Table: "t", WindowDays: 30, BatchSize: tt.batch, ReducedBatchSize: tt.reduced, CycleCap: tt.cycleCap,
-				DeleteBatch: s.deleteBatch,
+				Declaration: prune.Declaration{
+					Table:       "t",
+					DeleteBatch: s.deleteBatch,
+				},
+				Bounds: prune.Bounds{
+					WindowDays:       30,
+					BatchSize:        tt.batch,
+					ReducedBatchSize: tt.reduced,
+					CycleCap:         tt.cycleCap,
+				},
 			})
 			switch {
 			case tt.wantErr != nil:
@@ -184,11 +192,16 @@ func TestPruneTableCancellationIsNotATimeout(t *testing.T) {
 	defer cancel()
 	calls := 0
 	rep, err := prune.PruneTable(ctx, nil, prune.Policy{
-		Table: "t", WindowDays: 30,
-		DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
-			calls++
-			cancel()
-			return 0, &pgconn.PgError{Code: "57014", Message: "canceling statement due to user request"}
+		Declaration: prune.Declaration{
+			Table: "t",
+			DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
+				calls++
+				cancel()
+				return 0, &pgconn.PgError{Code: "57014", Message: "canceling statement due to user request"}
+			},
+		},
+		Bounds: prune.Bounds{
+			WindowDays: 30,
 		},
 	})
 	require.Error(t, err)
@@ -201,14 +214,20 @@ func TestPruneTableWrappedTimeoutIsRecognised(t *testing.T) {
 	t.Parallel()
 	calls := 0
 	rep, err := prune.PruneTable(context.Background(), nil, prune.Policy{
-		Table: "t", WindowDays: 30, BatchSize: 10,
-		DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
-			calls++
-			if calls == 1 {
-				// A generated query or a wrapper may wrap the server's error.
-				return 0, errors.Join(errors.New("delete batch"), &pgconn.PgError{Code: "55P03"})
-			}
-			return 0, nil
+		Declaration: prune.Declaration{
+			Table: "t",
+			DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
+				calls++
+				if calls == 1 {
+					// A generated query or a wrapper may wrap the server's error.
+					return 0, errors.Join(errors.New("delete batch"), &pgconn.PgError{Code: "55P03"})
+				}
+				return 0, nil
+			},
+		},
+		Bounds: prune.Bounds{
+			WindowDays: 30,
+			BatchSize:  10,
 		},
 	})
 	require.NoError(t, err)
@@ -218,7 +237,7 @@ func TestPruneTableWrappedTimeoutIsRecognised(t *testing.T) {
 
 func TestPolicyValidateTimeouts(t *testing.T) {
 	t.Parallel()
-	valid := prune.Policy{Table: "t", WindowDays: 30, DeleteBatch: noopBatch, StatementTimeout: time.Second, LockTimeout: time.Second, ReducedBatchSize: 10}
+	valid := prune.Policy{Declaration: prune.Declaration{Table: "t", DeleteBatch: noopBatch}, Bounds: prune.Bounds{WindowDays: 30, StatementTimeout: time.Second, LockTimeout: time.Second, ReducedBatchSize: 10}}
 	require.NoError(t, valid.Validate())
 
 	tests := []struct {

@@ -69,19 +69,27 @@ func Transport(c TransportConfig) Group {
 		LockKey: lease.TransportKey,
 		Policies: []prune.Policy{
 			{
-				Table: OutboxTable, WindowDays: c.OutboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
-				AgeColumn: "created_at", Eligible: "published_at IS NOT NULL", Keep: "published_at IS NULL", Invariant: "outbox_retention_overrun",
-				GenericPlans: true, YieldToWriters: c.YieldToWriters, RetirePartitions: true,
-				DeleteBatch: outboxKeyset.batch,
+				Declaration: prune.Declaration{
+					Table: OutboxTable, AgeColumn: "created_at", Eligible: "published_at IS NOT NULL", Keep: "published_at IS NULL",
+					Invariant: "outbox_retention_overrun", GenericPlans: true, DeleteBatch: outboxKeyset.batch,
+				},
+				Bounds: c.bounds(c.OutboxWindowDays),
 			},
 			{
-				Table: InboxTable, WindowDays: c.InboxWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
-				AgeColumn: "received_at", Eligible: "TRUE", Keep: "FALSE", Invariant: "inbox_retention_overrun",
-				GenericPlans: true, YieldToWriters: c.YieldToWriters, RetirePartitions: true,
-				DeleteBatch: inboxKeyset.batch,
+				Declaration: prune.Declaration{
+					Table: InboxTable, AgeColumn: "received_at", Eligible: "TRUE", Keep: "FALSE",
+					Invariant: "inbox_retention_overrun", GenericPlans: true, DeleteBatch: inboxKeyset.batch,
+				},
+				Bounds: c.bounds(c.InboxWindowDays),
 			},
 		},
 	}
+}
+
+// bounds are a transport table's bounds at its window.
+func (c TransportConfig) bounds(windowDays int) prune.Bounds {
+	return prune.Bounds{WindowDays: windowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap,
+		YieldToWriters: c.YieldToWriters, RetirePartitions: true}
 }
 
 // keyset is one table's pair of keyset statements (queries/kernel/sweep.sql):

@@ -173,10 +173,18 @@ func (c *callLog) get() []string {
 }
 
 func fakePolicy(table string, log *callLog, fn func() (int64, error)) prune.Policy {
-	return prune.Policy{Table: table, WindowDays: 30, DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
-		log.add(table)
-		return fn()
-	}}
+	return prune.Policy{
+		Declaration: prune.Declaration{
+			Table: table,
+			DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) {
+				log.add(table)
+				return fn()
+			},
+		},
+		Bounds: prune.Bounds{
+			WindowDays: 30,
+		},
+	}
 }
 
 func TestSweeperRunOnce(t *testing.T) {
@@ -423,7 +431,7 @@ func TestSweeperRunOnce(t *testing.T) {
 			{Name: "broken", LockKey: 12, Policies: []prune.Policy{
 				fakePolicy("broken_a", calls, func() (int64, error) { return 0, boom }),
 				fakePolicy("broken_b", calls, ok),
-				{Table: "broken_c", WindowDays: 0, DeleteBatch: noopBatch},
+				{Declaration: prune.Declaration{Table: "broken_c", DeleteBatch: noopBatch}},
 			}},
 			transport(0, 0),
 		}

@@ -19,7 +19,7 @@ import (
 func noopBatch(context.Context, prune.DB, prune.BatchParams) (int64, error) { return 0, nil }
 
 func policy(table string) prune.Policy {
-	return prune.Policy{Table: table, WindowDays: 30, DeleteBatch: noopBatch}
+	return prune.Policy{Declaration: prune.Declaration{Table: table, DeleteBatch: noopBatch}, Bounds: prune.Bounds{WindowDays: 30}}
 }
 
 func TestTransportGroup(t *testing.T) {

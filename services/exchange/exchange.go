@@ -40,9 +40,12 @@ type Tables struct{}
 // jobs never match.
 func (Tables) SendJobs() app.Local[Settings] {
 	return app.Local[Settings]{
-		Policy: prune.Policy{
-			Table: SendJobsTable, AgeColumn: "completed_at", Eligible: "status IN ('sent', 'failed')",
-			Keep: "status NOT IN ('sent', 'failed')", Invariant: "send_jobs_retention_overrun",
+		Sweep: prune.Declaration{
+			Table:     SendJobsTable,
+			AgeColumn: "completed_at",
+			Eligible:  "status IN ('sent', 'failed')",
+			Keep:      "status NOT IN ('sent', 'failed')",
+			Invariant: "send_jobs_retention_overrun",
 			DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
 				return queries.New(db).DeleteTerminalSendJobsBatch(ctx, queries.DeleteTerminalSendJobsBatchParams{WindowDays: p.WindowDays, BatchLimit: p.Limit})
 			},

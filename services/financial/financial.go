@@ -39,8 +39,10 @@ type Tables struct{}
 // AND processed_at < cutoff, never a dead-lettered row.
 func (Tables) Reconcile() app.Local[Settings] {
 	return app.Local[Settings]{
-		Policy: prune.Policy{
-			Table: ReconcileTable, AgeColumn: "processed_at", Eligible: "processed_at IS NOT NULL AND dead_lettered_at IS NULL",
+		Sweep: prune.Declaration{
+			Table:     ReconcileTable,
+			AgeColumn: "processed_at",
+			Eligible:  "processed_at IS NOT NULL AND dead_lettered_at IS NULL",
 			Keep:      "processed_at IS NULL OR dead_lettered_at IS NOT NULL",
 			Invariant: "reconcile_settled_retention_overrun",
 			DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {

@@ -12,9 +12,11 @@ import (
 // they finished; a pending attempt is never deleted.
 func (Tables) WebhookAttempts() app.Local[Settings] {
 	return app.Local[Settings]{
-		Policy: prune.Policy{
-			Table: "exchange_webhook_attempts", AgeColumn: "finished_at",
-			Eligible: "status IN ('delivered', 'abandoned')", Keep: "status NOT IN ('delivered', 'abandoned')",
+		Sweep: prune.Declaration{
+			Table:     "exchange_webhook_attempts",
+			AgeColumn: "finished_at",
+			Eligible:  "status IN ('delivered', 'abandoned')",
+			Keep:      "status NOT IN ('delivered', 'abandoned')",
 			Invariant: "webhook_attempts_retention_overrun",
 			DeleteBatch: func(ctx context.Context, db prune.DB, p prune.BatchParams) (int64, error) {
 				return queries.New(db).DeleteFinishedWebhookAttemptsBatch(ctx, queries.DeleteFinishedWebhookAttemptsBatchParams{WindowDays: p.WindowDays, BatchLimit: p.Limit})
