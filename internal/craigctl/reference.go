@@ -78,12 +78,9 @@ func flagRows(fs *pflag.FlagSet) []string {
 		if f.Shorthand != "" {
 			name = "`-" + f.Shorthand + "`, " + name
 		}
-		def := f.DefValue
-		switch {
-		case def == "" || def == "[]":
+		def := "`" + f.DefValue + "`"
+		if f.DefValue == "" || f.DefValue == "[]" {
 			def = "–"
-		default:
-			def = "`" + def + "`"
 		}
 		usage := strings.ReplaceAll(f.Usage, "|", "\\|")
 		rows = append(rows, fmt.Sprintf("| %s | %s | %s |\n", name, def, usage))
