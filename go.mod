@@ -132,8 +132,8 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-// The workspace modules this module imports (the magefile uses the
-// migration library); go.work resolves them too, these keep `go mod tidy`
+// The workspace modules this module imports (magefile.go imports the
+// targets of build/); go.work resolves them too, these keep `go mod tidy`
 // working in this module on its own.
 replace (
 	github.com/craig/retention/build => ./build

@@ -162,7 +162,7 @@ func Default() Config {
 		ArchiveRows:    200_000,
 		ArchiveBigRows: 1_000,
 		FleetEvents:    20_000,
-		// The sizes: 10,000 ledger rows of 1,000 rows, 200 ids.
+		// The read scenario's sizes: 10,000 ledger rows of 1,000 rows, 200 ids.
 		ReadArchives: 10_000, ReadRowsPerArchive: 1_000, ReadFetches: 200,
 		AMQPURL:    DefaultAMQPURL,
 		WriterRate: 1000, WriterMinSamples: 5000,

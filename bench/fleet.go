@@ -102,7 +102,7 @@ func (r *runner) fleetOnce(ctx context.Context, tpl string, round int, signer *e
 		})
 	}()
 	defer func() { stop(); <-done }()
-	queue := app.InboundQueue(exchange, security.Name)
+	queue := app.InboundQueue(exchange, security.Spec().Name)
 	if err := waitConsumer(ctx, r.cfg.AMQPURL, queue); err != nil {
 		return run, err
 	}
@@ -249,8 +249,8 @@ func deleteFleetBroker(url, exchange string) {
 	if err != nil {
 		return
 	}
-	dlx, dlq := app.DeadLetterNames(exchange, security.Name)
-	_, _ = ch.QueueDelete(app.InboundQueue(exchange, security.Name), false, false, false)
+	dlx, dlq := app.DeadLetterNames(exchange, security.Spec().Name)
+	_, _ = ch.QueueDelete(app.InboundQueue(exchange, security.Spec().Name), false, false, false)
 	_, _ = ch.QueueDelete(dlq, false, false, false)
 	_ = ch.ExchangeDelete(exchange, false, false)
 	_ = ch.ExchangeDelete(dlx, false, false)

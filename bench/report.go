@@ -125,8 +125,7 @@ func WriteJSON(res *Results, dir string) (string, error) {
 	return path, nil
 }
 
-// Markdown renders the results as the tables the README's Performance
-// section shows.
+// Markdown renders the results as the tables bench/README.md shows.
 func Markdown(res *Results) string {
 	var b strings.Builder
 	writeMachine(&b, res)

@@ -128,7 +128,7 @@ type Machine struct {
 	Busy bool `json:"busy"`
 }
 
-// Goal is one line of the issue's goal table.
+// Goal is one line of the goal table (bench/README.md).
 type Goal struct {
 	What     string   `json:"what"`
 	Goal     string   `json:"goal"`

@@ -19,8 +19,8 @@ import (
 )
 
 // The proof of the service-team seam: a fixture service adds one
-// swept table (widgets) and one archived table (gizmo_events) the way the
-// README's "How a service team adds a table" sections say, and runs the
+// swept table (widgets) and one archived table (gizmo_events) the way
+// docs/adding-a-table.md says, and runs the
 // kernel's conformance through CheckSpec with nothing edited elsewhere. A
 // real service writes its SQL in migrations/ and queries/ (sqlc); the
 // fixture, being a test, inlines it.

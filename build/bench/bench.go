@@ -13,7 +13,7 @@ import (
 	"github.com/magefile/mage/sh"
 )
 
-// Bench groups the benchmark targets (bench/, README "Performance").
+// Bench groups the benchmark targets (bench/, bench/README.md).
 type Bench mg.Namespace
 
 // Run benchmarks the kernel against the ceiling and its peers on scratch databases and the S3 store (sizes: CRAIG_BENCH_* env), writing bench/results/<date>.json (alias: bench).

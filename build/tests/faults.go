@@ -21,8 +21,8 @@ import (
 	"github.com/magefile/mage/mg"
 )
 
-// faultsFuzzTime is how long each fuzz target runs in test:faults (the
-// issue's floor); CRAIG_FAULTS_FUZZTIME overrides it (a Go duration).
+// faultsFuzzTime is how long each fuzz target runs in test:faults (a
+// minute finds shallow parser bugs in CI's time); CRAIG_FAULTS_FUZZTIME overrides it (a Go duration).
 const faultsFuzzTime = "60s"
 
 // fuzzTargets are the suite's fuzzers: module directory, package, target.

@@ -33,7 +33,7 @@ const (
 	// Addr is loopback only: the root credentials below are public.
 	Addr = "127.0.0.1:7070"
 	// AccessKey and SecretKey are versitygw's root user; the tests'
-	// defaults (kerneltest) and the README name the same pair.
+	// defaults (kerneltest) and docs/testing.md name the same pair.
 	AccessKey = "craig"
 	SecretKey = "craigsecret"
 	// Region is what the bucket URL signs with (versitygw's default too).

@@ -66,8 +66,8 @@ func InModules(mods []string, verb, tags string, flags ...string) error {
 }
 
 // hasPackages reports whether the module in dir has any package under the
-// build tags (go test and go vet fail on a module that has none, such as the
-// root module while it holds only this magefile). Broken packages still
+// build tags (go test and go vet fail on a module that has none, such as a module
+// whose only Go file carries a build tag). Broken packages still
 // count (-e): the real command reports them.
 func hasPackages(dir, tags string) (bool, error) {
 	var out bytes.Buffer

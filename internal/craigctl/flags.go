@@ -12,7 +12,7 @@ import (
 
 // decimal is an integer flag read strictly in base 10, the way the services
 // read their settings: pflag's own int flags parse with base 0, so "030"
-// would be octal 24 (the parser a hostile tester broke last round) and
+// would be octal 24 (a parser that reads a leading zero as octal) and
 // "0x1e" 30. A leading zero is refused, never guessed at.
 type decimal struct {
 	v   *int

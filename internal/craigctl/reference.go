@@ -24,7 +24,8 @@ func Reference() []byte {
 }
 
 // Commands is every command path of the tree ("craigctl archive fetch"),
-// with the long flag names it accepts (its own and inherited).
+// with the flags it accepts (its own and inherited): long names and
+// one-letter shorthands.
 func Commands() map[string][]string {
 	out := map[string][]string{}
 	var walk func(c *cobra.Command)
@@ -33,7 +34,12 @@ func Commands() map[string][]string {
 			return
 		}
 		var flags []string
-		add := func(f *pflag.Flag) { flags = append(flags, f.Name) }
+		add := func(f *pflag.Flag) {
+			flags = append(flags, f.Name)
+			if f.Shorthand != "" {
+				flags = append(flags, f.Shorthand)
+			}
+		}
 		c.LocalFlags().VisitAll(add)
 		c.InheritedFlags().VisitAll(add)
 		out[c.CommandPath()] = flags

@@ -4,6 +4,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -47,8 +48,24 @@ func TestDocsNameOnlyWhatExists(t *testing.T) {
 			all = append(all, f.String())
 		}
 	}
+	// The alert rules' runbook annotations point into the documents too.
+	rules, err := filepath.Glob(filepath.Join(root, "deploy", "prometheus", "*.yml"))
+	require.NoError(t, err)
+	for _, file := range rules {
+		raw, err := os.ReadFile(file)
+		require.NoError(t, err)
+		rel, _ := filepath.Rel(root, file)
+		for _, m := range docRef.FindAllStringSubmatch(string(raw), -1) {
+			for _, f := range CheckLink(filepath.ToSlash(rel), m[1], facts) {
+				all = append(all, f.String())
+			}
+		}
+	}
 	require.Empty(t, all, "documents name what does not exist (fix the document, or the name):\n%s", strings.Join(all, "\n"))
 }
+
+// docRef is a reference to a repository document in a non-markdown file.
+var docRef = regexp.MustCompile(`([A-Za-z0-9_./-]+\.md(?:#[a-z0-9_-]+)?)`)
 
 // TestCheckFindsDanglingNames plants one dangling name of every kind beside
 // a real one of the same kind: each dangling one is found, no real one is.
@@ -57,20 +74,37 @@ func TestCheckFindsDanglingNames(t *testing.T) {
 	facts := gather(t, repoRoot(t))
 	cases := []struct{ kind, good, bad, name string }{
 		{"command", "`craigctl archive fetch rule_evaluations --id 1`", "`craigctl archive fetchall`", "craigctl archive fetchall"},
+		{"command", "`./bin/craigctl archive verify`", "`./bin/craigctl archive fetchall`", "craigctl archive fetchall"},
+		{"command", "`CRAIG_TOKEN=x craigctl archive verify`", "`echo x | craigctl archive fetchall`", "craigctl archive fetchall"},
 		{"flag", "`craigctl archive verify --deep`", "`craigctl archive verify --shallow`", "craigctl archive verify --shallow"},
+		{"flag", "`craigctl archive fetch t --id 1 -o f`", "`craigctl archive verify -z`", "craigctl archive verify -z"},
 		{"command", "`rules sweep --once`", "`rules sweepall`", "<svc> sweepall"},
 		{"flag", "`<svc> invariants --gate`", "`<svc> invariants --gated`", "<svc> invariants --gated"},
+		{"flag", "`go run ./services/rules/cmd/rules sweep -once`", "`go run ./services/rules/cmd/rules sweep -twice`", "<svc> sweep -twice"},
 		{"target", "`go tool mage store:up`", "`go tool mage store:upp`", "store:upp"},
+		{"target", "`go tool mage -v test:service rules`", "`go tool mage store:up store:upp`", "store:upp"},
+		{"target", "`go tool mage -h migrate`", "`go tool mage -h migrat`", "migrat"},
 		{"key", "`archive.enabled`", "`archive.enabled_really`", "archive.enabled_really"},
 		{"key", "`archive.hot_window.<table>_days`", "`archive.retention.<table>_years`", "archive.retention.<table>_years"},
+		{"key", "`archive.hot_window_days=5`", "`archiv.hot_window_days`", "archiv.hot_window_days"},
 		{"env", "`CRAIG_RULES__ARCHIVE__ENABLED`", "`CRAIG_RULES__ARCHIVE__ENABLE`", "CRAIG_RULES__ARCHIVE__ENABLE"},
 		{"metric", "`retention_prune_capped_total{table}`", "`retention_prune_cappd_total`", "retention_prune_cappd_total"},
-		{"route", "`GET /admin/archive/rows/{table}/{id}`", "`GET /admin/archive/row/{table}/{id}`", "/admin/archive/row/{table}/{id}"},
+		{"metric", "`rate(retention_prune_capped_total[5m])`", "`rate(retention_prune_bogus_total[5m])`", "retention_prune_bogus_total"},
+		{"alert", "`RetentionPruneCapped`", "`RetentionSweepStalledd`", "RetentionSweepStalledd"},
+		{"route", "`GET /admin/archive/rows/{table}/{id}`", "`GET /admin/archive/row/{table}/{id}`", "GET /admin/archive/row/{table}/{id}"},
+		{"route", "`POST /admin/archive/holds`", "`DELETE /admin/archive/holds`", "DELETE /admin/archive/holds"},
+		{"route", "`curl -s localhost:8081/admin/retention`", "`curl -s localhost:8081/admin/archive/row/x`", "/admin/archive/row/x"},
 		{"path", "`kernel/prune/prune.go`", "`kernel/prune/pruner.go`", "kernel/prune/pruner.go"},
+		{"path", "`kernel/prune/prune.go:42`", "`kernel/prune/pruner.go:42`", "kernel/prune/pruner.go:42"},
+		{"path", "`go test ./kernel/prune/...`", "`go test ./kernel/prunee/...`", "./kernel/prunee/..."},
 		{"path", "`services/<name>/cmd/<name>`", "`magefiles/`", "magefiles/"},
 		{"word", "`event_outbox`", "`event_outbox_archive`", "event_outbox_archive"},
+		{"word", "`audit_log_hot_window_overrun`", "`audit_log_hot_window_overrunn`", "audit_log_hot_window_overrunn"},
 		{"link", "[adding](adding-a-table.md)", "[adding](adding-a-tables.md)", "adding-a-tables.md"},
 		{"link", "[tests](testing.md#the-fault-suite)", "[tests](testing.md#the-faults-suite)", "testing.md#the-faults-suite"},
+		{"link", `[x](testing.md "title")`, `[x](nothere.md "title")`, "nothere.md"},
+		{"link", "[ref]: testing.md", "[ref]: nothere.md", "nothere.md"},
+		{"link", `<a href="testing.md">x</a>`, `<a href="nothere.md">x</a>`, "nothere.md"},
 	}
 	for _, c := range cases {
 		t.Run(c.kind+"/"+c.name, func(t *testing.T) {
@@ -81,10 +115,21 @@ func TestCheckFindsDanglingNames(t *testing.T) {
 			require.Equal(t, Finding{File: "docs/x.md", Line: 2, Kind: c.kind, Name: c.name}, got[0])
 		})
 	}
-	t.Run("fenced block", func(t *testing.T) {
+	blocks := []struct{ name, doc string }{
+		{"sh", "```sh\ncraigctl archive purge --limit 10 --force\n```\n`--force` in prose\n"},
+		{"tilde fence and a prompt", "~~~\n$ craigctl archive purge --force\n~~~\n"},
+		{"path in a block", "```\n$ cat magefiles/main.go\n```\n"},
+		{"yaml settings", "```yaml\narchive:\n  enabled: true\n  hot_window_dayz: 3\n```\n"},
+	}
+	for _, b := range blocks {
+		t.Run("block/"+b.name, func(t *testing.T) {
+			t.Parallel()
+			require.Len(t, Check("docs/x.md", b.doc, facts), 1, "%v", Check("docs/x.md", b.doc, facts))
+		})
+	}
+	t.Run("yaml of another kind is not settings", func(t *testing.T) {
 		t.Parallel()
-		got := Check("docs/x.md", "```sh\ncraigctl archive purge --limit 10 --force\n```\n`--force` in prose\n", facts)
-		require.Equal(t, []Finding{{File: "docs/x.md", Line: 2, Kind: "flag", Name: "craigctl archive purge --force"}}, got)
+		require.Empty(t, Check("docs/x.md", "```yaml\nservices:\n  - {name: rules, url: x}\n```\n", facts))
 	})
 }
 

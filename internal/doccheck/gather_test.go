@@ -36,6 +36,7 @@ func gather(t *testing.T, root string) Facts {
 		Service:  serviceCommands(t),
 		Mage:     mageTargets(t, root),
 		Metrics:  map[string]bool{},
+		Alerts:   alerts(t, root),
 		Words:    map[string]bool{},
 		Literals: map[string]bool{},
 		Exists: func(p string) bool {
@@ -53,8 +54,8 @@ func gather(t *testing.T, root string) Facts {
 	word := regexp.MustCompile(`[a-z][a-z0-9]*(?:_[a-z0-9]+)+`)
 	env := regexp.MustCompile(`CRAIG_[A-Z0-9_<>]*[A-Z0-9>]`)
 	metric := regexp.MustCompile(`Name:\s+"([a-z_:]+)"`)
-	literal := regexp.MustCompile(`"([a-z_][a-z0-9_.]*)"`)
-	route := regexp.MustCompile(`"(?:GET|POST|PUT|DELETE|PATCH) (/[^"\s]*)"`)
+	literal := regexp.MustCompile(`"([a-z_.][a-z0-9_.]*)"`)
+	route := regexp.MustCompile(`"((?:GET|POST|PUT|DELETE|PATCH) /[^"\s]*)"`)
 	for path, text := range sources {
 		for _, w := range word.FindAllString(text, -1) {
 			f.Words[w] = true
@@ -214,4 +215,21 @@ func anchors(path string) ([]string, bool) {
 		}
 	}
 	return out, true
+}
+
+// alerts are the alert names of the shipped Prometheus rule files.
+func alerts(t *testing.T, root string) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, "deploy", "prometheus", "*.yml"))
+	require.NoError(t, err)
+	out := map[string]bool{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, m := range regexp.MustCompile(`(?m)^\s*- alert:\s*(\w+)`).FindAllStringSubmatch(string(raw), -1) {
+			out[m[1]] = true
+		}
+	}
+	require.NotEmpty(t, out, "no alerts in deploy/prometheus")
+	return out
 }

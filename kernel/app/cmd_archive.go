@@ -280,7 +280,7 @@ const archiveMemorySlack = 48 << 20
 // without a limit the collector lets the heap grow to twice the live data
 // between collections, and a batch's documents arrive faster than it runs
 // (measured for 200 KiB rows at 32 MiB batches: 207 MiB peak RSS with
-// neither, 126 MiB with the streamed NDJSON alone; README Performance has
+// neither, 126 MiB with the streamed NDJSON alone; bench/README.md has
 // the figure with both). The limit is soft: it makes the collector work
 // harder near it and never fails an allocation. The bound the benchmark
 // checks is 64 MiB + 2 × max_batch_bytes.

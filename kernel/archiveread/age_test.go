@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestAgeOf (second hostile round): BC dates are read (a range from year 0
+// TestAgeOf: BC dates are read (a range from year 0
 // selects 1 BC), infinities are outside every range, anything else
 // unreadable is an error, never a row silently left out.
 func TestAgeOf(t *testing.T) {

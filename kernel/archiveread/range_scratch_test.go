@@ -50,7 +50,7 @@ func rangeRead(ctx context.Context, t *testing.T, r *archiveread.Reader, from, t
 	return sum, out.String()
 }
 
-// TestRangeBoundaryBetweenMicroseconds (second hostile round): a bound
+// TestRangeBoundaryBetweenMicroseconds: a bound
 // between two microseconds splits ranges the way PostgreSQL sees them, so a
 // row archived at X, and one still hot at X, appear exactly once across
 // [X-1h, X+0.5µs) and [X+0.5µs, X+1h) (the archived one was in neither).
@@ -72,7 +72,7 @@ func TestRangeBoundaryBetweenMicroseconds(t *testing.T) {
 	require.Equal(t, 1, arch, "archived row at X appears once across the two tiles")
 }
 
-// TestRangeReadsBCRows (second hostile round): a range naming year 0000
+// TestRangeReadsBCRows: a range naming year 0000
 // (1 BC) returns the archived row of 1 BC (it was skipped, the summary
 // complete all the same) as well as the hot one.
 func TestRangeReadsBCRows(t *testing.T) {

@@ -39,7 +39,7 @@ func TestSameAndReserved(t *testing.T) {
 	require.False(t, identity.HasReservedPrefix("ops:system:x", "system:", "cli:"))
 }
 
-// TestLookalikesOfTheHostileRound: what the hostile round passed off as a
+// TestLookalikesOfTheHostileRound: what a hostile tester passed off as a
 // second person or a non-reserved name.
 func TestLookalikesOfTheHostileRound(t *testing.T) {
 	t.Parallel()

@@ -43,7 +43,7 @@ ORDER BY t.evaluated_at, t.id LIMIT $4::int`
 		}}
 }
 
-// TestHoldPlacedDuringABooking (second hostile round): a table hold placed
+// TestHoldPlacedDuringABooking: a table hold placed
 // while an archive pass is booking an archive it covers used to see neither
 // the other (the booking read the committed holds, the hold's refresh the
 // committed ledger): the archive was held by the purge predicate only, its

@@ -477,7 +477,7 @@ func waitForLockWait(t *testing.T, w *world) {
 	}, time.Minute, 10*time.Millisecond, "a session waits on the row lock")
 }
 
-// TestRetentionJudgedAgainstTheCommittedDate (hostile round): a date is
+// TestRetentionJudgedAgainstTheCommittedDate: a date is
 // judged against the date it replaces once the row is locked, not one read
 // before a concurrent change committed: moving 2030 to 2035 while another
 // call's 2040 is committing is bringing destruction nearer (from 2040), which
@@ -501,7 +501,7 @@ func TestRetentionJudgedAgainstTheCommittedDate(t *testing.T) {
 	require.Equal(t, int64(1), w.db.Count(t, `SELECT count(*) FROM archive_ledger WHERE archive_id = $1 AND retention_until = '2040-01-01'`, a.ArchiveID))
 }
 
-// TestPurgeExactlyStopsAtAHoldPlacedMeanwhile (hostile round): a confirmed
+// TestPurgeExactlyStopsAtAHoldPlacedMeanwhile: a confirmed
 // list [x, y] whose y is held while x is being destroyed: x (already
 // destroyed) is reported, y is kept, and the answer is no_longer_purgeable
 // naming y, never a quiet success.

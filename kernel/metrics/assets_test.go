@@ -25,7 +25,7 @@ import (
 const (
 	alertsFile    = "../../deploy/prometheus/retention-alerts.yml"
 	dashboardFile = "../../deploy/grafana/retention-dashboard.json"
-	readmeFile    = "../../README.md"
+	operatingFile = "../../docs/operating.md"
 )
 
 // exported returns every metric family the sweep and the watchdogs export,
@@ -409,7 +409,7 @@ func TestDashboard(t *testing.T) {
 	}
 	walk(d.Panels)
 
-	// The panels the issue asks for, by the metric each must read.
+	// The panels an operator needs, by the metric each must read.
 	var all []string
 	for _, q := range d.queries(t) {
 		names, _ := metricNames(q)
@@ -431,7 +431,7 @@ func TestDashboard(t *testing.T) {
 	}
 }
 
-// TestAssetsReferenceOnlyExportedMetrics is the issue's guard: every metric
+// TestAssetsReferenceOnlyExportedMetrics: every metric
 // the alert rules and the dashboard read is one the code exports, so a
 // renamed or removed instrument breaks this test, not a silent panel or a
 // never-firing alert. Every function they call is a real PromQL function.
@@ -467,14 +467,14 @@ func TestAssetsReferenceOnlyExportedMetrics(t *testing.T) {
 	require.NotEmpty(t, referenced)
 }
 
-// TestREADMEDocumentsEveryMetric: the README's Metrics table names every
-// instrument of the sweep and the watchdogs.
-func TestREADMEDocumentsEveryMetric(t *testing.T) {
+// TestOperatingDocumentsEveryMetric: the Metrics table of
+// docs/operating.md names every instrument of the sweep and the watchdogs.
+func TestOperatingDocumentsEveryMetric(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(readmeFile)
+	doc, err := os.ReadFile(operatingFile)
 	require.NoError(t, err)
 	for name := range exported(t) {
-		require.True(t, strings.Contains(string(readme), "| `"+name+"` |"), "README's Metrics table documents %s", name)
+		require.True(t, strings.Contains(string(doc), "| `"+name+"` |"), "the Metrics table of docs/operating.md documents %s", name)
 	}
 }
 

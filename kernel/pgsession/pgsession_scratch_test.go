@@ -11,7 +11,7 @@ import (
 	"github.com/craig/retention/kernel/pgsession"
 )
 
-// TestPinWinsOverEveryOtherSpelling (second hostile round): PGTZ and a
+// TestPinWinsOverEveryOtherSpelling: PGTZ and a
 // lower-case timezone or datestyle in the URL become startup parameters
 // under their own names; PostgreSQL takes the last one sent, in random
 // order. Pinned pools drop them: every connection is UTC and ISO.

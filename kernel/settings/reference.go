@@ -4,7 +4,7 @@ import "strings"
 
 // Undocumented returns the keys of T (with their environment variables for
 // service) that a configuration reference text does not mention. A service
-// pins its README with it, so a new key cannot ship undocumented.
+// pins docs/configuration.md with it, so a new key cannot ship undocumented.
 func Undocumented[T any](service, reference string) []string {
 	var missing []string
 	envPrefix := EnvPrefix(service)

@@ -339,7 +339,7 @@ func TestDeadLetterUnstorableBodies(t *testing.T) {
 		{"not json", "exchange.sent", "bad", []byte("not json at all")},
 		{"empty", "exchange.sent", "bad", nil},
 		{"nul in type and reason", "exchange.\x00sent", "re\x00ason \xff", []byte(`{"case":"c"}`)},
-		// The hostile round: what Go's JSON accepts and jsonb refuses or loses.
+		// What Go's JSON accepts and jsonb refuses or loses.
 		{"lone surrogate", "exchange.sent", "bad", []byte(`{"case":"\ud800"}`)},
 		{"huge exponent", "exchange.sent", "bad", []byte(`{"n":1e1000000}`)},
 		{"tiny exponent", "exchange.sent", "bad", []byte(`{"n":1e-1000000}`)},
