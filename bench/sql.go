@@ -8,6 +8,21 @@ package bench
 // own statements are never restated here: the kernel configurations call
 // the kernel.
 
+// outboxPayload is the payload of a seeded outbox event g created at c.at:
+// about the size of a real placement event.
+const outboxPayload = `jsonb_build_object('case_id', 'case-' || lpad((g % 100000)::text, 6, '0'), 'seq', g,
+                          'county', 'county-' || (g % 58), 'actor', 'worker-' || (g % 97),
+                          'occurred_at', c.at, 'digest', md5(g::text))`
+
+// drainRowTimes spreads $1 rows: 1..$2 over [now - 55 d, now - 31 d), the
+// rest over [now - 29 d, now).
+const drainRowTimes = `
+FROM generate_series(1, $1::int) AS g,
+LATERAL (SELECT CASE WHEN g <= $2::int
+                     THEN now() - interval '55 days' + (g - 1) * (interval '24 days' / $2::int)
+                     ELSE now() - interval '29 days' + (g - $2::int - 1) * (interval '29 days' / ($1::int - $2::int))
+                END AS at) AS c`
+
 // seedDrainOutbox inserts $1 event_outbox rows in created_at order (the
 // physical order of an append-only table). Rows 1..$2 are old: created over
 // [now - 55 d, now - 31 d), every 46th of them still pending (an undelivered
@@ -17,16 +32,10 @@ package bench
 const seedDrainOutbox = `
 INSERT INTO event_outbox (event_type, payload, created_at, published_at)
 SELECT 'case.placement_changed',
-       jsonb_build_object('case_id', 'case-' || lpad((g % 100000)::text, 6, '0'), 'seq', g,
-                          'county', 'county-' || (g % 58), 'actor', 'worker-' || (g % 97),
-                          'occurred_at', c.at, 'digest', md5(g::text)),
+       ` + outboxPayload + `,
        c.at,
        CASE WHEN g <= $2::int AND g % 46 = 0 THEN NULL ELSE c.at + interval '2 seconds' END
-FROM generate_series(1, $1::int) AS g,
-LATERAL (SELECT CASE WHEN g <= $2::int
-                     THEN now() - interval '55 days' + (g - 1) * (interval '24 days' / $2::int)
-                     ELSE now() - interval '29 days' + (g - $2::int - 1) * (interval '29 days' / ($1::int - $2::int))
-                END AS at) AS c`
+` + drainRowTimes
 
 // seedSteadyOutbox inserts $1 event_outbox rows at an even rate over the
 // window ($2 days) + 1 hour, ending now, except for a 30-minute gap right
@@ -36,9 +45,7 @@ LATERAL (SELECT CASE WHEN g <= $2::int
 const seedSteadyOutbox = `
 INSERT INTO event_outbox (event_type, payload, created_at, published_at)
 SELECT 'case.placement_changed',
-       jsonb_build_object('case_id', 'case-' || lpad((g % 100000)::text, 6, '0'), 'seq', g,
-                          'county', 'county-' || (g % 58), 'actor', 'worker-' || (g % 97),
-                          'occurred_at', c.at, 'digest', md5(g::text)),
+       ` + outboxPayload + `,
        c.at,
        CASE WHEN g > $1::int - $1::int / 10000 THEN NULL ELSE c.at + interval '2 seconds' END
 FROM generate_series(1, $1::int) AS g,
@@ -193,17 +200,11 @@ LIMIT $1`
 const seedPartitionOutbox = `
 INSERT INTO event_outbox (event_type, payload, created_at, published_at)
 SELECT 'case.placement_changed',
-       jsonb_build_object('case_id', 'case-' || lpad((g % 100000)::text, 6, '0'), 'seq', g,
-                          'county', 'county-' || (g % 58), 'actor', 'worker-' || (g % 97),
-                          'occurred_at', c.at, 'digest', md5(g::text)),
+       ` + outboxPayload + `,
        c.at,
        CASE WHEN g <= $2::int AND g % 46 = 0 AND $3::int > 0 AND extract(day FROM c.at AT TIME ZONE 'UTC')::int % $3::int = 0 THEN NULL
             ELSE c.at + interval '2 seconds' END
-FROM generate_series(1, $1::int) AS g,
-LATERAL (SELECT CASE WHEN g <= $2::int
-                     THEN now() - interval '55 days' + (g - 1) * (interval '24 days' / $2::int)
-                     ELSE now() - interval '29 days' + (g - $2::int - 1) * (interval '29 days' / ($1::int - $2::int))
-                END AS at) AS c`
+` + drainRowTimes
 
 // seedBloatDay inserts one simulated day of published outbox rows ($1
 // rows, spread over the day $2 days ago).
