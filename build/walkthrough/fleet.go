@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/craig/retention/build/versitygw"
@@ -57,12 +58,12 @@ func Run(ctx context.Context, server string, keep bool) error {
 		return err
 	}
 	fmt.Printf("\n==> event keys generated in %s; security trusts %s\n", dir, strings.Join(trust, ", "))
-	sec, err := demoServe(ctx, "security", secURL, demoSecurityAdd, dir)
+	sec, err := demoServe("security", secURL, demoSecurityAdd, dir)
 	if err != nil {
 		return err
 	}
 	defer sec.stop()
-	rules, err := demoServe(ctx, "rules", rulesURL, demoRulesAddr, dir)
+	rules, err := demoServe("rules", rulesURL, demoRulesAddr, dir)
 	if err != nil {
 		return err
 	}
@@ -124,10 +125,15 @@ type demoProcess struct {
 
 // demoServe starts `<service> serve` signing its events and trusting the
 // demo keys.
-func demoServe(ctx context.Context, service, dbURL, addr, keyDir string) (*demoProcess, error) {
+func demoServe(service, dbURL, addr, keyDir string) (*demoProcess, error) {
 	bin := workspace.ServiceBinary(service)
 	e := func(k, v string) string { return settings.EnvVar(service, k) + "=" + v }
-	cmd := exec.CommandContext(ctx, bin, "serve")
+	// Not CommandContext: a cancelled mage (Ctrl-C) would SIGKILL the
+	// serve. The serve runs in a process group of its own, so a terminal's
+	// SIGINT reaches only mage, and stop asks it to shut down (it logs
+	// "stopped").
+	cmd := exec.Command(bin, "serve")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Env = append(os.Environ(), e("database_url", dbURL), e("http_addr", addr), e("amqp_exchange", demoExchange),
 		e("events.signing_key_file", filepath.Join(keyDir, service+"-demo.pem")), e("events.signing_key_id", service+"-demo"),
 		e("events.trusted_keys_file", filepath.Join(keyDir, "trusted")),
@@ -146,13 +152,13 @@ func demoServe(ctx context.Context, service, dbURL, addr, keyDir string) (*demoP
 	return p, nil
 }
 
-// stop asks the process to shut down (SIGTERM) and waits for it; a second
-// call does nothing.
+// stop asks the process to shut down (SIGTERM) and waits for it (30 s,
+// then SIGKILL); a second call does nothing.
 func (p *demoProcess) stop() {
 	if p.cmd == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(os.Interrupt)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	var err error
 	select {
 	case err = <-p.done:

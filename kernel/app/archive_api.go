@@ -668,6 +668,7 @@ func (r *runtime[T]) lifecycleManager(pool *pgxpool.Pool, arch *archiver, reg pr
 	for _, t := range archiveTables(r.spec, r.cfg) {
 		tables = append(tables, t.Table)
 	}
+	pm.Known(tables, lifecycle.PurgeRefusals())
 	return lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired, ObjectLock: arch.objectLock, Tables: tables}, r.logger, pm)
 }
 
@@ -730,6 +731,7 @@ func (r *runtime[T]) archiveReader(pool *pgxpool.Pool, arch *archiver, reg prome
 	if err != nil {
 		return nil, nil, err
 	}
+	vm.Known(archiveread.Kinds())
 	out := &archiveReader{metrics: vm}
 	if arch.store == nil {
 		return out, nil, nil

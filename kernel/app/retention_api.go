@@ -74,6 +74,7 @@ func (r *runtime[T]) adminKeys(reg prometheus.Registerer) (adminKeys, error) {
 	if err != nil {
 		return adminKeys{}, err
 	}
+	am.Known(auth.Reasons())
 	v, err := r.verifier()
 	return adminKeys{verifier: v, metrics: am}, err
 }

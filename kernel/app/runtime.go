@@ -181,5 +181,14 @@ func (r *runtime[T]) sweeper(pool *pgxpool.Pool, reg prometheus.Registerer) (*sw
 	if err != nil {
 		return nil, err
 	}
-	return sweep.New(pool, Groups(r.spec, r.cfg), r.logger, m)
+	groups := Groups(r.spec, r.cfg)
+	var tables, names []string
+	for _, g := range groups {
+		names = append(names, g.Name)
+		for _, p := range g.Policies {
+			tables = append(tables, p.Table)
+		}
+	}
+	m.Known(tables, names, []string{prune.PauseReplicaLag, prune.PauseWALRate})
+	return sweep.New(pool, groups, r.logger, m)
 }

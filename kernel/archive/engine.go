@@ -538,15 +538,29 @@ func stepErr(ctx context.Context, err error) error {
 	return err
 }
 
+// Failure kinds of an archive batch: the label values of
+// archive_failures_total{table,kind}.
+const (
+	FailureStore    = "store"
+	FailureBookkeep = "bookkeep"
+	FailureConfig   = "config"
+	FailureDB       = "db"
+)
+
+// FailureKinds are every failure kind, exported from boot at 0.
+func FailureKinds() []string {
+	return []string{FailureStore, FailureBookkeep, FailureConfig, FailureDB}
+}
+
 func kindLabel(err error) string {
 	switch {
 	case errors.Is(err, ErrStore):
-		return "store"
+		return FailureStore
 	case errors.Is(err, ErrBookkeep):
-		return "bookkeep"
+		return FailureBookkeep
 	case errors.Is(err, ErrConfig):
-		return "config"
+		return FailureConfig
 	default:
-		return "db"
+		return FailureDB
 	}
 }

@@ -38,6 +38,13 @@ const (
 	KindUnreadable = "unreadable"
 )
 
+// Kinds are every verify failure kind: the label values the verify metric
+// exports from boot, at 0.
+func Kinds() []string {
+	return []string{KindMissingData, KindMissingManifest, KindManifest, KindSHA256, KindLineCount, KindLineRange,
+		KindRestored, KindUnreadable}
+}
+
 // maxOrphanList bounds the orphan keys a report names (it counts them all).
 const maxOrphanList = 1000
 

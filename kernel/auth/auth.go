@@ -64,6 +64,13 @@ const (
 	ReasonScope     = "insufficient_scope"
 )
 
+// Reasons are every refusal reason: the label values the admin metric
+// exports from boot, at 0.
+func Reasons() []string {
+	return []string{ReasonMissing, ReasonMalformed, ReasonExpired, ReasonSignature, ReasonAlgorithm,
+		ReasonIssuer, ReasonAudience, ReasonClaims, ReasonScope}
+}
+
 // ErrKey is wrapped by a key configuration that cannot be loaded.
 var ErrKey = errors.New("auth: invalid key")
 

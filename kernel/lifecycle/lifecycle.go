@@ -30,6 +30,20 @@ import (
 )
 
 // Bounds of the API's calls.
+// Reasons a purge skips an archive or refuses a request: the label values
+// of archive_purge_refused_total{reason}.
+const (
+	RefusedNoLongerEligible = "no_longer_eligible"
+	RefusedSelfApproval     = "self_approval"
+	RefusedAlreadyRunning   = "already_running"
+	RefusedStoreError       = "store_error"
+)
+
+// PurgeRefusals are every refusal reason, exported from boot at 0.
+func PurgeRefusals() []string {
+	return []string{RefusedNoLongerEligible, RefusedSelfApproval, RefusedAlreadyRunning, RefusedStoreError}
+}
+
 const (
 	// MaxPurgeLimit is the most archives one purge call destroys.
 	MaxPurgeLimit = 100

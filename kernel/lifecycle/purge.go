@@ -111,7 +111,7 @@ func (m *Manager) PurgeExactly(ctx context.Context, ids []uuid.UUID, actor strin
 					gone = append(gone, id)
 				}
 			}
-			m.metrics.Refused.WithLabelValues("no_longer_eligible").Add(float64(len(gone)))
+			m.metrics.Refused.WithLabelValues(RefusedNoLongerEligible).Add(float64(len(gone)))
 			return &NoLongerPurgeableError{IDs: gone}
 		}
 		if m.cfg.ApprovalsRequired > 0 {
@@ -173,7 +173,7 @@ func (m *Manager) Approve(ctx context.Context, purgeID uuid.UUID, approver strin
 		case p.Status != StatusAwaitingApproval:
 			return fmt.Errorf("%w: %s is %s", ErrNotAwaiting, purgeID, p.Status)
 		case identity.Same(p.RequestedBy, approver):
-			m.metrics.Refused.WithLabelValues("self_approval").Inc()
+			m.metrics.Refused.WithLabelValues(RefusedSelfApproval).Inc()
 			return fmt.Errorf("%w: %s requested %s", ErrSelfApproval, approver, purgeID)
 		}
 		return m.execute(ctx, purgeID, uuids(p.Candidates), p.RequestedBy, approver, false, false, &res)
@@ -186,7 +186,7 @@ func (m *Manager) Approve(ctx context.Context, purgeID uuid.UUID, approver strin
 func (m *Manager) leased(ctx context.Context, fn func(context.Context) error) error {
 	acquired, err := lease.TryRun(ctx, m.pool, m.cfg.LockKey, func(ctx context.Context, _ *pgx.Conn) error { return fn(ctx) })
 	if err == nil && !acquired {
-		m.metrics.Refused.WithLabelValues("already_running").Inc()
+		m.metrics.Refused.WithLabelValues(RefusedAlreadyRunning).Inc()
 		return ErrAlreadyRunning
 	}
 	return err
@@ -242,7 +242,7 @@ func (m *Manager) execute(ctx context.Context, purgeID uuid.UUID, ids []uuid.UUI
 			// unstamped for the next purge.
 			m.logger.ErrorContext(ctx, "purge could not destroy an archive's objects; it is left for the next purge",
 				slog.String("archive_id", id.String()), slog.Any("error", err))
-			m.metrics.Refused.WithLabelValues("store_error").Inc()
+			m.metrics.Refused.WithLabelValues(RefusedStoreError).Inc()
 			res.Failed = append(res.Failed, id)
 			continue
 		}
@@ -251,7 +251,7 @@ func (m *Manager) execute(ctx context.Context, purgeID uuid.UUID, ids []uuid.UUI
 		}
 		if !ok {
 			res.Skipped = append(res.Skipped, id)
-			m.metrics.Refused.WithLabelValues("no_longer_eligible").Inc()
+			m.metrics.Refused.WithLabelValues(RefusedNoLongerEligible).Inc()
 			if exact {
 				break
 			}

@@ -350,6 +350,75 @@ func NewAdmin(reg prometheus.Registerer) (*Admin, error) {
 	return m, nil
 }
 
+// Known creates, at 0, the series of every swept table and sweep group and
+// of every pause reason, so that the first event moves a series that
+// already exists (increase() sees it) and a group that has never completed
+// a cycle shows 0 as its last success.
+func (m *Prune) Known(tables, groups, pauseReasons []string) {
+	for _, t := range tables {
+		for _, c := range []*prometheus.CounterVec{m.RowsPruned, m.Capped, m.Failures, m.BatchTimeouts, m.BatchReduced,
+			m.BatchYielded, m.PartitionsDropped, m.PartitionsKept} {
+			c.WithLabelValues(t)
+		}
+		m.Duration.WithLabelValues(t)
+		for _, r := range pauseReasons {
+			m.Paused.WithLabelValues(t, r)
+		}
+	}
+	for _, g := range groups {
+		m.LockSkipped.WithLabelValues(g)
+		m.LastSuccess.WithLabelValues(g)
+	}
+}
+
+// Known creates, at 0, the series of every archived table and failure
+// kind, and the service's last success (0: never).
+func (m *Archive) Known(service string, tables, kinds []string) {
+	for _, t := range tables {
+		m.RowsArchived.WithLabelValues(t)
+		m.Quarantined.WithLabelValues(t)
+		for _, k := range kinds {
+			m.Failures.WithLabelValues(t, k)
+		}
+	}
+	m.LastSuccess.WithLabelValues(service)
+}
+
+// Known creates, at 0, the series of every refusal reason and known source.
+func (m *Fleet) Known(reasons, sources []string) {
+	for _, r := range reasons {
+		m.Refused.WithLabelValues(r)
+	}
+	for _, s := range sources {
+		m.Booked.WithLabelValues(s)
+		m.Divergence.WithLabelValues(s)
+	}
+}
+
+// Known creates, at 0, the series of every archived table and refusal.
+func (m *Purge) Known(tables, reasons []string) {
+	for _, t := range tables {
+		m.Purged.WithLabelValues(t)
+	}
+	for _, r := range reasons {
+		m.Refused.WithLabelValues(r)
+	}
+}
+
+// Known creates, at 0, the series of every verify failure kind.
+func (m *Verify) Known(kinds []string) {
+	for _, k := range kinds {
+		m.Failures.WithLabelValues(k)
+	}
+}
+
+// Known creates, at 0, the series of every refusal reason.
+func (m *Admin) Known(reasons []string) {
+	for _, r := range reasons {
+		m.AuthFailures.WithLabelValues(r)
+	}
+}
+
 func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	var errs []error
 	for _, c := range cs {

@@ -62,6 +62,7 @@ func Inbound() *app.InboundSpec[Settings] {
 			if err != nil {
 				return app.Inbound{}, err
 			}
+			m.Known(fleet.Reasons(), FleetRegistry().Sources())
 			h := &inbound{reg: FleetRegistry(), trust: deps.Trust, m: m, log: deps.Logger, now: time.Now}
 			return app.Inbound{Handle: h.Handle, DeadLetter: h.DeadLetter}, nil
 		},

@@ -74,6 +74,18 @@ func (r Registry) SourceOf(eventType string) (Source, bool) {
 	return src, ok
 }
 
+// Sources are the source_service of every producer, sorted.
+func (r Registry) Sources() []string {
+	var out []string
+	for _, src := range r.byEvent {
+		if !slices.Contains(out, src.SourceService) {
+			out = append(out, src.SourceService)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Typed reports whether the fleet ledger books events of this type.
 func (r Registry) Typed(eventType string) bool {
 	_, ok := r.SourceOf(eventType)
@@ -101,6 +113,14 @@ const (
 	// its archive's fleet row (a replay, a reordering); nothing changed.
 	ReasonStale = "stale"
 )
+
+// Reasons are every refusal reason: the label values the fleet metric
+// exports from boot, at 0.
+func Reasons() []string {
+	return []string{ReasonMalformed, ReasonEventType, ReasonSource, ReasonTable, ReasonArchiveID, ReasonKeyPrefix,
+		ReasonSHA256, ReasonRecordCount, ReasonRecordRange, ReasonTimestamps, ReasonHotWindow, ReasonStoreIdentity,
+		ReasonArchivedBy, ReasonSignature, ReasonStale}
+}
 
 // ErrRefused is wrapped by every Refusal.
 var ErrRefused = errors.New("fleet: archive event refused")

@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/services/rules"
+	"github.com/craig/retention/services/security"
+)
+
+// monitoringAssets are the files whose PromQL an operator loads.
+var monitoringAssets = []string{
+	"../deploy/prometheus/retention-alerts.yml",
+	"../deploy/grafana/retention-dashboard.json",
+}
+
+// assetMetric is a metric name in the assets' PromQL: the families the
+// services export (and the process collector's).
+var assetMetric = regexp.MustCompile(`\b((?:retention|archive|outbox|event|events|admin|process)_[a-z0-9_]+)\b`)
+
+// typeLine is a family's # TYPE line in a scrape.
+var typeLine = regexp.MustCompile(`(?m)^# TYPE ([a-z_:][a-z0-9_:]*) `)
+
+// afterFirstCycle are the gauges a service has no value for until its first
+// sweep cycle: the backlog age (0 would claim "no backlog") and the
+// watchdogs, exported only by the replica that swept.
+var afterFirstCycle = map[string]bool{
+	"retention_oldest_eligible_age_seconds": true,
+	"retention_invariant_violations":        true,
+}
+
+// TestFreshServeExportsEveryMonitoredSeries boots rules' and security's
+// serve (archiver on, admin API on) and scrapes them at once: every metric
+// the alert rules and the dashboard read is in a scrape, and the counters
+// alerts take increase() of already hold a 0 series for every table and
+// reason the service knows, so the first event fires its alert. promtool
+// (when present; under CI=true it must be) lints both scrapes.
+func TestFreshServeExportsEveryMonitoredSeries(t *testing.T) {
+	t.Parallel()
+	kerneltest.NeedsServer(t, "PostgreSQL, RabbitMQ and the S3 store")
+	w := newFleetWorld(t)
+	secret := "monitoring-test-secret-of-at-least-32-bytes"
+	authEnv := func(service string) string { return settings.EnvVar(service, "auth.jwt_hs256_secret") + "=" + secret }
+	sec := serve(t, runnerOf(security.Spec()), w.env("security", w.secDB.URL, "security-1", authEnv("security")))
+	rul := serve(t, runnerOf(rules.Spec()), w.env("rules", w.rulesDB.URL, "rules-1", authEnv("rules")))
+
+	scrapes := map[string]string{}
+	for name, s := range map[string]*served{"security": sec, "rules": rul} {
+		require.Eventually(t, func() bool {
+			body, ok := scrape(s.addr)
+			scrapes[name] = body
+			// The archiver's and the fleet's series come once they booted.
+			return ok && strings.Contains(body, "archive_last_success_timestamp_seconds") &&
+				(name != "security" || strings.Contains(body, "archive_event_refused_total"))
+		}, fleetDeadline, 100*time.Millisecond, "%s serves its metrics (stderr: %s)", name, s.stderr.String())
+	}
+	families := map[string]bool{}
+	for _, body := range scrapes {
+		for _, m := range typeLine.FindAllStringSubmatch(body, -1) {
+			families[m[1]] = true
+		}
+	}
+	for _, asset := range monitoringAssets {
+		for _, m := range assetMetric.FindAllStringSubmatch(exprsOf(t, asset), -1) {
+			name := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m[1], "_bucket"), "_sum"), "_count")
+			if afterFirstCycle[name] {
+				continue
+			}
+			require.True(t, families[name], "%s reads %s, which no fresh serve exports", filepath.Base(asset), m[1])
+		}
+	}
+	for _, series := range []string{
+		`retention_prune_capped_total{table="event_outbox"} 0`,
+		`retention_prune_failures_total{table="event_inbox"} 0`,
+		`retention_prune_batch_reduced_total{table="event_outbox"} 0`,
+		`retention_prune_lock_skipped_total{group="transport"} 0`,
+		`archive_failures_total{kind="store",table="rule_evaluations"} 0`,
+		`archive_verify_failures_total{kind="sha256"} 0`,
+		`admin_auth_failures_total{reason="expired"} 0`,
+		`archive_purge_refused_total{reason="store_error"} 0`,
+	} {
+		require.True(t, strings.Contains(scrapes["rules"], "\n"+series+"\n"), "rules exports %s from boot", series)
+	}
+	for _, series := range []string{
+		`archive_event_refused_total{reason="signature"} 0`,
+		`archive_ledger_divergence_total{source_service="craig-rules"} 0`,
+		`archive_records_booked_total{source_service="craig-rules"} 0`,
+		`archive_failures_total{kind="db",table="dead_letter_audit"} 0`,
+	} {
+		require.True(t, strings.Contains(scrapes["security"], "\n"+series+"\n"), "security exports %s from boot", series)
+	}
+	lintScrapes(t, scrapes)
+}
+
+// exprsOf is the PromQL of an asset: the rules' expr fields, the
+// dashboard's targets' expr fields.
+func exprsOf(t *testing.T, asset string) string {
+	t.Helper()
+	raw, err := os.ReadFile(asset)
+	require.NoError(t, err)
+	if strings.HasSuffix(asset, ".json") {
+		var b strings.Builder
+		for _, m := range regexp.MustCompile(`"expr":\s*"((?:[^"\\]|\\.)*)"`).FindAllStringSubmatch(string(raw), -1) {
+			b.WriteString(m[1] + "\n")
+		}
+		return b.String()
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Expr string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &rules))
+	var b strings.Builder
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			b.WriteString(r.Expr + "\n")
+		}
+	}
+	return b.String()
+}
+
+// scrape reads a service's /metrics.
+func scrape(addr string) (string, bool) {
+	resp, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // a loopback test server
+	if err != nil {
+		return "", false
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	return "\n" + string(b), err == nil && resp.StatusCode == http.StatusOK
+}
+
+// lintScrapes runs `promtool check metrics` on each scrape.
+func lintScrapes(t *testing.T, scrapes map[string]string) {
+	t.Helper()
+	promtool := os.Getenv("CRAIG_PROMTOOL")
+	if promtool == "" {
+		var err error
+		if promtool, err = exec.LookPath("promtool"); err != nil {
+			kerneltest.Optional(t, "promtool (Debian's prometheus package; .ci/run installs it)", err)
+		}
+	}
+	for name, body := range scrapes {
+		cmd := exec.Command(promtool, "check", "metrics")
+		cmd.Stdin = strings.NewReader(strings.TrimPrefix(body, "\n"))
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "promtool check metrics on %s's scrape:\n%s", name, out)
+	}
+}
