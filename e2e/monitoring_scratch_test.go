@@ -34,11 +34,14 @@ var assetMetric = regexp.MustCompile(`\b((?:retention|archive|outbox|event|event
 var typeLine = regexp.MustCompile(`(?m)^# TYPE ([a-z_:][a-z0-9_:]*) `)
 
 // afterFirstCycle are the gauges a service has no value for until its first
-// sweep cycle: the backlog age (0 would claim "no backlog") and the
-// watchdogs, exported only by the replica that swept.
+// sweep cycle: the backlog age (0 would claim "no backlog"), the watchdogs,
+// exported only by the replica that swept, and the vacuum readings of the
+// swept tables and of the server's slots.
 var afterFirstCycle = map[string]bool{
 	"retention_oldest_eligible_age_seconds": true,
 	"retention_invariant_violations":        true,
+	"retention_dead_tuples":                 true,
+	"retention_slot_retained_wal_bytes":     true, // and only for a server that has slots
 }
 
 // TestFreshServeExportsEveryMonitoredSeries boots rules' and security's
@@ -90,6 +93,7 @@ func TestFreshServeExportsEveryMonitoredSeries(t *testing.T) {
 		`archive_verify_failures_total{kind="sha256"} 0`,
 		`admin_auth_failures_total{reason="expired"} 0`,
 		`archive_purge_refused_total{reason="store_error"} 0`,
+		`retention_vacuum_horizon_age_xids{holder="prepared"} 0`,
 	} {
 		require.True(t, strings.Contains(scrapes["rules"], "\n"+series+"\n"), "rules exports %s from boot", series)
 	}

@@ -14,8 +14,10 @@ import (
 	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/outbox"
+	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/rabbitmq"
 	"github.com/craig/retention/kernel/sweep"
+	"github.com/craig/retention/kernel/vacuumwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -145,7 +147,8 @@ func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *
 // reconnecting the publisher within its backoff, so readiness recovers with
 // the broker even with nothing pending) and refreshes the outbox gauges
 // every pendingGaugeInterval; every PruneEveryTicks it sweeps, and the
-// replica that ran each group exports its invariants (ExportInvariants).
+// replica that ran each group exports its invariants (ExportInvariants)
+// and what holds VACUUM back (WatchVacuum).
 func (r *runtime[T]) outboxWorker(pool *pgxpool.Pool, pub *rabbitmq.Publisher, reg prometheus.Registerer) (*outbox.Worker, error) {
 	sweeper, err := r.sweeper(pool, reg)
 	if err != nil {
@@ -155,7 +158,16 @@ func (r *runtime[T]) outboxWorker(pool *pgxpool.Pool, pub *rabbitmq.Publisher, r
 	if err != nil {
 		return nil, err
 	}
-	sweeper = sweeper.WithGroupHook(ExportInvariants(invMetrics, r.logger))
+	vm, err := metrics.NewVacuum(reg)
+	if err != nil {
+		return nil, err
+	}
+	vm.Known(vacuumwatch.Holders())
+	exportInvariants, watchVacuum := ExportInvariants(invMetrics, r.logger), WatchVacuum(vm, r.logger)
+	sweeper = sweeper.WithGroupHook(func(ctx context.Context, db prune.DB, g sweep.Group, ran bool) {
+		exportInvariants(ctx, db, g, ran)
+		watchVacuum(ctx, db, g, ran)
+	})
 	obm, err := metrics.NewOutbox(reg)
 	if err != nil {
 		return nil, err

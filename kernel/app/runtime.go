@@ -11,6 +11,7 @@ import (
 	"github.com/craig/retention/kernel/invariants"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/prune"
+	"github.com/craig/retention/kernel/vacuumwatch"
 
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/outbox"
@@ -141,6 +142,43 @@ func ExportInvariants(m *metrics.Invariants, logger *slog.Logger) sweep.GroupHoo
 		}
 	}
 }
+
+// WatchVacuum is the sweep group hook that reads, after each group a
+// replica swept, what keeps VACUUM from reclaiming the deleted rows (the
+// xmin horizon's holders, the slots' WAL, the group's dead tuples) and
+// exports it; a holder older than a swept table's whole window is logged
+// at WARN: everything the sweep deleted since is still on disk.
+func WatchVacuum(m *metrics.Vacuum, logger *slog.Logger) sweep.GroupHook {
+	return func(ctx context.Context, db prune.DB, g sweep.Group, ran bool) {
+		if !ran {
+			return
+		}
+		var tables []string
+		for _, p := range g.Policies {
+			tables = append(tables, p.Table)
+		}
+		rep, err := vacuumwatch.Read(ctx, db, tables)
+		if err != nil {
+			if !errors.Is(err, context.Canceled) {
+				logger.WarnContext(ctx, "vacuum watchdog could not read the database", slog.String("group", g.Name), slog.Any("error", err))
+			}
+			return
+		}
+		vacuumwatch.Export(m, rep)
+		for kind, h := range rep.Oldest() {
+			if h.HeldSeconds > vacuumHeldWarn.Seconds() {
+				logger.WarnContext(ctx, "VACUUM cannot reclaim what the sweep deletes: an old xmin is held",
+					slog.String("holder", kind), slog.String("name", h.Name), slog.Int64("xmin_age_xids", h.XminAge),
+					slog.Duration("held", time.Duration(h.HeldSeconds*float64(time.Second))))
+			}
+		}
+	}
+}
+
+// vacuumHeldWarn is how long a snapshot or prepared transaction may hold
+// the xmin horizon before the sweep says VACUUM cannot keep up: an hour is
+// a sweep cycle, everything it deleted meanwhile stays on disk.
+const vacuumHeldWarn = time.Hour
 
 // ReplayLimits are the admin replay's bounds from the transport settings.
 func ReplayLimits(tr settings.Transport) outbox.ReplayLimits {

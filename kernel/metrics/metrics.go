@@ -419,6 +419,76 @@ func (m *Admin) Known(reasons []string) {
 	}
 }
 
+// Vacuum instruments the vacuum watchdog (kernel/vacuumwatch): what keeps
+// VACUUM from reclaiming the rows the sweeps delete.
+type Vacuum struct {
+	// HorizonAge is, per holder kind (backend, prepared, slot), the age in
+	// transactions of the oldest xmin held back
+	// (retention_vacuum_horizon_age_xids{holder}); 0 when none.
+	HorizonAge *prometheus.GaugeVec
+	// HorizonHeld is, per holder kind, the longest a session or prepared
+	// transaction has held its xmin, in seconds
+	// (retention_vacuum_horizon_held_seconds{holder}); 0 when none (and
+	// for slots: the server does not know).
+	HorizonHeld *prometheus.GaugeVec
+	// SlotRetainedWAL is the WAL each replication slot keeps, in bytes
+	// (retention_slot_retained_wal_bytes{slot}).
+	SlotRetainedWAL *prometheus.GaugeVec
+	// DeadTuples is each swept table's dead tuples at the last reading
+	// (retention_dead_tuples{table}).
+	DeadTuples *prometheus.GaugeVec
+	slots      map[string]bool
+}
+
+// NewVacuum creates the vacuum watchdog's instruments and registers them on reg.
+func NewVacuum(reg prometheus.Registerer) (*Vacuum, error) {
+	m := &Vacuum{
+		HorizonAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "retention_vacuum_horizon_age_xids",
+			Help: "Age in transactions of the oldest xmin holding back VACUUM, per holder kind (backend, prepared, slot); 0 when none.",
+		}, []string{"holder"}),
+		HorizonHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "retention_vacuum_horizon_held_seconds",
+			Help: "Longest time a session or prepared transaction has held back VACUUM's xmin horizon, per holder kind; 0 when none.",
+		}, []string{"holder"}),
+		SlotRetainedWAL: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "retention_slot_retained_wal_bytes",
+			Help: "WAL a replication slot keeps on the primary, in bytes, per slot.",
+		}, []string{"slot"}),
+		DeadTuples: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "retention_dead_tuples",
+			Help: "Dead tuples of a swept table at the last reading (VACUUM has not reclaimed them yet).",
+		}, []string{"table"}),
+		slots: map[string]bool{},
+	}
+	if err := register(reg, m.HorizonAge, m.HorizonHeld, m.SlotRetainedWAL, m.DeadTuples); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Known creates, at 0, the horizon series of every holder kind.
+func (m *Vacuum) Known(holders []string) {
+	for _, h := range holders {
+		m.HorizonAge.WithLabelValues(h)
+		m.HorizonHeld.WithLabelValues(h)
+	}
+}
+
+// ForgetSlotsExcept removes the series of slots not in names (dropped).
+func (m *Vacuum) ForgetSlotsExcept(names []string) {
+	keep := map[string]bool{}
+	for _, n := range names {
+		keep[n] = true
+	}
+	for n := range m.slots {
+		if !keep[n] {
+			m.SlotRetainedWAL.DeleteLabelValues(n)
+		}
+	}
+	m.slots = keep
+}
+
 func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	var errs []error
 	for _, c := range cs {

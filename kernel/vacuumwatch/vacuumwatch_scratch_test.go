@@ -1,0 +1,151 @@
+package vacuumwatch_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/vacuumwatch"
+	"github.com/craig/retention/migrations"
+)
+
+// burnXIDs commits n transactions that each take an xid, so that an xmin
+// taken before them is n transactions old.
+func burnXIDs(t *testing.T, db *kerneltest.DB, n int) {
+	t.Helper()
+	for range n {
+		_, err := db.Pool.Exec(context.Background(), "SELECT pg_current_xact_id()")
+		require.NoError(t, err)
+	}
+}
+
+// holderFor is the reading's holder of kind named name, if any.
+func holderFor(r vacuumwatch.Report, kind, name string) (vacuumwatch.Holder, bool) {
+	for _, h := range r.Holders {
+		if h.Kind == kind && h.Name == name {
+			return h, true
+		}
+	}
+	return vacuumwatch.Holder{}, false
+}
+
+// TestOpenSnapshotHoldsTheHorizon: a REPEATABLE READ transaction of another
+// session holds its snapshot's xmin; the watchdog names that session and
+// its age, and the gauge shows it; once it ends, the holder is gone and the
+// gauge is 0 again.
+func TestOpenSnapshotHoldsTheHorizon(t *testing.T) {
+	t.Parallel()
+	kerneltest.NeedsServer(t, "PostgreSQL")
+	ctx := context.Background()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	holder, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Close(context.Background()) })
+	var pid string
+	require.NoError(t, holder.QueryRow(ctx, "SELECT pg_backend_pid()::text").Scan(&pid))
+	tx, err := holder.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM event_outbox").Scan(&n)) // takes the snapshot
+	burnXIDs(t, db, 25)
+
+	m, err := metrics.NewVacuum(prometheus.NewRegistry())
+	require.NoError(t, err)
+	m.Known(vacuumwatch.Holders())
+	rep, err := vacuumwatch.Read(ctx, db.Pool, []string{"event_outbox"})
+	require.NoError(t, err)
+	h, ok := holderFor(rep, vacuumwatch.HolderBackend, pid)
+	require.True(t, ok, "the REPEATABLE READ session %s holds the horizon: %+v", pid, rep.Holders)
+	require.GreaterOrEqual(t, h.XminAge, int64(25), "its xmin is older than the 25 transactions after it")
+	require.Positive(t, h.HeldSeconds)
+	vacuumwatch.Export(m, rep)
+	require.GreaterOrEqual(t, testutil.ToFloat64(m.HorizonAge.WithLabelValues(vacuumwatch.HolderBackend)), 25.0)
+	require.Positive(t, testutil.ToFloat64(m.HorizonHeld.WithLabelValues(vacuumwatch.HolderBackend)))
+
+	require.NoError(t, tx.Rollback(ctx))
+	rep, err = vacuumwatch.Read(ctx, db.Pool, []string{"event_outbox"})
+	require.NoError(t, err)
+	_, ok = holderFor(rep, vacuumwatch.HolderBackend, pid)
+	require.False(t, ok, "released, the session holds nothing")
+	vacuumwatch.Export(m, rep)
+	if _, other := rep.Oldest()[vacuumwatch.HolderBackend]; !other { // another test's session may hold one meanwhile
+		require.Zero(t, testutil.ToFloat64(m.HorizonAge.WithLabelValues(vacuumwatch.HolderBackend)), "released, the alert's series clears")
+	}
+}
+
+// TestSlotRetainsWAL: a physical replication slot that reserves WAL keeps
+// every byte written after it; the watchdog reports it by name and its
+// gauge grows; dropped, its series goes.
+func TestSlotRetainsWAL(t *testing.T) {
+	t.Parallel()
+	kerneltest.NeedsServer(t, "PostgreSQL")
+	ctx := context.Background()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	slot := "craig_test_" + hex.EncodeToString(suffix) // slots are the server's, not the database's
+	_, err := db.Pool.Exec(ctx, "SELECT pg_create_physical_replication_slot($1, true)", slot)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = db.Pool.Exec(context.Background(), "SELECT pg_drop_replication_slot($1)", slot)
+	})
+	_, err = db.Pool.Exec(ctx, `INSERT INTO event_outbox (event_type, payload) SELECT 'test.wal', jsonb_build_object('n', g) FROM generate_series(1, 2000) g`)
+	require.NoError(t, err)
+
+	m, err := metrics.NewVacuum(prometheus.NewRegistry())
+	require.NoError(t, err)
+	rep, err := vacuumwatch.Read(ctx, db.Pool, nil)
+	require.NoError(t, err)
+	var retained int64 = -1
+	for _, s := range rep.Slots {
+		if s.Name == slot {
+			retained = s.RetainedBytes
+			require.Equal(t, "physical", s.Type)
+			require.False(t, s.Active, "nothing streams from it")
+		}
+	}
+	require.Positive(t, retained, "the slot keeps the WAL of the insert: %+v", rep.Slots)
+	vacuumwatch.Export(m, rep)
+	require.Equal(t, float64(retained), testutil.ToFloat64(m.SlotRetainedWAL.WithLabelValues(slot)))
+
+	_, err = db.Pool.Exec(ctx, "SELECT pg_drop_replication_slot($1)", slot)
+	require.NoError(t, err)
+	rep, err = vacuumwatch.Read(ctx, db.Pool, nil)
+	require.NoError(t, err)
+	vacuumwatch.Export(m, rep)
+	for _, s := range rep.Slots {
+		require.NotEqual(t, slot, s.Name)
+	}
+	require.Equal(t, len(rep.Slots), testutil.CollectAndCount(m.SlotRetainedWAL), "the dropped slot's series is gone (others are the server's other slots)")
+}
+
+// TestDeadTuplesOfTheSweptTables: rows a sweep deleted are dead tuples
+// until VACUUM reclaims them; the watchdog reports them per table.
+func TestDeadTuplesOfTheSweptTables(t *testing.T) {
+	t.Parallel()
+	kerneltest.NeedsServer(t, "PostgreSQL")
+	ctx := context.Background()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	conn, err := db.Pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, `INSERT INTO event_outbox (event_type, payload) SELECT 'test.dead', '{}'::jsonb FROM generate_series(1, 500)`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `DELETE FROM event_outbox`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		rep, err := vacuumwatch.Read(ctx, db.Pool, []string{"event_outbox", "event_inbox"})
+		return err == nil && rep.DeadTuples["event_outbox"] >= 500 && rep.LiveTuples["event_outbox"] == 0
+	}, 10*time.Second, 100*time.Millisecond, "the deleted rows are reported as dead tuples")
+}
