@@ -17,6 +17,7 @@ import (
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/sweep"
+	"github.com/craig/retention/kernel/vacuumwatch"
 	"github.com/craig/retention/services/exchange"
 	"github.com/craig/retention/services/financial"
 	"github.com/craig/retention/services/rules"
@@ -346,13 +347,14 @@ func TestInvariantsErrorExitsTwo(t *testing.T) {
 	}
 }
 
-// names are the names of a service's invariant specs, in order.
+// names are the names of a service's invariant specs, in order, then the
+// database's vacuum watchdog (every service reports it last).
 func names(specs []invariants.Spec) []string {
-	out := make([]string, len(specs))
+	out := make([]string, len(specs), len(specs)+1)
 	for i, s := range specs {
 		out[i] = s.Name
 	}
-	return out
+	return append(out, vacuumwatch.InvariantName)
 }
 
 // byName requires a report to list exactly the service's invariants, in

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"os"
@@ -11,11 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
 
+	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/kernel/vacuumwatch"
+	"github.com/craig/retention/services/exchange"
 	"github.com/craig/retention/services/rules"
 	"github.com/craig/retention/services/security"
 )
@@ -165,4 +170,37 @@ func lintScrapes(t *testing.T, scrapes map[string]string) {
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "promtool check metrics on %s's scrape:\n%s", name, out)
 	}
+}
+
+// TestVacuumWatchdogInvariant: a REPEATABLE READ session holding its
+// snapshot longer than vacuum_horizon_max_held makes `invariants --gate`
+// fail naming vacuum_horizon_held; rolled back, the gate passes again.
+func TestVacuumWatchdogInvariant(t *testing.T) {
+	t.Parallel()
+	kerneltest.NeedsServer(t, "PostgreSQL")
+	ctx := context.Background()
+	db := serviceDB(t, exchange.Name)
+	env := []string{
+		settings.EnvVar(exchange.Name, "database_url") + "=" + db.URL,
+		settings.EnvVar(exchange.Name, "vacuum_horizon_max_held") + "=1ms",
+	}
+	holder, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Close(context.Background()) })
+	tx, err := holder.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM event_outbox").Scan(&n)) // takes the snapshot
+	time.Sleep(20 * time.Millisecond)                                                  // held past the 1 ms bound
+
+	code, out, errOut := runCmd(t, runnerOf(exchange.Spec()), env, "invariants", "--gate", "--json")
+	require.Equal(t, app.ExitFail, code, errOut)
+	all := decodeInvariants(t, out).Invariants
+	held := all[len(all)-1]
+	require.Equal(t, vacuumwatch.InvariantName, held.Name)
+	require.Equal(t, int64(1), held.Violations, string(out))
+
+	require.NoError(t, tx.Rollback(ctx))
+	code, out, errOut = runCmd(t, runnerOf(exchange.Spec()), env, "invariants", "--gate", "--json")
+	require.Equal(t, app.ExitOK, code, "released, nothing holds the horizon: %s %s", out, errOut)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/invariants"
+	"github.com/craig/retention/kernel/vacuumwatch"
 )
 
 // invariantsCmd is `<svc> invariants [--gate] [--json]`: exit 0 checked,
@@ -48,6 +49,11 @@ func (r *runtime[T]) invariants(ctx context.Context, asJSON bool) (violated bool
 	if err != nil {
 		return false, err
 	}
+	vac, err := vacuumwatch.Read(ctx, pool, nil)
+	if err != nil {
+		return false, err
+	}
+	results = append(results, vacuumwatch.Invariant(vac, r.spec.Transport(r.cfg).VacuumHorizonMaxHeld))
 	if asJSON {
 		if err := json.NewEncoder(r.stdout).Encode(invariantsReport{Invariants: results}); err != nil {
 			return false, fmt.Errorf("write report: %w", err)
@@ -60,6 +66,9 @@ func (r *runtime[T]) invariants(ctx context.Context, asJSON bool) (violated bool
 		threshold := fmt.Sprintf("%dd", res.ThresholdDays)
 		if res.FutureSkewSeconds > 0 {
 			threshold = "now+" + (time.Duration(res.FutureSkewSeconds) * time.Second).String()
+		}
+		if res.HeldThresholdSeconds > 0 {
+			threshold = "held>" + (time.Duration(res.HeldThresholdSeconds) * time.Second).String()
 		}
 		if res.Disabled {
 			threshold = "disabled"

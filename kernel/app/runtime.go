@@ -146,9 +146,9 @@ func ExportInvariants(m *metrics.Invariants, logger *slog.Logger) sweep.GroupHoo
 // WatchVacuum is the sweep group hook that reads, after each group a
 // replica swept, what keeps VACUUM from reclaiming the deleted rows (the
 // xmin horizon's holders, the slots' WAL, the group's dead tuples) and
-// exports it; a holder older than a swept table's whole window is logged
+// exports it; a holder held longer than vacuum_horizon_max_held is logged
 // at WARN: everything the sweep deleted since is still on disk.
-func WatchVacuum(m *metrics.Vacuum, logger *slog.Logger) sweep.GroupHook {
+func WatchVacuum(m *metrics.Vacuum, logger *slog.Logger, maxHeld time.Duration) sweep.GroupHook {
 	return func(ctx context.Context, db prune.DB, g sweep.Group, ran bool) {
 		if !ran {
 			return
@@ -166,7 +166,7 @@ func WatchVacuum(m *metrics.Vacuum, logger *slog.Logger) sweep.GroupHook {
 		}
 		vacuumwatch.Export(m, rep)
 		for kind, h := range rep.Oldest() {
-			if h.HeldSeconds > vacuumHeldWarn.Seconds() {
+			if maxHeld > 0 && h.HeldSeconds > maxHeld.Seconds() {
 				logger.WarnContext(ctx, "VACUUM cannot reclaim what the sweep deletes: an old xmin is held",
 					slog.String("holder", kind), slog.String("name", h.Name), slog.Int64("xmin_age_xids", h.XminAge),
 					slog.Duration("held", time.Duration(h.HeldSeconds*float64(time.Second))))
@@ -174,11 +174,6 @@ func WatchVacuum(m *metrics.Vacuum, logger *slog.Logger) sweep.GroupHook {
 		}
 	}
 }
-
-// vacuumHeldWarn is how long a snapshot or prepared transaction may hold
-// the xmin horizon before the sweep says VACUUM cannot keep up: an hour is
-// a sweep cycle, everything it deleted meanwhile stays on disk.
-const vacuumHeldWarn = time.Hour
 
 // ReplayLimits are the admin replay's bounds from the transport settings.
 func ReplayLimits(tr settings.Transport) outbox.ReplayLimits {

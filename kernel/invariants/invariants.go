@@ -104,6 +104,10 @@ type Result struct {
 	// dated more than this ahead of the database clock (ThresholdDays is
 	// then 0, and OldestAgeSeconds negative: how far ahead the furthest is).
 	FutureSkewSeconds float64 `json:"future_skew_seconds,omitempty"`
+	// HeldThresholdSeconds is set on the vacuum watchdog: it counts the
+	// holders of the database's xmin horizon held longer than this
+	// (OldestAgeSeconds is then the longest hold).
+	HeldThresholdSeconds float64 `json:"held_threshold_seconds,omitempty"`
 	Description       string  `json:"description"`
 }
 

@@ -511,6 +511,7 @@ func TestKeys(t *testing.T) {
 		"prune_yield_to_writers",
 		"replay_max_age_days",
 		"replay_max_rows",
+		"vacuum_horizon_max_held",
 	}
 
 	t.Run("Transport", func(t *testing.T) {

@@ -189,6 +189,7 @@ func TestEveryNumericKeyIsBounded(t *testing.T) {
 		{key: "prune_max_replica_lag", low: "-1s", high: "1h0m1s", okLow: "0s", okHigh: "1h"},
 		{key: "prune_max_wal_bytes_per_second", low: "-1", high: "10737418241", okLow: "0", okHigh: "10737418240"},
 		{key: "prune_max_pause", low: "999ms", high: "61m", okLow: "1s", okHigh: "1h"},
+		{key: "vacuum_horizon_max_held", low: "-1s", high: "168h0m1s", okLow: "0s", okHigh: "168h"},
 	}
 	for _, tt := range tests {
 		env := settings.EnvVar(testService, tt.key)

@@ -52,6 +52,12 @@ const (
 	// DefaultPruneMaxPause is prune.DefaultMaxPause: a table waits at most
 	// a minute a cycle, then waits for the next cycle and says so.
 	DefaultPruneMaxPause = prune.DefaultMaxPause
+	// DefaultVacuumHorizonMaxHeld is an hour, one sweep cycle: a snapshot
+	// or prepared transaction older than that keeps everything the last
+	// cycle deleted on disk.
+	DefaultVacuumHorizonMaxHeld = time.Hour
+	// MaxVacuumHorizonMaxHeld is a week: a longer bound watches nothing.
+	MaxVacuumHorizonMaxHeld = 7 * 24 * time.Hour
 	// DefaultPruneBatchSize matches prune.DefaultBatchSize.
 	DefaultPruneBatchSize = prune.DefaultBatchSize
 	// MaxPruneBatchSize bounds one DELETE; beyond it a batch holds locks and
@@ -169,6 +175,11 @@ type Transport struct {
 	// lagging replicas and the WAL rate; past it the table waits for the
 	// next cycle (retention_prune_paused_seconds_total{table,reason}).
 	PruneMaxPause time.Duration `koanf:"prune_max_pause"`
+	// VacuumHorizonMaxHeld is the longest a session or prepared transaction
+	// may hold the database's xmin horizon before the vacuum watchdog
+	// (invariant vacuum_horizon_held, serve's WARN) says VACUUM cannot
+	// reclaim what the sweeps delete; 0s disables it.
+	VacuumHorizonMaxHeld time.Duration `koanf:"vacuum_horizon_max_held"`
 	// PlanCheckSeqScanRows is the table size above which probe and serve
 	// warn about a sweep plan that scans the whole table.
 	PlanCheckSeqScanRows int64 `koanf:"plan_check_seqscan_rows"`
@@ -282,6 +293,7 @@ func DefaultTransport(databaseURL string) Transport {
 		PruneMaxReplicaLag:        DefaultPruneMaxReplicaLag,
 		PruneMaxWALBytesPerSecond: DefaultPruneMaxWALBytesPerSecond,
 		PruneMaxPause:             DefaultPruneMaxPause,
+		VacuumHorizonMaxHeld:      DefaultVacuumHorizonMaxHeld,
 		PlanCheckSeqScanRows:      DefaultPlanCheckSeqScanRows,
 		LogLevel:                  DefaultLogLevel,
 	}
@@ -409,6 +421,9 @@ func (t Transport) pacingProblems() []Problem {
 	}
 	if t.PruneMaxPause < time.Second || t.PruneMaxPause > prune.MaxMaxPause {
 		ps = append(ps, Problem{Key: "prune_max_pause", Value: t.PruneMaxPause, Reason: fmt.Sprintf("must be a duration between 1s and %v, such as 1m", prune.MaxMaxPause)})
+	}
+	if t.VacuumHorizonMaxHeld < 0 || t.VacuumHorizonMaxHeld > MaxVacuumHorizonMaxHeld {
+		ps = append(ps, Problem{Key: "vacuum_horizon_max_held", Value: t.VacuumHorizonMaxHeld, Reason: fmt.Sprintf("must be a duration between 0 (no check) and %v, such as 1h", MaxVacuumHorizonMaxHeld)})
 	}
 	return ps
 }

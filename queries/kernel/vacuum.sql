@@ -6,11 +6,12 @@
 -- (and WAL senders: a standby's hot_standby_feedback), prepared
 -- transactions of this database, and replication slots. xmin_age is in
 -- transactions (age()); held_seconds is how long it has been held, where
--- the server knows it (0 for a slot: it does not).
+-- the server knows it (0 for a slot or a standby's feedback: it does not).
 SELECT h.holder::text AS holder, h.name::text AS name, h.xmin_age::bigint AS xmin_age, coalesce(h.held_seconds, 0)::float8 AS held_seconds
 FROM (
     SELECT 'backend' AS holder, a.pid::text AS name, age(a.backend_xmin) AS xmin_age,
-           extract(epoch FROM now() - coalesce(a.xact_start, a.backend_start)) AS held_seconds
+           CASE WHEN a.backend_type = 'walsender' THEN NULL -- a standby's feedback: no start the server knows
+                ELSE extract(epoch FROM now() - coalesce(a.xact_start, a.backend_start)) END AS held_seconds
       FROM pg_catalog.pg_stat_activity a
      WHERE a.backend_xmin IS NOT NULL AND a.pid <> pg_backend_pid()
        AND (a.datname = current_database() OR a.backend_type = 'walsender')
