@@ -108,7 +108,7 @@ type Result struct {
 	// holders of the database's xmin horizon held longer than this
 	// (OldestAgeSeconds is then the longest hold).
 	HeldThresholdSeconds float64 `json:"held_threshold_seconds,omitempty"`
-	Description       string  `json:"description"`
+	Description          string  `json:"description"`
 }
 
 // Check evaluates one invariant. It reads; it never deletes.
