@@ -157,13 +157,7 @@ func scrape(addr string) (string, bool) {
 // lintScrapes runs `promtool check metrics` on each scrape.
 func lintScrapes(t *testing.T, scrapes map[string]string) {
 	t.Helper()
-	promtool := os.Getenv("CRAIG_PROMTOOL")
-	if promtool == "" {
-		var err error
-		if promtool, err = exec.LookPath("promtool"); err != nil {
-			kerneltest.Optional(t, "promtool (Debian's prometheus package; .ci/run installs it)", err)
-		}
-	}
+	promtool := kerneltest.Promtool(t)
 	for name, body := range scrapes {
 		cmd := exec.Command(promtool, "check", "metrics")
 		cmd.Stdin = strings.NewReader(strings.TrimPrefix(body, "\n"))

@@ -548,13 +548,7 @@ func TestAlertWindowsCoverAnHourlyCycle(t *testing.T) {
 // the rules without them (TestAlertRules checks those).
 func TestAlertRulesWithPromtool(t *testing.T) {
 	t.Parallel()
-	promtool := os.Getenv("CRAIG_PROMTOOL")
-	if promtool == "" {
-		var err error
-		if promtool, err = exec.LookPath("promtool"); err != nil {
-			kerneltest.Optional(t, "promtool (Debian's prometheus package; .ci/run installs it)", err)
-		}
-	}
+	promtool := kerneltest.Promtool(t)
 	rules := loadAlerts(t)
 	for _, g := range rules.Groups {
 		for i := range g.Rules {
