@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -190,11 +191,34 @@ func TestVacuumWatchdogInvariant(t *testing.T) {
 	code, out, errOut := runCmd(t, runnerOf(exchange.Spec()), env, "invariants", "--gate", "--json")
 	require.Equal(t, app.ExitFail, code, errOut)
 	all := decodeInvariants(t, out).Invariants
-	held := all[len(all)-1]
+	held := all[len(all)-len(vacuumwatch.InvariantNames())]
 	require.Equal(t, vacuumwatch.InvariantName, held.Name)
 	require.Equal(t, int64(1), held.Violations, string(out))
+
+	// The sweep's report says so too: what it deleted stays on disk.
+	code, out, errOut = runCmd(t, runnerOf(exchange.Spec()), env, "sweep", "--once", "--json")
+	require.Equal(t, app.ExitOK, code, errOut)
+	var rep struct {
+		Tables []json.RawMessage `json:"tables"`
+		Vacuum struct {
+			Findings   []vacuumwatch.Finding `json:"findings"`
+			DeadTuples map[string]int64      `json:"dead_tuples"`
+		} `json:"vacuum"`
+	}
+	require.NoError(t, json.Unmarshal(out, &rep), string(out))
+	require.NotEmpty(t, rep.Tables, "the cycle's report is still there")
+	require.Len(t, rep.Vacuum.Findings, 1, string(out))
+	require.Equal(t, vacuumwatch.FindingHorizonHeld, rep.Vacuum.Findings[0].Kind)
+	require.Equal(t, vacuumwatch.HolderBackend, rep.Vacuum.Findings[0].Holder)
+	require.Contains(t, rep.Vacuum.DeadTuples, "event_outbox", "each swept table's dead tuples")
+	code, text, errOut := runCmd(t, runnerOf(exchange.Spec()), env, "sweep", "--once")
+	require.Equal(t, app.ExitOK, code, errOut)
+	require.Contains(t, string(text), "VACUUM cannot keep up: backend ")
 
 	require.NoError(t, tx.Rollback(ctx))
 	code, out, errOut = runCmd(t, runnerOf(exchange.Spec()), env, "invariants", "--gate", "--json")
 	require.Equal(t, app.ExitOK, code, "released, nothing holds the horizon: %s %s", out, errOut)
+	code, text, errOut = runCmd(t, runnerOf(exchange.Spec()), env, "sweep", "--once")
+	require.Equal(t, app.ExitOK, code, errOut)
+	require.Contains(t, string(text), "vacuum: nothing holds VACUUM back")
 }

@@ -53,7 +53,7 @@ func (r *runtime[T]) invariants(ctx context.Context, asJSON bool) (violated bool
 	if err != nil {
 		return false, err
 	}
-	results = append(results, vacuumwatch.Invariant(vac, r.spec.Transport(r.cfg).VacuumHorizonMaxHeld))
+	results = append(results, vacuumwatch.Invariants(vac, VacuumLimits(r.spec.Transport(r.cfg)))...)
 	if asJSON {
 		if err := json.NewEncoder(r.stdout).Encode(invariantsReport{Invariants: results}); err != nil {
 			return false, fmt.Errorf("write report: %w", err)
@@ -69,6 +69,9 @@ func (r *runtime[T]) invariants(ctx context.Context, asJSON bool) (violated bool
 		}
 		if res.HeldThresholdSeconds > 0 {
 			threshold = "held>" + (time.Duration(res.HeldThresholdSeconds) * time.Second).String()
+		}
+		if res.WALThresholdBytes > 0 {
+			threshold = fmt.Sprintf("wal>%dB", res.WALThresholdBytes)
 		}
 		if res.Disabled {
 			threshold = "disabled"

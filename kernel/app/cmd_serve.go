@@ -163,7 +163,9 @@ func (r *runtime[T]) outboxWorker(pool *pgxpool.Pool, pub *rabbitmq.Publisher, r
 		return nil, err
 	}
 	vm.Known(vacuumwatch.Holders())
-	exportInvariants, watchVacuum := ExportInvariants(invMetrics, r.logger), WatchVacuum(vm, r.logger, r.spec.Transport(r.cfg).VacuumHorizonMaxHeld)
+	limits := VacuumLimits(r.spec.Transport(r.cfg))
+	vacuumwatch.ExportLimits(vm, limits)
+	exportInvariants, watchVacuum := ExportInvariants(invMetrics, r.logger), WatchVacuum(vm, r.logger, limits)
 	sweeper = sweeper.WithGroupHook(func(ctx context.Context, db prune.DB, g sweep.Group, ran bool) {
 		exportInvariants(ctx, db, g, ran)
 		watchVacuum(ctx, db, g, ran)

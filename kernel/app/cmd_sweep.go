@@ -14,6 +14,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/craig/retention/kernel/sweep"
+	"github.com/craig/retention/kernel/vacuumwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -52,15 +54,69 @@ func (r *runtime[T]) sweepOnce(ctx context.Context, dryRun, asJSON bool) error {
 		run = s.DryRun
 	}
 	rep, runErr := run(ctx)
+	vac := r.vacuumAfterSweep(ctx, pool)
 	if asJSON {
 		enc := json.NewEncoder(r.stdout)
-		if err := enc.Encode(rep); err != nil {
+		if err := enc.Encode(sweepOnceReport{Report: rep, Vacuum: vac}); err != nil {
 			return errors.Join(runErr, fmt.Errorf("write report: %w", err))
 		}
 	} else if err := writeTable(r.stdout, rep); err != nil {
 		return errors.Join(runErr, fmt.Errorf("write report: %w", err))
+	} else {
+		writeVacuum(r.stdout, vac)
 	}
 	return runErr
+}
+
+// sweepOnceReport is `sweep --once --json`: the cycle's report and what
+// the vacuum watchdog read after it.
+type sweepOnceReport struct {
+	sweep.Report
+	Vacuum vacuumReport `json:"vacuum"`
+}
+
+// vacuumReport says whether VACUUM can reclaim what the sweep deleted: no
+// findings means it can.
+type vacuumReport struct {
+	// Findings are what is over the vacuum_* limits (empty: nothing).
+	Findings []vacuumwatch.Finding `json:"findings"`
+	// DeadTuples of each swept table after the cycle.
+	DeadTuples map[string]int64 `json:"dead_tuples"`
+	// Error is why the watchdog could not read the database (the cycle's
+	// own outcome does not depend on it).
+	Error string `json:"error,omitempty"`
+}
+
+// vacuumAfterSweep reads the vacuum watchdog over the swept tables.
+func (r *runtime[T]) vacuumAfterSweep(ctx context.Context, pool *pgxpool.Pool) vacuumReport {
+	var tables []string
+	for _, p := range sweep.Policies(Groups(r.spec, r.cfg)) {
+		tables = append(tables, p.Table)
+	}
+	rep, err := vacuumwatch.Read(ctx, pool, tables)
+	if err != nil {
+		return vacuumReport{Findings: []vacuumwatch.Finding{}, DeadTuples: map[string]int64{}, Error: err.Error()}
+	}
+	findings := vacuumwatch.Findings(rep, VacuumLimits(r.spec.Transport(r.cfg)))
+	if findings == nil {
+		findings = []vacuumwatch.Finding{}
+	}
+	return vacuumReport{Findings: findings, DeadTuples: rep.DeadTuples}
+}
+
+// writeVacuum is the vacuum part of the text report: one line when VACUUM
+// can reclaim what the sweep deleted, else one line per finding.
+func writeVacuum(w io.Writer, v vacuumReport) {
+	switch {
+	case v.Error != "":
+		fmt.Fprintf(w, "vacuum: could not read the database: %s\n", v.Error)
+	case len(v.Findings) == 0:
+		fmt.Fprintln(w, "vacuum: nothing holds VACUUM back (no holder, slot or dead-tuple count over its limit)")
+	default:
+		for _, f := range v.Findings {
+			fmt.Fprintf(w, "VACUUM cannot keep up: %s\n", f)
+		}
+	}
 }
 
 func writeTable(w io.Writer, rep sweep.Report) error {

@@ -143,21 +143,23 @@ func ExportInvariants(m *metrics.Invariants, logger *slog.Logger) sweep.GroupHoo
 	}
 }
 
+// VacuumLimits are the vacuum watchdog's thresholds from the transport
+// settings.
+func VacuumLimits(tr settings.Transport) vacuumwatch.Limits {
+	return vacuumwatch.Limits{MaxHeld: tr.VacuumHorizonMaxHeld, MaxSlotWALBytes: tr.VacuumSlotMaxRetainedWALBytes, MaxDeadTuples: tr.VacuumDeadTuplesMax}
+}
+
 // WatchVacuum is the sweep group hook that reads, after each group a
 // replica swept, what keeps VACUUM from reclaiming the deleted rows (the
 // xmin horizon's holders, the slots' WAL, the group's dead tuples) and
-// exports it; a holder held longer than vacuum_horizon_max_held is logged
-// at WARN: everything the sweep deleted since is still on disk.
-func WatchVacuum(m *metrics.Vacuum, logger *slog.Logger, maxHeld time.Duration) sweep.GroupHook {
+// exports it; each finding over the limits is logged at WARN: what the
+// sweep deletes stays on disk.
+func WatchVacuum(m *metrics.Vacuum, logger *slog.Logger, limits vacuumwatch.Limits) sweep.GroupHook {
 	return func(ctx context.Context, db prune.DB, g sweep.Group, ran bool) {
 		if !ran {
 			return
 		}
-		var tables []string
-		for _, p := range g.Policies {
-			tables = append(tables, p.Table)
-		}
-		rep, err := vacuumwatch.Read(ctx, db, tables)
+		rep, err := vacuumwatch.Read(ctx, db, groupTables(g))
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
 				logger.WarnContext(ctx, "vacuum watchdog could not read the database", slog.String("group", g.Name), slog.Any("error", err))
@@ -165,14 +167,21 @@ func WatchVacuum(m *metrics.Vacuum, logger *slog.Logger, maxHeld time.Duration) 
 			return
 		}
 		vacuumwatch.Export(m, rep)
-		for kind, h := range rep.Oldest() {
-			if maxHeld > 0 && h.HeldSeconds > maxHeld.Seconds() {
-				logger.WarnContext(ctx, "VACUUM cannot reclaim what the sweep deletes: an old xmin is held",
-					slog.String("holder", kind), slog.String("name", h.Name), slog.Int64("xmin_age_xids", h.XminAge),
-					slog.Duration("held", time.Duration(h.HeldSeconds*float64(time.Second))))
-			}
+		for _, f := range vacuumwatch.Findings(rep, limits) {
+			logger.WarnContext(ctx, "VACUUM cannot keep up with what the sweep deletes",
+				slog.String("kind", f.Kind), slog.String("holder", f.Holder), slog.String("name", f.Name),
+				slog.Float64("value", f.Value), slog.Float64("limit", f.Limit), slog.Int64("xmin_age_xids", f.XminAge))
 		}
 	}
+}
+
+// groupTables are the tables a sweep group prunes.
+func groupTables(g sweep.Group) []string {
+	tables := make([]string, 0, len(g.Policies))
+	for _, p := range g.Policies {
+		tables = append(tables, p.Table)
+	}
+	return tables
 }
 
 // ReplayLimits are the admin replay's bounds from the transport settings.

@@ -108,7 +108,10 @@ type Result struct {
 	// holders of the database's xmin horizon held longer than this
 	// (OldestAgeSeconds is then the longest hold).
 	HeldThresholdSeconds float64 `json:"held_threshold_seconds,omitempty"`
-	Description          string  `json:"description"`
+	// WALThresholdBytes is set on the vacuum watchdog's slot invariant: it
+	// counts the replication slots retaining more WAL than this.
+	WALThresholdBytes int64  `json:"wal_threshold_bytes,omitempty"`
+	Description       string `json:"description"`
 }
 
 // Check evaluates one invariant. It reads; it never deletes.

@@ -437,7 +437,11 @@ type Vacuum struct {
 	// DeadTuples is each swept table's dead tuples at the last reading
 	// (retention_dead_tuples{table}).
 	DeadTuples *prometheus.GaugeVec
-	slots      map[string]bool
+	// Limit is each of the watchdog's thresholds as configured (the
+	// vacuum_* settings; 0: disabled), so the alerts compare with the
+	// service's own (retention_vacuum_limit{limit}).
+	Limit *prometheus.GaugeVec
+	slots map[string]bool
 }
 
 // NewVacuum creates the vacuum watchdog's instruments and registers them on reg.
@@ -459,9 +463,13 @@ func NewVacuum(reg prometheus.Registerer) (*Vacuum, error) {
 			Name: "retention_dead_tuples",
 			Help: "Dead tuples of a swept table at the last reading (VACUUM has not reclaimed them yet).",
 		}, []string{"table"}),
+		Limit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "retention_vacuum_limit",
+			Help: "The vacuum watchdog's thresholds as configured (horizon_held_seconds, slot_retained_wal_bytes, dead_tuples); 0 when disabled.",
+		}, []string{"limit"}),
 		slots: map[string]bool{},
 	}
-	if err := register(reg, m.HorizonAge, m.HorizonHeld, m.SlotRetainedWAL, m.DeadTuples); err != nil {
+	if err := register(reg, m.HorizonAge, m.HorizonHeld, m.SlotRetainedWAL, m.DeadTuples, m.Limit); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -511,7 +511,9 @@ func TestKeys(t *testing.T) {
 		"prune_yield_to_writers",
 		"replay_max_age_days",
 		"replay_max_rows",
+		"vacuum_dead_tuples_max",
 		"vacuum_horizon_max_held",
+		"vacuum_slot_max_retained_wal_bytes",
 	}
 
 	t.Run("Transport", func(t *testing.T) {

@@ -190,6 +190,8 @@ func TestEveryNumericKeyIsBounded(t *testing.T) {
 		{key: "prune_max_wal_bytes_per_second", low: "-1", high: "10737418241", okLow: "0", okHigh: "10737418240"},
 		{key: "prune_max_pause", low: "999ms", high: "61m", okLow: "1s", okHigh: "1h"},
 		{key: "vacuum_horizon_max_held", low: "-1s", high: "168h0m1s", okLow: "0s", okHigh: "168h"},
+		{key: "vacuum_slot_max_retained_wal_bytes", low: "-1", high: "1099511627777", okLow: "0", okHigh: "1099511627776"},
+		{key: "vacuum_dead_tuples_max", low: "-1", high: "1000000000001", okLow: "0", okHigh: "1000000000000"},
 	}
 	for _, tt := range tests {
 		env := settings.EnvVar(testService, tt.key)

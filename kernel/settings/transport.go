@@ -58,6 +58,21 @@ const (
 	DefaultVacuumHorizonMaxHeld = time.Hour
 	// MaxVacuumHorizonMaxHeld is a week: a longer bound watches nothing.
 	MaxVacuumHorizonMaxHeld = 7 * 24 * time.Hour
+	// DefaultVacuumSlotMaxRetainedWALBytes is 10 GiB: about an hour of a
+	// busy service's WAL, and far more than a healthy consumer lags; a
+	// slot holding more has a consumer that is down or gone, and the
+	// primary's disk is what fills.
+	DefaultVacuumSlotMaxRetainedWALBytes = 10 << 30
+	// MaxVacuumSlotMaxRetainedWALBytes is 1 TiB: a larger bound is a full
+	// disk before it is a finding.
+	MaxVacuumSlotMaxRetainedWALBytes = 1 << 40
+	// DefaultVacuumDeadTuplesMax is a million: autovacuum's default
+	// trigger (20 % of the table plus 50 rows) is far below it for the
+	// tables the sweeps keep small, so a swept table past it is one VACUUM
+	// is not keeping up with.
+	DefaultVacuumDeadTuplesMax = 1_000_000
+	// MaxVacuumDeadTuplesMax is a trillion rows: larger watches nothing.
+	MaxVacuumDeadTuplesMax = 1_000_000_000_000
 	// DefaultPruneBatchSize matches prune.DefaultBatchSize.
 	DefaultPruneBatchSize = prune.DefaultBatchSize
 	// MaxPruneBatchSize bounds one DELETE; beyond it a batch holds locks and
@@ -180,6 +195,16 @@ type Transport struct {
 	// (invariant vacuum_horizon_held, serve's WARN) says VACUUM cannot
 	// reclaim what the sweeps delete; 0s disables it.
 	VacuumHorizonMaxHeld time.Duration `koanf:"vacuum_horizon_max_held"`
+	// VacuumSlotMaxRetainedWALBytes is the most WAL a replication slot may
+	// keep on the primary before the vacuum watchdog (invariant
+	// vacuum_slot_wal_retained, the sweep report, serve's WARN, alert
+	// RetentionSlotRetainingWAL) reports it; 0 disables it.
+	VacuumSlotMaxRetainedWALBytes int64 `koanf:"vacuum_slot_max_retained_wal_bytes"`
+	// VacuumDeadTuplesMax is the most dead tuples a swept table may hold
+	// before the sweep report and serve's WARN say VACUUM is not keeping
+	// up with what the sweep deletes (alert RetentionDeadTuplesGrowing);
+	// 0 disables it.
+	VacuumDeadTuplesMax int64 `koanf:"vacuum_dead_tuples_max"`
 	// PlanCheckSeqScanRows is the table size above which probe and serve
 	// warn about a sweep plan that scans the whole table.
 	PlanCheckSeqScanRows int64 `koanf:"plan_check_seqscan_rows"`
@@ -276,26 +301,28 @@ var eventKeyID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)
 // database is databaseURL.
 func DefaultTransport(databaseURL string) Transport {
 	return Transport{
-		DatabaseURL:               databaseURL,
-		HTTPAddr:                  DefaultHTTPAddr,
-		AMQPURL:                   DefaultAMQPURL,
-		AMQPExchange:              DefaultAMQPExchange,
-		EventOutboxRetentionDays:  DefaultOutboxRetentionDays,
-		EventInboxRetentionDays:   DefaultInboxRetentionDays,
-		ReplayMaxAgeDays:          DefaultReplayMaxAgeDays,
-		ReplayMaxRows:             DefaultReplayMaxRows,
-		DatabaseConnectTimeout:    DefaultDatabaseConnectTimeout,
-		PruneBatchSize:            DefaultPruneBatchSize,
-		PruneCycleCap:             DefaultPruneCycleCap,
-		PruneStatementTimeout:     DefaultPruneStatementTimeout,
-		PruneLockTimeout:          DefaultPruneLockTimeout,
-		PruneYieldToWriters:       DefaultPruneYieldToWriters,
-		PruneMaxReplicaLag:        DefaultPruneMaxReplicaLag,
-		PruneMaxWALBytesPerSecond: DefaultPruneMaxWALBytesPerSecond,
-		PruneMaxPause:             DefaultPruneMaxPause,
-		VacuumHorizonMaxHeld:      DefaultVacuumHorizonMaxHeld,
-		PlanCheckSeqScanRows:      DefaultPlanCheckSeqScanRows,
-		LogLevel:                  DefaultLogLevel,
+		DatabaseURL:                   databaseURL,
+		HTTPAddr:                      DefaultHTTPAddr,
+		AMQPURL:                       DefaultAMQPURL,
+		AMQPExchange:                  DefaultAMQPExchange,
+		EventOutboxRetentionDays:      DefaultOutboxRetentionDays,
+		EventInboxRetentionDays:       DefaultInboxRetentionDays,
+		ReplayMaxAgeDays:              DefaultReplayMaxAgeDays,
+		ReplayMaxRows:                 DefaultReplayMaxRows,
+		DatabaseConnectTimeout:        DefaultDatabaseConnectTimeout,
+		PruneBatchSize:                DefaultPruneBatchSize,
+		PruneCycleCap:                 DefaultPruneCycleCap,
+		PruneStatementTimeout:         DefaultPruneStatementTimeout,
+		PruneLockTimeout:              DefaultPruneLockTimeout,
+		PruneYieldToWriters:           DefaultPruneYieldToWriters,
+		PruneMaxReplicaLag:            DefaultPruneMaxReplicaLag,
+		PruneMaxWALBytesPerSecond:     DefaultPruneMaxWALBytesPerSecond,
+		PruneMaxPause:                 DefaultPruneMaxPause,
+		VacuumHorizonMaxHeld:          DefaultVacuumHorizonMaxHeld,
+		VacuumSlotMaxRetainedWALBytes: DefaultVacuumSlotMaxRetainedWALBytes,
+		VacuumDeadTuplesMax:           DefaultVacuumDeadTuplesMax,
+		PlanCheckSeqScanRows:          DefaultPlanCheckSeqScanRows,
+		LogLevel:                      DefaultLogLevel,
 	}
 }
 
@@ -424,6 +451,12 @@ func (t Transport) pacingProblems() []Problem {
 	}
 	if t.VacuumHorizonMaxHeld < 0 || t.VacuumHorizonMaxHeld > MaxVacuumHorizonMaxHeld {
 		ps = append(ps, Problem{Key: "vacuum_horizon_max_held", Value: t.VacuumHorizonMaxHeld, Reason: fmt.Sprintf("must be a duration between 0 (no check) and %v, such as 1h", MaxVacuumHorizonMaxHeld)})
+	}
+	if t.VacuumSlotMaxRetainedWALBytes < 0 || t.VacuumSlotMaxRetainedWALBytes > MaxVacuumSlotMaxRetainedWALBytes {
+		ps = append(ps, Problem{Key: "vacuum_slot_max_retained_wal_bytes", Value: t.VacuumSlotMaxRetainedWALBytes, Reason: fmt.Sprintf("must be between 0 (no check) and %d bytes", int64(MaxVacuumSlotMaxRetainedWALBytes))})
+	}
+	if t.VacuumDeadTuplesMax < 0 || t.VacuumDeadTuplesMax > MaxVacuumDeadTuplesMax {
+		ps = append(ps, Problem{Key: "vacuum_dead_tuples_max", Value: t.VacuumDeadTuplesMax, Reason: fmt.Sprintf("must be between 0 (no check) and %d", int64(MaxVacuumDeadTuplesMax))})
 	}
 	return ps
 }

@@ -10,10 +10,8 @@ package vacuumwatch
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/craig/retention/kernel/internal/queries"
-	"github.com/craig/retention/kernel/invariants"
 	"github.com/craig/retention/kernel/metrics"
 )
 
@@ -105,33 +103,6 @@ func Read(ctx context.Context, db queries.DBTX, tables []string) (Report, error)
 		r.DeadTuples[d.TableName], r.LiveTuples[d.TableName] = d.Dead, d.Live
 	}
 	return r, nil
-}
-
-// InvariantName is the vacuum watchdog's row in `<svc> invariants`.
-const InvariantName = "vacuum_horizon_held"
-
-// Invariant is the vacuum watchdog as an invariant: the sessions and
-// prepared transactions holding the xmin horizon longer than maxHeld (0:
-// disabled); a slot's hold has no age the server knows (its gauge and
-// alert watch it).
-func Invariant(r Report, maxHeld time.Duration) invariants.Result {
-	res := invariants.Result{Name: InvariantName, Table: "(database)", HeldThresholdSeconds: maxHeld.Seconds(),
-		Description: fmt.Sprintf("sessions and prepared transactions holding the xmin horizon (VACUUM cannot reclaim what the sweeps delete) for over %v", maxHeld)}
-	if maxHeld <= 0 {
-		res.Disabled = true
-		return res
-	}
-	for _, h := range r.Holders {
-		if h.Kind == HolderSlot || h.HeldSeconds <= maxHeld.Seconds() {
-			continue
-		}
-		res.Violations++
-		if res.OldestAgeSeconds == nil || h.HeldSeconds > *res.OldestAgeSeconds {
-			held := h.HeldSeconds
-			res.OldestAgeSeconds = &held
-		}
-	}
-	return res
 }
 
 // Export sets the vacuum gauges from a reading: the oldest xmin age and the

@@ -149,3 +149,128 @@ func TestDeadTuplesOfTheSweptTables(t *testing.T) {
 		return err == nil && rep.DeadTuples["event_outbox"] >= 500 && rep.LiveTuples["event_outbox"] == 0
 	}, 10*time.Second, 100*time.Millisecond, "the deleted rows are reported as dead tuples")
 }
+
+// scratchName is a server-wide name (a slot's, a prepared transaction's
+// gid) no other test uses.
+func scratchName() string {
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	return "craig_test_" + hex.EncodeToString(suffix)
+}
+
+// TestPreparedTransactionHoldsTheHorizon: a prepared transaction nobody
+// commits holds its xmin after its session has gone; the watchdog names
+// its gid, the invariant and the findings report it once held past the
+// bound, and ROLLBACK PREPARED clears it.
+func TestPreparedTransactionHoldsTheHorizon(t *testing.T) {
+	t.Parallel()
+	kerneltest.NeedsServer(t, "PostgreSQL")
+	ctx := context.Background()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	kerneltest.ServerSetting(t, db, "max_prepared_transactions", func(v string) bool { return v != "0" },
+		"max_prepared_transactions > 0: ALTER SYSTEM SET max_prepared_transactions = 16 and a restart, as .ci/run does")
+	gid := scratchName()
+	conn, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	for _, stmt := range []string{"BEGIN", "INSERT INTO event_outbox (event_type, payload) VALUES ('test.prepared', '{}')",
+		"PREPARE TRANSACTION '" + gid + "'"} { // a gid is a literal; scratchName is hex
+		_, err = conn.Exec(ctx, stmt)
+		require.NoError(t, err, stmt)
+	}
+	require.NoError(t, conn.Close(ctx), "the session ends; the prepared transaction stays")
+	rolledBack := false
+	rollback := func() {
+		if !rolledBack {
+			_, err := db.Pool.Exec(context.Background(), "ROLLBACK PREPARED '"+gid+"'")
+			require.NoError(t, err)
+			rolledBack = true
+		}
+	}
+	t.Cleanup(rollback) // before the database is dropped: a prepared transaction would block it
+	burnXIDs(t, db, 25)
+
+	limits := vacuumwatch.Limits{MaxHeld: time.Millisecond}
+	var rep vacuumwatch.Report
+	require.Eventually(t, func() bool {
+		rep, err = vacuumwatch.Read(ctx, db.Pool, nil)
+		require.NoError(t, err)
+		h, ok := holderFor(rep, vacuumwatch.HolderPrepared, gid)
+		return ok && h.HeldSeconds > limits.MaxHeld.Seconds()
+	}, 10*time.Second, 10*time.Millisecond, "the prepared transaction %s holds the horizon past 1ms", gid)
+	h, _ := holderFor(rep, vacuumwatch.HolderPrepared, gid)
+	require.GreaterOrEqual(t, h.XminAge, int64(25), "its xmin is older than the 25 transactions after it")
+	require.Positive(t, vacuumwatch.Invariants(rep, limits)[0].Violations, "vacuum_horizon_held counts it")
+	require.True(t, hasFinding(vacuumwatch.Findings(rep, limits), vacuumwatch.FindingHorizonHeld, gid))
+
+	rollback()
+	rep, err = vacuumwatch.Read(ctx, db.Pool, nil)
+	require.NoError(t, err)
+	_, ok := holderFor(rep, vacuumwatch.HolderPrepared, gid)
+	require.False(t, ok, "rolled back, it holds nothing")
+	require.False(t, hasFinding(vacuumwatch.Findings(rep, limits), vacuumwatch.FindingHorizonHeld, gid))
+}
+
+// TestInactiveLogicalSlotHoldsTheHorizon: a logical slot no decoder reads
+// holds a catalog_xmin and keeps every WAL byte written after it; the
+// watchdog reports the slot as a horizon holder and its retained WAL, the
+// slot invariant and the findings report it over the bound, and dropped it
+// clears.
+func TestInactiveLogicalSlotHoldsTheHorizon(t *testing.T) {
+	t.Parallel()
+	kerneltest.NeedsServer(t, "PostgreSQL")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a slot waits for running transactions
+	defer cancel()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	kerneltest.ServerSetting(t, db, "wal_level", func(v string) bool { return v == "logical" },
+		"wal_level = logical: ALTER SYSTEM SET wal_level = 'logical' and a restart, as .ci/run does")
+	slot := scratchName()
+	_, err := db.Pool.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'test_decoding')", slot)
+	require.NoError(t, err)
+	dropped := false
+	drop := func() {
+		if !dropped {
+			_, err := db.Pool.Exec(context.Background(), "SELECT pg_drop_replication_slot($1)", slot)
+			require.NoError(t, err)
+			dropped = true
+		}
+	}
+	t.Cleanup(drop) // before the database is dropped: a logical slot would block it
+	burnXIDs(t, db, 25)
+	_, err = db.Pool.Exec(ctx, `INSERT INTO event_outbox (event_type, payload) SELECT 'test.wal', jsonb_build_object('n', g) FROM generate_series(1, 2000) g`)
+	require.NoError(t, err)
+
+	rep, err := vacuumwatch.Read(ctx, db.Pool, nil)
+	require.NoError(t, err)
+	h, ok := holderFor(rep, vacuumwatch.HolderSlot, slot)
+	require.True(t, ok, "the slot's catalog_xmin holds the horizon: %+v", rep.Holders)
+	require.GreaterOrEqual(t, h.XminAge, int64(25))
+	var found bool
+	for _, s := range rep.Slots {
+		if s.Name == slot {
+			found = true
+			require.Equal(t, "logical", s.Type)
+			require.False(t, s.Active, "no decoder reads it")
+			require.Positive(t, s.RetainedBytes)
+		}
+	}
+	require.True(t, found, "the slot's retained WAL is reported: %+v", rep.Slots)
+	limits := vacuumwatch.Limits{MaxSlotWALBytes: 1}
+	require.Positive(t, vacuumwatch.Invariants(rep, limits)[1].Violations, "vacuum_slot_wal_retained counts it")
+	require.True(t, hasFinding(vacuumwatch.Findings(rep, limits), vacuumwatch.FindingSlotWAL, slot))
+
+	drop()
+	rep, err = vacuumwatch.Read(ctx, db.Pool, nil)
+	require.NoError(t, err)
+	_, ok = holderFor(rep, vacuumwatch.HolderSlot, slot)
+	require.False(t, ok, "dropped, it holds nothing")
+	require.False(t, hasFinding(vacuumwatch.Findings(rep, limits), vacuumwatch.FindingSlotWAL, slot))
+}
+
+func hasFinding(fs []vacuumwatch.Finding, kind, name string) bool {
+	for _, f := range fs {
+		if f.Kind == kind && f.Name == name {
+			return true
+		}
+	}
+	return false
+}
