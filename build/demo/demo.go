@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/craig/retention/build/versitygw"
 	"github.com/craig/retention/build/walkthrough"
 
 	"github.com/craig/retention/build/binaries"
@@ -43,27 +42,35 @@ type demoRow struct {
 	reported               bool // the sweep report names the table
 }
 
-// Demo seeds craig_demo_<service> databases, runs one sweep per service, archives the aged rule evaluations and prints before/after counts, archives and ledger rows.
+// Demo seeds craig_demo_<service> databases (walkthrough.EnvName names others), runs one sweep per service, archives the aged rule evaluations and prints before/after counts, archives and ledger rows.
 func Demo(ctx context.Context) error {
-	server, err := demoPrepare(ctx)
+	in, err := walkthrough.InstanceFromEnv()
 	if err != nil {
 		return err
 	}
-	return walkthrough.Run(ctx, server, false)
+	server, err := demoPrepare(ctx, in)
+	if err != nil {
+		return err
+	}
+	return walkthrough.Run(ctx, server, in, false)
 }
 
 // DemoUp runs the demo, then leaves rules' and security's serve running with their archive APIs for craigctl (the runbook's walk-through) until interrupted; it prints the environment to export.
 func DemoUp(ctx context.Context) error {
-	server, err := demoPrepare(ctx)
+	in, err := walkthrough.InstanceFromEnv()
 	if err != nil {
 		return err
 	}
-	return walkthrough.Run(ctx, server, true)
+	server, err := demoPrepare(ctx, in)
+	if err != nil {
+		return err
+	}
+	return walkthrough.Run(ctx, server, in, true)
 }
 
 // demoPrepare is the demo up to its serves: the databases seeded and swept,
 // the aged rows archived; it returns the server URL.
-func demoPrepare(ctx context.Context) (string, error) {
+func demoPrepare(ctx context.Context, in walkthrough.Instance) (string, error) {
 	server := workspace.EnvOr("CRAIG_DEMO_SERVER_URL", workspace.DefaultServerURL)
 	if _, err := pgadmin.WithDatabase(server, workspace.AdminDatabase); err != nil {
 		return "", fmt.Errorf("CRAIG_DEMO_SERVER_URL: %w", err)
@@ -78,7 +85,7 @@ func demoPrepare(ctx context.Context) (string, error) {
 	var rows []demoRow
 	reports := map[string]string{}
 	for _, service := range services {
-		r, report, err := demoService(ctx, server, service)
+		r, report, err := demoService(ctx, server, in.Database(service), service)
 		if err != nil {
 			return "", fmt.Errorf("demo %s: %w", service, err)
 		}
@@ -93,7 +100,7 @@ func demoPrepare(ctx context.Context) (string, error) {
 		service string
 		tables  []string
 	}{{"rules", []string{"rule_evaluations"}}, {"security", []string{"audit_log", "dead_letter_audit"}}} {
-		if err := demoArchive(ctx, server, a.service, a.tables); err != nil {
+		if err := demoArchive(ctx, server, in, a.service, a.tables); err != nil {
 			return "", err
 		}
 	}
@@ -122,13 +129,13 @@ type demoPass struct {
 // demoArchive turns a service's archiver on for one manual pass over its
 // demo database (it is OFF by default everywhere) and prints what it
 // wrote.
-func demoArchive(ctx context.Context, server, service string, tables []string) error {
-	dbURL, err := pgadmin.WithDatabase(server, "craig_demo_"+service)
+func demoArchive(ctx context.Context, server string, in walkthrough.Instance, service string, tables []string) error {
+	dbURL, err := pgadmin.WithDatabase(server, in.Database(service))
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\n==> ARCHIVER ENABLED FOR THE DEMO ONLY: %s=true, store %s\n", settings.EnvVar(service, "archive.enabled"), versitygw.BucketURL())
-	env := versitygw.ArchiverEnv(service, dbURL)
+	fmt.Printf("\n==> ARCHIVER ENABLED FOR THE DEMO ONLY: %s=true, store %s\n", settings.EnvVar(service, "archive.enabled"), in.StoreURL)
+	env := in.ArchiverEnv(service, dbURL)
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", settings.Redact(dbURL), err)
@@ -193,8 +200,8 @@ func printLedger(ctx context.Context, conn *pgx.Conn) error {
 // demoService recreates, migrates and seeds one service's demo database, then
 // counts its tables around one sweep. It returns the table rows and the
 // sweep's JSON report (indented).
-func demoService(ctx context.Context, server, service string) ([]demoRow, string, error) {
-	dbURL, err := pgadmin.WithDatabase(server, "craig_demo_"+service)
+func demoService(ctx context.Context, server, database, service string) ([]demoRow, string, error) {
+	dbURL, err := pgadmin.WithDatabase(server, database)
 	if err != nil {
 		return nil, "", err
 	}

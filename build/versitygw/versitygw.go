@@ -302,12 +302,13 @@ func BucketURL() string {
 }
 
 // ArchiverEnv is a service's environment with its archiver turned on,
-// storing into Bucket.
-func ArchiverEnv(service, dbURL string) map[string]string {
+// storing into storeURL (a bucket of the local versitygw, such as
+// BucketURL()).
+func ArchiverEnv(service, dbURL, storeURL string) map[string]string {
 	return map[string]string{
 		workspace.DatabaseEnv(service):                dbURL,
 		settings.EnvVar(service, "archive.enabled"):   "true",
-		settings.EnvVar(service, "archive.store.url"): BucketURL(),
+		settings.EnvVar(service, "archive.store.url"): storeURL,
 		"AWS_ACCESS_KEY_ID":                           workspace.EnvOr("AWS_ACCESS_KEY_ID", AccessKey),
 		"AWS_SECRET_ACCESS_KEY":                       workspace.EnvOr("AWS_SECRET_ACCESS_KEY", SecretKey),
 	}

@@ -22,26 +22,33 @@ import (
 // demoTokenTTL bounds the demo operator's token.
 const demoTokenTTL = 12 * time.Hour
 
+// The demo's two operators: the one who does everything, and the second
+// identity rules' dual control needs to approve a purge.
+const (
+	demoOperator = "demo:operator"
+	demoApprover = "demo:approver"
+	demoScopes   = "archive:read archive:run archive:hold archive:purge"
+)
+
 // demoCraigctl runs a craigctl session against the demo's serves: the
 // ledger, an archived evaluation fetched by id, a deep verify and the fleet
-// check; with keep it then prints the environment and waits for an
-// interrupt.
-func demoCraigctl(ctx context.Context, rulesDB, keyDir string, keep bool) error {
+// check; with keep it then writes the operators' environment, prints it and
+// waits for an interrupt.
+func demoCraigctl(ctx context.Context, in Instance, rulesDB, keyDir string, keep bool) error {
 	secret, err := os.ReadFile(filepath.Join(keyDir, "api.secret"))
 	if err != nil {
 		return err
 	}
-	token, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "demo:operator",
-		"scope": "archive:read archive:run archive:hold archive:purge", "exp": time.Now().Add(demoTokenTTL).Unix()}).SignedString(secret)
+	token, err := demoToken(secret, demoOperator)
 	if err != nil {
 		return err
 	}
 	fleet := filepath.Join(keyDir, "fleet.yaml")
 	if err := os.WriteFile(fleet, fmt.Appendf(nil, "services:\n  - {name: rules, url: \"http://%s\"}\n  - {name: security, url: \"http://%s\"}\n",
-		demoRulesAddr, demoSecurityAdd), 0o600); err != nil {
+		in.RulesAddr, in.SecurityAddr), 0o600); err != nil {
 		return err
 	}
-	env := map[string]string{"CRAIG_TOKEN": token, "CRAIG_RULES_URL": "http://" + demoRulesAddr, "CRAIG_SECURITY_URL": "http://" + demoSecurityAdd}
+	env := map[string]string{"CRAIG_TOKEN": token, "CRAIG_RULES_URL": "http://" + in.RulesAddr, "CRAIG_SECURITY_URL": "http://" + in.SecurityAddr}
 	rowID, err := demoArchivedRow(ctx, rulesDB)
 	if err != nil {
 		return err
@@ -61,12 +68,37 @@ func demoCraigctl(ctx context.Context, rulesDB, keyDir string, keep bool) error 
 	if !keep {
 		return nil
 	}
-	tokenFile := filepath.Join(keyDir, "operator.token")
-	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+	return demoWait(ctx, in, secret, env, keyDir, fleet)
+}
+
+// demoWait writes the operators' environment (the state file), prints how
+// to use it and waits for an interrupt; the state file goes with the
+// serves.
+func demoWait(ctx context.Context, in Instance, secret []byte, env map[string]string, keyDir, fleet string) error {
+	approver, err := demoToken(secret, demoApprover)
+	if err != nil {
 		return err
 	}
-	fmt.Printf("\nThe demo's services are serving. In another shell:\n\n  export CRAIG_RULES_URL=http://%s CRAIG_SECURITY_URL=http://%s\n  export CRAIG_TOKEN=$(cat %s)\n  go run ./cmd/craigctl archive records list --service rules\n\nfleet file: %s. Ctrl-C stops them (and deletes the token).\n",
-		demoRulesAddr, demoSecurityAdd, tokenFile, fleet)
+	tokenFile, approverFile := filepath.Join(keyDir, "operator.token"), filepath.Join(keyDir, "approver.token")
+	state := in.StateFile
+	if state == "" {
+		state = filepath.Join(keyDir, "demo.env")
+	}
+	defer func() { _ = os.Remove(state) }()
+	for file, content := range map[string]string{
+		tokenFile: env["CRAIG_TOKEN"] + "\n", approverFile: approver + "\n",
+		state: fmt.Sprintf("CRAIG_RULES_URL=%s\nCRAIG_SECURITY_URL=%s\nCRAIG_TOKEN=%s\nSECOND_OPERATOR_TOKEN=%s\nFLEET_FILE=%s\n",
+			env["CRAIG_RULES_URL"], env["CRAIG_SECURITY_URL"], env["CRAIG_TOKEN"], approver, fleet),
+	} {
+		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\nThe demo's services are serving (rules with dual control). In another shell:\n\n"+
+		"  export CRAIG_RULES_URL=%s CRAIG_SECURITY_URL=%s\n  export CRAIG_TOKEN=$(cat %s) SECOND_OPERATOR_TOKEN=$(cat %s)\n"+
+		"  go run ./cmd/craigctl archive records list --service rules\n\nfleet file: %s; the same as KEY=value lines: %s.\n"+
+		"Ctrl-C stops them (and deletes the tokens).\n",
+		env["CRAIG_RULES_URL"], env["CRAIG_SECURITY_URL"], tokenFile, approverFile, fleet, state)
 	if term.IsTerminal(int(os.Stdin.Fd())) { //nolint:gosec // a file descriptor fits an int
 		fmt.Println("(waiting for Ctrl-C)")
 	}
@@ -74,6 +106,13 @@ func demoCraigctl(ctx context.Context, rulesDB, keyDir string, keep bool) error 
 	defer stop()
 	<-sig.Done()
 	return nil
+}
+
+// demoToken is an HS256 token for the demo's archive API, valid for
+// demoTokenTTL.
+func demoToken(secret []byte, sub string) (string, error) {
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "scope": demoScopes,
+		"exp": time.Now().Add(demoTokenTTL).Unix()}).SignedString(secret)
 }
 
 // demoArchivedRow is the id of an evaluation the demo archived (the first

@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/craig/retention/build/versitygw"
-
 	"github.com/craig/retention/build/pgadmin"
 	"github.com/craig/retention/build/workspace"
 
@@ -25,21 +23,16 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Demo fleet ledger: the exchange the two serves share, how long the demo
-// waits for rules' event to be booked, and the serves' ports.
-const (
-	demoExchange    = "craig.demo.events"
-	demoFleetWait   = time.Minute
-	demoRulesAddr   = "127.0.0.1:18083"
-	demoSecurityAdd = "127.0.0.1:18084"
-)
+// demoFleetWait is how long the demo waits for rules' events to be booked
+// in security's fleet ledger.
+const demoFleetWait = time.Minute
 
 // Run is the fleet part of the demo: it generates the producers' event
 // keys, runs security's and rules' serve (signed, trust configured) with
 // their archive APIs until rules' archive events are booked in security's
 // fleet ledger, prints archive_records, then runs a craigctl session against
 // them; with keep, it leaves them serving until interrupted.
-func Run(ctx context.Context, server string, keep bool) error {
+func Run(ctx context.Context, server string, in Instance, keep bool) error {
 	dir, err := os.MkdirTemp("", "craig-demo-keys-")
 	if err != nil {
 		return err
@@ -49,21 +42,21 @@ func Run(ctx context.Context, server string, keep bool) error {
 	if err != nil {
 		return err
 	}
-	secURL, err := pgadmin.WithDatabase(server, "craig_demo_security")
+	secURL, err := pgadmin.WithDatabase(server, in.Database("security"))
 	if err != nil {
 		return err
 	}
-	rulesURL, err := pgadmin.WithDatabase(server, "craig_demo_rules")
+	rulesURL, err := pgadmin.WithDatabase(server, in.Database("rules"))
 	if err != nil {
 		return err
 	}
 	fmt.Printf("\n==> event keys generated in %s; security trusts %s\n", dir, strings.Join(trust, ", "))
-	sec, err := demoServe("security", secURL, demoSecurityAdd, dir)
+	sec, err := demoServe(in, "security", secURL, in.SecurityAddr, dir)
 	if err != nil {
 		return err
 	}
 	defer sec.stop()
-	rules, err := demoServe("rules", rulesURL, demoRulesAddr, dir)
+	rules, err := demoServe(in, "rules", rulesURL, in.RulesAddr, dir)
 	if err != nil {
 		return err
 	}
@@ -83,7 +76,7 @@ func Run(ctx context.Context, server string, keep bool) error {
 	if err := printFleet(ctx, conn); err != nil {
 		return err
 	}
-	if err := demoCraigctl(ctx, rulesURL, dir, keep); err != nil {
+	if err := demoCraigctl(ctx, in, rulesURL, dir, keep); err != nil {
 		return err
 	}
 	rules.stop()
@@ -124,8 +117,9 @@ type demoProcess struct {
 }
 
 // demoServe starts `<service> serve` signing its events and trusting the
-// demo keys.
-func demoServe(service, dbURL, addr, keyDir string) (*demoProcess, error) {
+// demo keys; rules' purges need a second operator's approval (dual
+// control), security's execute at once.
+func demoServe(in Instance, service, dbURL, addr, keyDir string) (*demoProcess, error) {
 	bin := workspace.ServiceBinary(service)
 	e := func(k, v string) string { return settings.EnvVar(service, k) + "=" + v }
 	// Not CommandContext: a cancelled mage (Ctrl-C) would SIGKILL the
@@ -134,16 +128,19 @@ func demoServe(service, dbURL, addr, keyDir string) (*demoProcess, error) {
 	// "stopped").
 	cmd := exec.Command(bin, "serve")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Env = append(os.Environ(), e("database_url", dbURL), e("http_addr", addr), e("amqp_exchange", demoExchange),
+	cmd.Env = append(os.Environ(), e("database_url", dbURL), e("http_addr", addr), e("amqp_exchange", in.Exchange()),
 		e("events.signing_key_file", filepath.Join(keyDir, service+"-demo.pem")), e("events.signing_key_id", service+"-demo"),
 		e("events.trusted_keys_file", filepath.Join(keyDir, "trusted")),
 		// The archive API, for craigctl; the archiver serves it, its scheduled passes stay off.
 		e("auth.jwt_hs256_secret_file", filepath.Join(keyDir, "api.secret")), e("archive.interval_seconds", "0"))
-	for k, v := range versitygw.ArchiverEnv(service, dbURL) {
+	if service == "rules" {
+		cmd.Env = append(cmd.Env, e("archive.purge.approvals_required", "1"))
+	}
+	for k, v := range in.ArchiverEnv(service, dbURL) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	cmd.Stderr = os.Stderr
-	fmt.Printf("==> %s serve (http %s, exchange %s, signed)\n", bin, addr, demoExchange)
+	fmt.Printf("==> %s serve (http %s, exchange %s, signed)\n", bin, addr, in.Exchange())
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("%s serve: %w", bin, err)
 	}

@@ -733,11 +733,17 @@ func (r *runtime[T]) archiveReader(pool *pgxpool.Pool, arch *archiver, reg prome
 	}
 	vm.Known(archiveread.Kinds())
 	out := &archiveReader{metrics: vm}
+	// Without a scheduled verifier (no store, or verify_interval_hours 0)
+	// no "last verify" is exported: its 0 would read "never verified" and
+	// fire ArchiveVerifyStale for a verification nobody asked for.
+	unscheduled := func() { reg.Unregister(vm.Last) }
 	if arch.store == nil {
+		unscheduled()
 		return out, nil, nil
 	}
 	out.reader = archiveread.New(pool, arch.store, r.spec.Name, archiveTables(r.spec, r.cfg))
 	if as.VerifyIntervalHours == 0 {
+		unscheduled()
 		return out, nil, nil
 	}
 	every := time.Duration(as.VerifyIntervalHours) * time.Hour

@@ -68,7 +68,7 @@ func (r *runtime[T]) invariants(ctx context.Context, asJSON bool) (violated bool
 			threshold = "now+" + (time.Duration(res.FutureSkewSeconds) * time.Second).String()
 		}
 		if res.HeldThresholdSeconds > 0 {
-			threshold = "held>" + (time.Duration(res.HeldThresholdSeconds) * time.Second).String()
+			threshold = "held>" + time.Duration(res.HeldThresholdSeconds*float64(time.Second)).String()
 		}
 		if res.WALThresholdBytes > 0 {
 			threshold = fmt.Sprintf("wal>%dB", res.WALThresholdBytes)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/app"
@@ -15,6 +16,7 @@ import (
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/sweep"
+	"github.com/craig/retention/kernel/vacuumwatch"
 	"github.com/craig/retention/migrations"
 )
 
@@ -118,4 +120,55 @@ func TestOnlyTheSweepingReplicaExportsInvariants(t *testing.T) {
 	require.True(t, rep.LockAcquired)
 	require.True(t, rep.Tables[0].Capped)
 	require.Equal(t, float64(150), d.violations(t)["outbox_retention_overrun"])
+}
+
+// TestOnlyTheSweepingReplicaExportsTheVacuumReading: the replica that ran
+// the group exports what holds VACUUM back; once another replica holds the
+// lease it clears its reading instead of keeping a stale hold on the
+// alert's max.
+func TestOnlyTheSweepingReplicaExportsTheVacuumReading(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	reg := prometheus.NewRegistry()
+	pm, err := metrics.NewPrune(reg)
+	require.NoError(t, err)
+	vm, err := metrics.NewVacuum(reg)
+	require.NoError(t, err)
+	vm.Known(vacuumwatch.Holders())
+	groups := sweep.Bounds{BatchSize: 100, CycleCap: 1000}.Apply([]sweep.Group{
+		sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 31}),
+	})
+	s, err := sweep.New(db.Pool, groups, slog.New(slog.NewTextHandler(io.Discard, nil)), pm)
+	require.NoError(t, err)
+	s = s.WithGroupHook(app.WatchVacuum(vm, slog.New(slog.NewTextHandler(io.Discard, nil)), vacuumwatch.Limits{}))
+
+	holder, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Close(context.Background()) })
+	tx, err := holder.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM event_outbox").Scan(&n)) // takes the snapshot
+	_, err = db.Pool.Exec(ctx, "SELECT pg_current_xact_id()")                          // one transaction after it
+	require.NoError(t, err)
+
+	rep, err := s.RunOnce(ctx)
+	require.NoError(t, err)
+	require.True(t, rep.LockAcquired)
+	require.Positive(t, testutil.ToFloat64(vm.HorizonAge.WithLabelValues(vacuumwatch.HolderBackend)), "the sweeping replica reads the session")
+	require.Equal(t, 2, testutil.CollectAndCount(vm.DeadTuples), "and the swept tables' dead tuples (outbox, inbox)")
+
+	leader, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = leader.Close(context.Background()) })
+	_, err = leader.Exec(ctx, `SELECT pg_advisory_lock($1)`, lease.TransportKey)
+	require.NoError(t, err)
+	rep, err = s.RunOnce(ctx)
+	require.NoError(t, err)
+	require.False(t, rep.LockAcquired)
+	require.Zero(t, testutil.ToFloat64(vm.HorizonAge.WithLabelValues(vacuumwatch.HolderBackend)), "skipped, it clears its reading")
+	require.Zero(t, testutil.ToFloat64(vm.HorizonHeld.WithLabelValues(vacuumwatch.HolderBackend)))
+	require.Zero(t, testutil.CollectAndCount(vm.DeadTuples))
 }

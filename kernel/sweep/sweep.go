@@ -45,6 +45,12 @@ type Group struct {
 	Policies []prune.Policy
 }
 
+// Enabled is false when every table of the group is disabled (window 0):
+// the group never runs, never takes its lease, never succeeds.
+func (g Group) Enabled() bool {
+	return slices.ContainsFunc(g.Policies, func(p prune.Policy) bool { return p.WindowDays != 0 })
+}
+
 // TransportConfig holds the windows and bounds of the transport sweep.
 type TransportConfig struct {
 	OutboxWindowDays int

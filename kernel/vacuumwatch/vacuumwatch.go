@@ -34,9 +34,13 @@ type Holder struct {
 	// XminAge is how many transactions ago its xmin was taken: VACUUM
 	// cannot reclaim a row deleted after it.
 	XminAge int64
-	// HeldSeconds is how long it has been held (0 for a slot: the server
-	// does not know).
+	// HeldSeconds is how long it has been held, from its transaction's
+	// start (0 for a slot: the server does not know).
 	HeldSeconds float64
+	// Hidden is true for a session whose times the service's role may
+	// not see (another role's, without pg_monitor): its HeldSeconds is 0
+	// whatever it really is.
+	Hidden bool
 }
 
 // Slot is one replication slot's retained WAL.
@@ -94,7 +98,7 @@ func Read(ctx context.Context, db queries.DBTX, tables []string) (Report, error)
 	}
 	r := Report{DeadTuples: map[string]int64{}, LiveTuples: map[string]int64{}}
 	for _, h := range holders {
-		r.Holders = append(r.Holders, Holder{Kind: h.Holder, Name: h.Name, XminAge: h.XminAge, HeldSeconds: h.HeldSeconds})
+		r.Holders = append(r.Holders, Holder{Kind: h.Holder, Name: h.Name, XminAge: h.XminAge, HeldSeconds: h.HeldSeconds, Hidden: !h.HeldKnown})
 	}
 	for _, s := range slots {
 		r.Slots = append(r.Slots, Slot{Name: s.SlotName, Type: s.SlotType, Active: s.Active != nil && *s.Active, RetainedBytes: s.RetainedBytes})
@@ -122,5 +126,31 @@ func Export(m *metrics.Vacuum, r Report) {
 	m.ForgetSlotsExcept(names)
 	for table, n := range r.DeadTuples {
 		m.DeadTuples.WithLabelValues(table).Set(float64(n))
+	}
+}
+
+// Hidden are the holders whose hold times the reading could not see.
+func (r Report) Hidden() []Holder {
+	var out []Holder
+	for _, h := range r.Holders {
+		if h.Hidden {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Forget clears what a replica last read for the given tables (it did not
+// run their group this cycle, so its reading is stale): the horizon
+// gauges back to 0, the slots' and the tables' series removed. The replica
+// that ran the group exports the fresh reading.
+func Forget(m *metrics.Vacuum, tables []string) {
+	for _, kind := range Holders() {
+		m.HorizonAge.WithLabelValues(kind).Set(0)
+		m.HorizonHeld.WithLabelValues(kind).Set(0)
+	}
+	m.ForgetSlotsExcept(nil)
+	for _, t := range tables {
+		m.DeadTuples.DeleteLabelValues(t)
 	}
 }

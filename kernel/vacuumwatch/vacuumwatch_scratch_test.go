@@ -274,3 +274,37 @@ func hasFinding(fs []vacuumwatch.Finding, kind, name string) bool {
 	}
 	return false
 }
+
+// TestIdleWriterHoldsTheHorizon: a READ COMMITTED session that wrote and
+// sits idle in its transaction has no snapshot (no backend_xmin) but its
+// own transaction id holds VACUUM back all the same; the watchdog names
+// it. Committed, it is gone.
+func TestIdleWriterHoldsTheHorizon(t *testing.T) {
+	t.Parallel()
+	kerneltest.NeedsServer(t, "PostgreSQL")
+	ctx := context.Background()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	writer, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = writer.Close(context.Background()) })
+	var pid string
+	require.NoError(t, writer.QueryRow(ctx, "SELECT pg_backend_pid()::text").Scan(&pid))
+	tx, err := writer.Begin(ctx) // READ COMMITTED
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "INSERT INTO event_outbox (event_type, payload) VALUES ('test.idle', '{}')")
+	require.NoError(t, err)
+	burnXIDs(t, db, 25)
+
+	rep, err := vacuumwatch.Read(ctx, db.Pool, nil)
+	require.NoError(t, err)
+	h, ok := holderFor(rep, vacuumwatch.HolderBackend, pid)
+	require.True(t, ok, "the idle writer %s holds the horizon with its xid: %+v", pid, rep.Holders)
+	require.GreaterOrEqual(t, h.XminAge, int64(25))
+	require.False(t, h.Hidden, "the test's role sees its own sessions' times")
+
+	require.NoError(t, tx.Commit(ctx))
+	rep, err = vacuumwatch.Read(ctx, db.Pool, nil)
+	require.NoError(t, err)
+	_, ok = holderFor(rep, vacuumwatch.HolderBackend, pid)
+	require.False(t, ok, "committed, it holds nothing")
+}

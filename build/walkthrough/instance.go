@@ -1,0 +1,75 @@
+package walkthrough
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/craig/retention/build/versitygw"
+	"github.com/craig/retention/build/workspace"
+)
+
+// The environment that names a demo other than the default one (a test runs
+// its own: scratch databases, its own bucket, free ports).
+const (
+	// EnvName prefixes the demo's databases (<name>_<service>) and names its
+	// exchange (craig_demo: craig_demo_rules, craig.demo.events).
+	EnvName = "CRAIG_DEMO_NAME"
+	// EnvStoreURL is the store the demo's archivers write to (a bucket with
+	// S3 Object Lock); by default store:up's bucket.
+	EnvStoreURL = "CRAIG_DEMO_STORE_URL"
+	// EnvRulesAddr and EnvSecurityAddr are where demoUp's serves listen.
+	EnvRulesAddr    = "CRAIG_DEMO_RULES_ADDR"
+	EnvSecurityAddr = "CRAIG_DEMO_SECURITY_ADDR"
+	// EnvStateFile is where demoUp writes the operator's environment
+	// (KEY=value lines: the service URLs, both operators' tokens, the
+	// fleet file) while its serves run; removed when they stop.
+	EnvStateFile = "CRAIG_DEMO_STATE_FILE"
+)
+
+// Defaults of the demo everyone runs by hand.
+const (
+	defaultName         = "craig_demo"
+	defaultRulesAddr    = "127.0.0.1:18083"
+	defaultSecurityAddr = "127.0.0.1:18084"
+)
+
+// demoName is a database prefix PostgreSQL takes unquoted.
+var demoName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
+
+// Instance is one demo: its databases, exchange, store and addresses.
+type Instance struct {
+	Name                    string
+	StoreURL                string
+	RulesAddr, SecurityAddr string
+	StateFile               string
+}
+
+// InstanceFromEnv is the demo the environment names (the default one when
+// nothing is set).
+func InstanceFromEnv() (Instance, error) {
+	in := Instance{
+		Name:         workspace.EnvOr(EnvName, defaultName),
+		StoreURL:     workspace.EnvOr(EnvStoreURL, versitygw.BucketURL()),
+		RulesAddr:    workspace.EnvOr(EnvRulesAddr, defaultRulesAddr),
+		SecurityAddr: workspace.EnvOr(EnvSecurityAddr, defaultSecurityAddr),
+		StateFile:    os.Getenv(EnvStateFile),
+	}
+	if !demoName.MatchString(in.Name) {
+		return Instance{}, fmt.Errorf("%s=%q: want a lowercase name of letters, digits and _ (at most 40), such as craig_demo", EnvName, in.Name)
+	}
+	return in, nil
+}
+
+// Database is the demo database of a service.
+func (in Instance) Database(service string) string { return in.Name + "_" + service }
+
+// Exchange is the AMQP exchange the demo's serves share.
+func (in Instance) Exchange() string { return strings.ReplaceAll(in.Name, "_", ".") + ".events" }
+
+// ArchiverEnv is a service's environment with its archiver on, writing to
+// the demo's store.
+func (in Instance) ArchiverEnv(service, dbURL string) map[string]string {
+	return versitygw.ArchiverEnv(service, dbURL, in.StoreURL)
+}
