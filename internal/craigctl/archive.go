@@ -124,7 +124,7 @@ func newPurgeCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.show(raw, func(w io.Writer) { purgeResult(w, res) })
+			return o.show(raw, func(w io.Writer) { purgeResult(w, cl.service, res) })
 		},
 	}
 	c.Flags().Var(lf, "limit", "the most archives to purge (required; the service bounds it)")
@@ -196,10 +196,10 @@ func (o *options) purgePlan(raw []byte, plan purgeAnswer, detail string, err err
 	})
 }
 
-func purgeResult(w io.Writer, res purgeAnswer) {
+func purgeResult(w io.Writer, service string, res purgeAnswer) {
 	if res.Status == "awaiting_approval" {
 		row(w, "purge request "+res.PurgeID+" awaits approval by another operator:")
-		row(w, "  craigctl archive purges approve "+res.PurgeID)
+		row(w, "  craigctl archive purges approve "+res.PurgeID+" --service "+service)
 		for _, id := range res.Candidates {
 			row(w, "  "+id)
 		}
@@ -242,7 +242,7 @@ func newApproveCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.show(raw, func(w io.Writer) { purgeResult(w, res) })
+			return o.show(raw, func(w io.Writer) { purgeResult(w, cl.service, res) })
 		},
 	}
 	c.Flags().BoolVar(&yes, "yes", false, "do not ask (required when stdin is not a terminal)")

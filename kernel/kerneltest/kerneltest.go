@@ -226,6 +226,14 @@ func AMQPURL(t testing.TB) string {
 	return raw
 }
 
+// ServerURL is the admin URL of the reachable test server (for a test that
+// runs a program creating databases of its own, such as the demo); a
+// server that is not reachable fails the test (Missing).
+func ServerURL(t testing.TB) string {
+	t.Helper()
+	return serverURL(t)
+}
+
 // serverURL returns the admin URL of a reachable PostgreSQL server.
 func serverURL(t testing.TB) string {
 	t.Helper()
