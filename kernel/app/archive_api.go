@@ -217,10 +217,7 @@ func (a *ArchiveAPI) verify(w http.ResponseWriter, r *http.Request, _ auth.Princ
 		a.fail(w, r, err)
 		return
 	}
-	for _, f := range rep.Failures {
-		a.VerifyMetrics.Failures.WithLabelValues(f.Kind).Inc()
-	}
-	a.VerifyMetrics.Last.SetToCurrentTime()
+	a.VerifyMetrics.Observe(rep.FailureKinds(), rep.OrphanCount)
 	if rep.Failed > 0 {
 		a.Logger.WarnContext(r.Context(), "archive verification found failures", slog.Int("failed", rep.Failed), slog.Int("checked", rep.Checked))
 	}
@@ -706,6 +703,54 @@ func (r *runtime[T]) lockReconciler(lm *lifecycle.Manager, arch *archiver) func(
 			}
 		}
 	}
+}
+
+// DefaultLedgerWatchInterval is how often serve counts its ledger's
+// archives per state (archive_ledger_archives): one grouped read of a
+// table of one row per archive, so a hold, a date or a purge shows on the
+// dashboard within a minute.
+const DefaultLedgerWatchInterval = time.Minute
+
+// ledgerWatch is serve's ledger counter (nil when the archiver is off):
+// every DefaultLedgerWatchInterval it exports each archived table's
+// archives per lifecycle state.
+func (r *runtime[T]) ledgerWatch(lm *lifecycle.Manager, reg prometheus.Registerer) (func(context.Context) error, error) {
+	if lm == nil {
+		return nil, nil
+	}
+	m, err := metrics.NewLedger(reg)
+	if err != nil {
+		return nil, err
+	}
+	var tables []string
+	for _, t := range archiveTables(r.spec, r.cfg) {
+		tables = append(tables, t.Table)
+	}
+	m.Known(tables, lifecycle.States())
+	return func(ctx context.Context) error {
+		t := time.NewTicker(DefaultLedgerWatchInterval)
+		defer t.Stop()
+		for {
+			states, err := lm.LedgerStates(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case err != nil:
+				r.logger.WarnContext(ctx, "could not count the ledger's archives; retried next interval", slog.Any("error", err))
+			default:
+				for table, byState := range states {
+					for state, n := range byState {
+						m.Archives.WithLabelValues(table, state).Set(float64(n))
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	}, nil
 }
 
 // DefaultLockReconcileInterval is how often the store's legal holds are

@@ -128,17 +128,24 @@ func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *
 	if err != nil {
 		return nil, nil, err
 	}
-	reconcile := r.lockReconciler(lm, arch)
-	switch {
-	case verifier == nil:
-		return api, reconcile, nil
-	case reconcile == nil:
-		return api, verifier, nil
+	watch, err := r.ledgerWatch(lm, reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	var background []func(context.Context) error
+	for _, f := range []func(context.Context) error{verifier, r.lockReconciler(lm, arch), watch} {
+		if f != nil {
+			background = append(background, f)
+		}
+	}
+	if len(background) == 0 {
+		return api, nil, nil
 	}
 	return api, func(ctx context.Context) error {
 		g, gctx := errgroup.WithContext(ctx)
-		g.Go(func() error { return verifier(gctx) })
-		g.Go(func() error { return reconcile(gctx) })
+		for _, f := range background {
+			g.Go(func() error { return f(gctx) })
+		}
 		return g.Wait()
 	}, nil
 }

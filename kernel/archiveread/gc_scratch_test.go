@@ -94,6 +94,9 @@ func TestScheduledVerifier(t *testing.T) {
 	require.NoError(t, pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
 		return archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep(ctx, tx, m, archive.SystemActor)
 	}))
+	orphan, err := store.NewArchiveKeys(s3.Service, "rule_evaluations", time.Now(), uuid.Must(uuid.NewV7()).String())
+	require.NoError(t, err)
+	require.NoError(t, st.PutCreate(ctx, orphan.Data, []byte("{}\n"), store.ContentTypeNDJSON)) // a pass killed before its commit
 	vm, err := metrics.NewVerify(prometheus.NewRegistry())
 	require.NoError(t, err)
 	r := archiveread.New(db.Pool, st, s3.Service, archiveTables())
@@ -104,6 +107,7 @@ func TestScheduledVerifier(t *testing.T) {
 	stop()
 	<-done
 	require.GreaterOrEqual(t, testutil.ToFloat64(vm.Failures.WithLabelValues(archiveread.KindSHA256)), 1.0, "the first run is deep: the wrong sha256 is found")
+	require.Equal(t, 1.0, testutil.ToFloat64(vm.Orphans), "the orphan is counted (archive_orphan_objects)")
 }
 
 // archiveTables is rule_evaluations as the reader needs it (its age column).

@@ -38,10 +38,7 @@ func (r *Reader) RunVerifier(ctx context.Context, interval time.Duration, m *met
 		if deep {
 			lastDeep = r.now()
 		}
-		for _, f := range rep.Failures {
-			m.Failures.WithLabelValues(f.Kind).Inc()
-		}
-		m.Last.SetToCurrentTime()
+		m.Observe(rep.FailureKinds(), rep.OrphanCount)
 		level := slog.LevelInfo
 		if rep.Failed > 0 {
 			level = slog.LevelWarn

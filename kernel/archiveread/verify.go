@@ -69,6 +69,15 @@ type Report struct {
 	OrphanCount int      `json:"orphan_count"`
 }
 
+// FailureKinds are the kinds of the report's failures, one per failure.
+func (r Report) FailureKinds() []string {
+	out := make([]string, len(r.Failures))
+	for i, f := range r.Failures {
+		out[i] = f.Kind
+	}
+	return out
+}
+
 // Verify checks up to limit unpurged ledger rows (0: all): both objects
 // exist and the manifest repeats the ledger's facts; deep also the data's
 // sha256, its line count and every line's id inside the recorded range; and

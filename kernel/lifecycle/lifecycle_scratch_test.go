@@ -119,6 +119,10 @@ func TestPurgeMatrix(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{due.ArchiveID}, dry.Candidates)
 	require.True(t, w.exists(t, due.DataKey), "a dry run deletes nothing")
+	states, err := w.mgr.LedgerStates(w.ctx) // the dashboard's counts
+	require.NoError(t, err)
+	require.Equal(t, map[string]map[string]int64{"rule_evaluations": {lifecycle.StateKept: 5, lifecycle.StateHeld: 2, lifecycle.StateDue: 1,
+		lifecycle.StateUndated: 1, lifecycle.StatePurged: 0}}, states)
 
 	res, err := w.mgr.Purge(w.ctx, 10, false, "ops:alice")
 	require.NoError(t, err)
@@ -133,6 +137,10 @@ func TestPurgeMatrix(t *testing.T) {
 		require.Nil(t, w.purgedBy(t, kept.ArchiveID))
 	}
 	requireCertificate(t, w, res, "ops:alice", nil, due)
+	states, err = w.mgr.LedgerStates(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{lifecycle.StateKept: 4, lifecycle.StateHeld: 2, lifecycle.StateDue: 0,
+		lifecycle.StateUndated: 1, lifecycle.StatePurged: 1}, states["rule_evaluations"])
 	require.Equal(t, 1.0, testutil.ToFloat64(w.m.Purged.WithLabelValues("rule_evaluations")))
 	require.Equal(t, int64(1), w.db.Count(t, `SELECT count(*) FROM event_outbox WHERE event_type = $1`, w.s3.Service+".archive_purged"))
 	require.Equal(t, int64(2), w.db.Count(t, `SELECT count(*) FROM event_outbox WHERE event_type = $1`, w.s3.Service+".archive_hold_placed"))

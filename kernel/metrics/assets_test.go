@@ -58,7 +58,9 @@ func exported(t *testing.T) map[string]dto.MetricType {
 	require.NoError(t, err)
 	va, err := metrics.NewVacuum(reg)
 	require.NoError(t, err)
-	structs := []any{p, inv, ob, ar, fl, pu, ve, ad, va}
+	le, err := metrics.NewLedger(reg)
+	require.NoError(t, err)
+	structs := []any{p, inv, ob, ar, fl, pu, ve, ad, va, le}
 	fields := 0
 	for _, st := range structs {
 		touchAll(t, st)

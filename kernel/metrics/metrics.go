@@ -310,6 +310,9 @@ type Verify struct {
 	// Last is when the last verification finished
 	// (archive_last_verify_timestamp_seconds).
 	Last prometheus.Gauge
+	// Orphans are the objects under the service's prefix no ledger row
+	// names, at the last verification (archive_orphan_objects).
+	Orphans prometheus.Gauge
 }
 
 // NewVerify creates the verification instruments and registers them on reg.
@@ -323,8 +326,12 @@ func NewVerify(reg prometheus.Registerer) (*Verify, error) {
 			Name: "archive_last_verify_timestamp_seconds",
 			Help: "Unix time at which the last archive verification finished.",
 		}),
+		Orphans: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "archive_orphan_objects",
+			Help: "Objects under the service's prefix that no ledger row names, at the last verification.",
+		}),
 	}
-	if err := register(reg, m.Failures, m.Last); err != nil {
+	if err := register(reg, m.Failures, m.Last, m.Orphans); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -409,6 +416,44 @@ func (m *Purge) Known(tables, reasons []string) {
 func (m *Verify) Known(kinds []string) {
 	for _, k := range kinds {
 		m.Failures.WithLabelValues(k)
+	}
+}
+
+// Observe records one finished verification: each failure's kind, the
+// orphans it found and its time.
+func (m *Verify) Observe(failureKinds []string, orphans int) {
+	for _, k := range failureKinds {
+		m.Failures.WithLabelValues(k).Inc()
+	}
+	m.Orphans.Set(float64(orphans))
+	m.Last.SetToCurrentTime()
+}
+
+// Ledger instruments the archive ledger's lifecycle states.
+type Ledger struct {
+	// Archives counts each table's archives per state: kept, held, due,
+	// undated, purged (archive_ledger_archives{table,state}).
+	Archives *prometheus.GaugeVec
+}
+
+// NewLedger creates the ledger's instruments and registers them on reg.
+func NewLedger(reg prometheus.Registerer) (*Ledger, error) {
+	m := &Ledger{Archives: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "archive_ledger_archives",
+		Help: "Archives of the service's ledger per table and lifecycle state (kept, held, due, undated, purged).",
+	}, []string{"table", "state"})}
+	if err := register(reg, m.Archives); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Known creates, at 0, every table's series of every state.
+func (m *Ledger) Known(tables, states []string) {
+	for _, t := range tables {
+		for _, s := range states {
+			m.Archives.WithLabelValues(t, s)
+		}
 	}
 }
 

@@ -225,3 +225,23 @@ FOR UPDATE;
 -- lease.HoldsKey): held until the placement's transaction ends.
 -- name: LockHoldsExclusive :exec
 SELECT pg_advisory_xact_lock(sqlc.arg(key)::bigint);
+
+-- LedgerStates counts each table's archives by lifecycle state for the
+-- dashboard (archive_ledger_archives): kept (not purged), held (an active
+-- hold covers it), due (dated, past its date, unheld: the next purge's
+-- candidates), undated (never purgeable until dated) and purged. Dates
+-- compare as UTC dates, as the purge does.
+-- name: LedgerStates :many
+SELECT l.table_name,
+       count(*) FILTER (WHERE l.purged_at IS NULL)::bigint AS kept,
+       count(*) FILTER (WHERE l.purged_at IS NULL
+           AND (l.legal_hold OR archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)))::bigint AS held,
+       count(*) FILTER (WHERE l.purged_at IS NULL
+           AND l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date
+           AND NOT l.legal_hold
+           AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at))::bigint AS due,
+       count(*) FILTER (WHERE l.purged_at IS NULL AND l.retention_until IS NULL)::bigint AS undated,
+       count(*) FILTER (WHERE l.purged_at IS NOT NULL)::bigint AS purged
+FROM archive_ledger AS l
+GROUP BY l.table_name
+ORDER BY l.table_name;

@@ -342,6 +342,63 @@ func (q *Queries) LedgerKeys(ctx context.Context) ([]string, error) {
 	return items, nil
 }
 
+const ledgerStates = `-- name: LedgerStates :many
+SELECT l.table_name,
+       count(*) FILTER (WHERE l.purged_at IS NULL)::bigint AS kept,
+       count(*) FILTER (WHERE l.purged_at IS NULL
+           AND (l.legal_hold OR archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)))::bigint AS held,
+       count(*) FILTER (WHERE l.purged_at IS NULL
+           AND l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date
+           AND NOT l.legal_hold
+           AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at))::bigint AS due,
+       count(*) FILTER (WHERE l.purged_at IS NULL AND l.retention_until IS NULL)::bigint AS undated,
+       count(*) FILTER (WHERE l.purged_at IS NOT NULL)::bigint AS purged
+FROM archive_ledger AS l
+GROUP BY l.table_name
+ORDER BY l.table_name
+`
+
+type LedgerStatesRow struct {
+	TableName string
+	Kept      int64
+	Held      int64
+	Due       int64
+	Undated   int64
+	Purged    int64
+}
+
+// LedgerStates counts each table's archives by lifecycle state for the
+// dashboard (archive_ledger_archives): kept (not purged), held (an active
+// hold covers it), due (dated, past its date, unheld: the next purge's
+// candidates), undated (never purgeable until dated) and purged. Dates
+// compare as UTC dates, as the purge does.
+func (q *Queries) LedgerStates(ctx context.Context) ([]LedgerStatesRow, error) {
+	rows, err := q.db.Query(ctx, ledgerStates)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LedgerStatesRow
+	for rows.Next() {
+		var i LedgerStatesRow
+		if err := rows.Scan(
+			&i.TableName,
+			&i.Kept,
+			&i.Held,
+			&i.Due,
+			&i.Undated,
+			&i.Purged,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const ledgerToVerify = `-- name: LedgerToVerify :many
 SELECT archive_id, table_name, data_key, manifest_key, data_sha256, record_count, store_endpoint, store_bucket,
        first_record_id, last_record_id, first_record_at, last_record_at, hot_window_days, archived_at, archived_by, legal_hold
