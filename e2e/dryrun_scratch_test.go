@@ -172,6 +172,7 @@ func TestSweepDryRunTextHeader(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	require.Equal(t, "dry run: nothing deleted; leases free now: true", strings.TrimSpace(lines[0]))
 	require.Equal(t, []string{"TABLE", "GROUP", "ELIGIBLE", "OLDEST", "ELIGIBLE", "BATCHES", "WOULD", "CAP", "SKIPPED", "NOTES"}, strings.Fields(lines[1]))
-	require.Len(t, lines, 2+len(tc.swept))
+	require.Len(t, lines, 2+len(tc.swept)+1, "a header, a line per table, the vacuum line")
 	require.Equal(t, []string{"event_outbox", "transport", "4", "40d00h", "1", "false", "-", "-"}, strings.Fields(lines[2]))
+	require.Equal(t, "vacuum: nothing holds VACUUM back (no holder, slot or dead-tuple count over its limit)", lines[len(lines)-1])
 }

@@ -54,7 +54,11 @@ func (r *runtime[T]) sweepOnce(ctx context.Context, dryRun, asJSON bool) error {
 		run = s.DryRun
 	}
 	rep, runErr := run(ctx)
-	vac := r.vacuumAfterSweep(ctx, pool)
+	var vac *vacuumReport
+	if runErr == nil { // a failed cycle says why; the database may not even answer
+		v := r.vacuumAfterSweep(ctx, pool)
+		vac = &v
+	}
 	if asJSON {
 		enc := json.NewEncoder(r.stdout)
 		if err := enc.Encode(sweepOnceReport{Report: rep, Vacuum: vac}); err != nil {
@@ -62,8 +66,8 @@ func (r *runtime[T]) sweepOnce(ctx context.Context, dryRun, asJSON bool) error {
 		}
 	} else if err := writeTable(r.stdout, rep); err != nil {
 		return errors.Join(runErr, fmt.Errorf("write report: %w", err))
-	} else {
-		writeVacuum(r.stdout, vac)
+	} else if vac != nil {
+		writeVacuum(r.stdout, *vac)
 	}
 	return runErr
 }
@@ -72,7 +76,8 @@ func (r *runtime[T]) sweepOnce(ctx context.Context, dryRun, asJSON bool) error {
 // the vacuum watchdog read after it.
 type sweepOnceReport struct {
 	sweep.Report
-	Vacuum vacuumReport `json:"vacuum"`
+	// Vacuum is absent when the cycle failed.
+	Vacuum *vacuumReport `json:"vacuum,omitempty"`
 }
 
 // vacuumReport says whether VACUUM can reclaim what the sweep deleted: no
