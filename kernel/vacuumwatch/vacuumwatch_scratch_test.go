@@ -215,16 +215,23 @@ func TestPreparedTransactionHoldsTheHorizon(t *testing.T) {
 // watchdog reports the slot as a horizon holder and its retained WAL, the
 // slot invariant and the findings report it over the bound, and dropped it
 // clears.
-func TestInactiveLogicalSlotHoldsTheHorizon(t *testing.T) {
-	t.Parallel()
+//
+// Not parallel: creating a logical slot waits until every transaction of
+// the server that holds an xid when it starts has ended, so it runs before
+// this package's other tests (which hold some); a transaction of another
+// package or client can still make it wait, up to logicalSlotWait.
+func TestInactiveLogicalSlotHoldsTheHorizon(t *testing.T) { //nolint:paralleltest // see above
 	kerneltest.NeedsServer(t, "PostgreSQL")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a slot waits for running transactions
+	ctx, cancel := context.WithTimeout(context.Background(), logicalSlotWait)
 	defer cancel()
 	db := kerneltest.NewDB(t, migrations.Transport())
 	kerneltest.ServerSetting(t, db, "wal_level", func(v string) bool { return v == "logical" },
 		"wal_level = logical: ALTER SYSTEM SET wal_level = 'logical' and a restart, as .ci/run does")
 	slot := scratchName()
 	_, err := db.Pool.Exec(ctx, "SELECT pg_create_logical_replication_slot($1, 'test_decoding')", slot)
+	if err != nil && ctx.Err() != nil {
+		t.Fatalf("the logical slot waited %v for the server's running transactions, still running: %s", logicalSlotWait, runningWriters(t, db))
+	}
 	require.NoError(t, err)
 	dropped := false
 	drop := func() {
@@ -264,6 +271,24 @@ func TestInactiveLogicalSlotHoldsTheHorizon(t *testing.T) {
 	_, ok = holderFor(rep, vacuumwatch.HolderSlot, slot)
 	require.False(t, ok, "dropped, it holds nothing")
 	require.False(t, hasFinding(vacuumwatch.Findings(rep, limits), vacuumwatch.FindingSlotWAL, slot))
+}
+
+// logicalSlotWait bounds the logical slot's creation: it waits for every
+// transaction with an xid running when it starts.
+const logicalSlotWait = 3 * time.Minute
+
+// runningWriters names the server's transactions holding an xid and its
+// prepared transactions (what a logical slot's creation waits for).
+func runningWriters(t *testing.T, db *kerneltest.DB) string {
+	t.Helper()
+	var out string
+	err := db.Pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(w, '; '), 'none') FROM (
+		SELECT format('pid %s in %s since %s: %s', pid, datname, xact_start, left(query, 60)) AS w FROM pg_stat_activity WHERE backend_xid IS NOT NULL
+		UNION ALL SELECT format('prepared %s in %s since %s', gid, database, prepared) FROM pg_prepared_xacts) x`).Scan(&out)
+	if err != nil {
+		return err.Error()
+	}
+	return out
 }
 
 func hasFinding(fs []vacuumwatch.Finding, kind, name string) bool {
