@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -93,15 +94,16 @@ func TestRunbook(t *testing.T) {
 }
 
 // checkProseCommands: a command the prose names in a code span is one a
-// block runs (the same command, or the start of one): the runbook cannot
-// tell an operator to run what its test does not.
+// block runs (the same words, or the first words of one: a command and
+// its first flags): the runbook cannot tell an operator to run what its
+// test does not.
 func checkProseCommands(t *testing.T, rb runbook) {
 	t.Helper()
-	norm := func(s string) string { return strings.ReplaceAll(s, "<svc>", runbookService) }
+	words := func(s string) []string { return strings.Fields(strings.ReplaceAll(s, "<svc>", runbookService)) }
 	for span, line := range rb.prose {
 		found := false
 		for _, step := range rb.steps {
-			if step.lang == "sh" && strings.HasPrefix(norm(step.command), norm(span)) {
+			if cmd, want := words(step.command), words(span); step.lang == "sh" && len(cmd) >= len(want) && slices.Equal(cmd[:len(want)], want) {
 				found = true
 				break
 			}

@@ -87,6 +87,9 @@ type vacuumReport struct {
 	Findings []vacuumwatch.Finding `json:"findings"`
 	// DeadTuples of each swept table after the cycle.
 	DeadTuples map[string]int64 `json:"dead_tuples"`
+	// Unchecked are the vacuum_* settings at 0: what they bound was not
+	// checked.
+	Unchecked []string `json:"unchecked,omitempty"`
 	// Error is why the watchdog could not read the database (the cycle's
 	// own outcome does not depend on it).
 	Error string `json:"error,omitempty"`
@@ -102,11 +105,20 @@ func (r *runtime[T]) vacuumAfterSweep(ctx context.Context, pool *pgxpool.Pool) v
 	if err != nil {
 		return vacuumReport{Findings: []vacuumwatch.Finding{}, DeadTuples: map[string]int64{}, Error: err.Error()}
 	}
-	findings := vacuumwatch.Findings(rep, VacuumLimits(r.spec.Transport(r.cfg)))
+	limits := VacuumLimits(r.spec.Transport(r.cfg))
+	findings := vacuumwatch.Findings(rep, limits)
 	if findings == nil {
 		findings = []vacuumwatch.Finding{}
 	}
-	return vacuumReport{Findings: findings, DeadTuples: rep.DeadTuples}
+	var unchecked []string
+	for key, off := range map[string]bool{"vacuum_horizon_max_held": limits.MaxHeld == 0,
+		"vacuum_slot_max_retained_wal_bytes": limits.MaxSlotWALBytes == 0, "vacuum_dead_tuples_max": limits.MaxDeadTuples == 0} {
+		if off {
+			unchecked = append(unchecked, key)
+		}
+	}
+	slices.Sort(unchecked)
+	return vacuumReport{Findings: findings, DeadTuples: rep.DeadTuples, Unchecked: unchecked}
 }
 
 // writeVacuum is the vacuum part of the text report: one line when VACUUM
@@ -115,13 +127,26 @@ func writeVacuum(w io.Writer, v vacuumReport) {
 	switch {
 	case v.Error != "":
 		fmt.Fprintf(w, "vacuum: could not read the database: %s\n", v.Error)
+	case len(v.Unchecked) == 3:
+		fmt.Fprintf(w, "vacuum: not checked (%s are 0)\n", strings.Join(v.Unchecked, ", "))
 	case len(v.Findings) == 0:
-		fmt.Fprintln(w, "vacuum: nothing holds VACUUM back (no holder, slot or dead-tuple count over its limit)")
+		fmt.Fprintln(w, "vacuum: nothing holds VACUUM back (no holder, slot or dead-tuple count over its limit)"+uncheckedNote(v.Unchecked))
 	default:
 		for _, f := range v.Findings {
 			fmt.Fprintf(w, "VACUUM cannot keep up: %s\n", f)
 		}
+		if len(v.Unchecked) > 0 {
+			fmt.Fprintln(w, "vacuum:"+uncheckedNote(v.Unchecked))
+		}
 	}
+}
+
+// uncheckedNote names the vacuum_* settings at 0, for the text report.
+func uncheckedNote(keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	return "; not checked: " + strings.Join(keys, ", ") + " (0)"
 }
 
 func writeTable(w io.Writer, rep sweep.Report) error {

@@ -172,3 +172,48 @@ func TestOnlyTheSweepingReplicaExportsTheVacuumReading(t *testing.T) {
 	require.Zero(t, testutil.ToFloat64(vm.HorizonHeld.WithLabelValues(vacuumwatch.HolderBackend)))
 	require.Zero(t, testutil.CollectAndCount(vm.DeadTuples))
 }
+
+// TestAReplicaThatRanAGroupKeepsItsVacuumReading: a replica that swept one
+// group of the cycle and found the next one's lease held keeps its reading
+// of the database (the horizon is the database's, not the group's); only
+// the skipped group's tables' dead tuples go.
+func TestAReplicaThatRanAGroupKeepsItsVacuumReading(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	reg := prometheus.NewRegistry()
+	pm, err := metrics.NewPrune(reg)
+	require.NoError(t, err)
+	vm, err := metrics.NewVacuum(reg)
+	require.NoError(t, err)
+	vm.Known(vacuumwatch.Holders())
+	transport := sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 31})
+	outbox := sweep.Group{Name: "outbox", LockKey: 9_100_001, Policies: transport.Policies[:1]}
+	inbox := sweep.Group{Name: "inbox", LockKey: 9_100_002, Policies: transport.Policies[1:]}
+	s, err := sweep.New(db.Pool, sweep.Bounds{BatchSize: 100, CycleCap: 1000}.Apply([]sweep.Group{outbox, inbox}), slog.New(slog.NewTextHandler(io.Discard, nil)), pm)
+	require.NoError(t, err)
+	s = s.WithGroupHook(app.WatchVacuum(vm, slog.New(slog.NewTextHandler(io.Discard, nil)), vacuumwatch.Limits{}))
+
+	holder, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Close(context.Background()) })
+	tx, err := holder.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var n int
+	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM event_outbox").Scan(&n))
+	_, err = db.Pool.Exec(ctx, "SELECT pg_current_xact_id()")
+	require.NoError(t, err)
+
+	leader, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = leader.Close(context.Background()) })
+	_, err = leader.Exec(ctx, `SELECT pg_advisory_lock($1)`, inbox.LockKey) // another replica sweeps the inbox
+	require.NoError(t, err)
+	for range 2 { // two cycles: the second starts with the outbox group seen again
+		_, err = s.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Positive(t, testutil.ToFloat64(vm.HorizonAge.WithLabelValues(vacuumwatch.HolderBackend)), "the outbox's sweeper keeps its reading of the database")
+		require.Equal(t, 1, testutil.CollectAndCount(vm.DeadTuples), "only the swept table's dead tuples")
+	}
+}

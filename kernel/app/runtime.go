@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/craig/retention/kernel/invariants"
@@ -155,10 +156,15 @@ func VacuumLimits(tr settings.Transport) vacuumwatch.Limits {
 // exports it; each finding over the limits is logged at WARN: what the
 // sweep deletes stays on disk.
 func WatchVacuum(m *metrics.Vacuum, logger *slog.Logger, limits vacuumwatch.Limits) sweep.GroupHook {
+	cycle := &cycleRuns{}
 	return func(ctx context.Context, db prune.DB, g sweep.Group, ran bool) {
+		ranAny := cycle.group(g.Name, ran)
 		if !ran {
-			if g.Enabled() { // another replica holds the lease: its reading is the fresh one
-				vacuumwatch.Forget(m, groupTables(g))
+			if g.Enabled() { // another replica holds the lease: its reading of the group is the fresh one
+				vacuumwatch.ForgetTables(m, groupTables(g))
+				if !ranAny { // and of the database, unless this replica read it this cycle
+					vacuumwatch.ForgetHorizon(m)
+				}
 			}
 			return
 		}
@@ -180,6 +186,28 @@ func WatchVacuum(m *metrics.Vacuum, logger *slog.Logger, limits vacuumwatch.Limi
 				slog.String("name", h.Name), slog.Int64("xmin_age_xids", h.XminAge))
 		}
 	}
+}
+
+// cycleRuns tells, across a sweep cycle's group hooks (called in group
+// order, every group every cycle), whether this replica ran any group of
+// the current cycle: a group seen again starts the next cycle.
+type cycleRuns struct {
+	mu     sync.Mutex
+	seen   map[string]bool
+	ranAny bool
+}
+
+// group records one group's hook and reports whether any group of this
+// cycle ran so far.
+func (c *cycleRuns) group(name string, ran bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.seen == nil || c.seen[name] {
+		c.seen, c.ranAny = map[string]bool{}, false
+	}
+	c.seen[name] = true
+	c.ranAny = c.ranAny || ran
+	return c.ranAny
 }
 
 // groupTables are the tables a sweep group prunes.

@@ -107,7 +107,7 @@ func TestScheduledVerifier(t *testing.T) {
 	stop()
 	<-done
 	require.GreaterOrEqual(t, testutil.ToFloat64(vm.Failures.WithLabelValues(archiveread.KindSHA256)), 1.0, "the first run is deep: the wrong sha256 is found")
-	require.Equal(t, 1.0, testutil.ToFloat64(vm.Orphans), "the orphan is counted (archive_orphan_objects)")
+	require.Equal(t, 1.0, testutil.ToFloat64(vm.Orphans.WithLabelValues()), "the orphan is counted (archive_orphan_objects)")
 }
 
 // archiveTables is rule_evaluations as the reader needs it (its age column).

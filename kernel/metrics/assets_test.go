@@ -131,7 +131,7 @@ func touchAll(t *testing.T, s any) {
 func withLabels(t *testing.T, field string, get func([]string) error) {
 	t.Helper()
 	var err error
-	for n := 1; n <= 8; n++ {
+	for n := 0; n <= 8; n++ { // 0: a vector without labels (a series only once set)
 		if err = get(slices.Repeat([]string{"x"}, n)); err == nil {
 			return
 		}

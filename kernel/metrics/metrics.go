@@ -311,8 +311,11 @@ type Verify struct {
 	// (archive_last_verify_timestamp_seconds).
 	Last prometheus.Gauge
 	// Orphans are the objects under the service's prefix no ledger row
-	// names, at the last verification (archive_orphan_objects).
-	Orphans prometheus.Gauge
+	// names, at the last verification (archive_orphan_objects). A vector
+	// without labels: no series until a verification counted them, so a
+	// boot's "nothing counted yet" is never a 0 that the first count seems
+	// to grow from.
+	Orphans *prometheus.GaugeVec
 }
 
 // NewVerify creates the verification instruments and registers them on reg.
@@ -326,10 +329,10 @@ func NewVerify(reg prometheus.Registerer) (*Verify, error) {
 			Name: "archive_last_verify_timestamp_seconds",
 			Help: "Unix time at which the last archive verification finished.",
 		}),
-		Orphans: prometheus.NewGauge(prometheus.GaugeOpts{
+		Orphans: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "archive_orphan_objects",
-			Help: "Objects under the service's prefix that no ledger row names, at the last verification.",
-		}),
+			Help: "Objects under the service's prefix that no ledger row names, at the last verification (absent until one).",
+		}, nil),
 	}
 	if err := register(reg, m.Failures, m.Last, m.Orphans); err != nil {
 		return nil, err
@@ -425,7 +428,7 @@ func (m *Verify) Observe(failureKinds []string, orphans int) {
 	for _, k := range failureKinds {
 		m.Failures.WithLabelValues(k).Inc()
 	}
-	m.Orphans.Set(float64(orphans))
+	m.Orphans.WithLabelValues().Set(float64(orphans))
 	m.Last.SetToCurrentTime()
 }
 

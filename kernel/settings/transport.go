@@ -450,7 +450,7 @@ func (t Transport) pacingProblems() []Problem {
 		ps = append(ps, Problem{Key: "prune_max_pause", Value: t.PruneMaxPause, Reason: fmt.Sprintf("must be a duration between 1s and %v, such as 1m", prune.MaxMaxPause)})
 	}
 	if t.VacuumHorizonMaxHeld < 0 || t.VacuumHorizonMaxHeld > MaxVacuumHorizonMaxHeld {
-		ps = append(ps, Problem{Key: "vacuum_horizon_max_held", Value: t.VacuumHorizonMaxHeld, Reason: fmt.Sprintf("must be a duration between 0 (no check) and %v, such as 1h", MaxVacuumHorizonMaxHeld)})
+		ps = append(ps, Problem{Key: "vacuum_horizon_max_held", Value: t.VacuumHorizonMaxHeld, Reason: fmt.Sprintf("must be a duration between 0s (no check) and %v, such as 1h", MaxVacuumHorizonMaxHeld)})
 	}
 	if t.VacuumSlotMaxRetainedWALBytes < 0 || t.VacuumSlotMaxRetainedWALBytes > MaxVacuumSlotMaxRetainedWALBytes {
 		ps = append(ps, Problem{Key: "vacuum_slot_max_retained_wal_bytes", Value: t.VacuumSlotMaxRetainedWALBytes, Reason: fmt.Sprintf("must be between 0 (no check) and %d bytes", int64(MaxVacuumSlotMaxRetainedWALBytes))})

@@ -140,16 +140,21 @@ func (r Report) Hidden() []Holder {
 	return out
 }
 
-// Forget clears what a replica last read for the given tables (it did not
-// run their group this cycle, so its reading is stale): the horizon
-// gauges back to 0, the slots' and the tables' series removed. The replica
-// that ran the group exports the fresh reading.
-func Forget(m *metrics.Vacuum, tables []string) {
+// ForgetHorizon clears what a replica last read of the database (it ran no
+// sweep group this cycle, so its reading is stale): the horizon gauges
+// back to 0, the slots' series removed. The replica that ran exports the
+// fresh reading.
+func ForgetHorizon(m *metrics.Vacuum) {
 	for _, kind := range Holders() {
 		m.HorizonAge.WithLabelValues(kind).Set(0)
 		m.HorizonHeld.WithLabelValues(kind).Set(0)
 	}
 	m.ForgetSlotsExcept(nil)
+}
+
+// ForgetTables removes the dead-tuple series of tables a replica did not
+// sweep this cycle.
+func ForgetTables(m *metrics.Vacuum, tables []string) {
 	for _, t := range tables {
 		m.DeadTuples.DeleteLabelValues(t)
 	}
