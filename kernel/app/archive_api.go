@@ -661,10 +661,7 @@ func (r *runtime[T]) lifecycleManager(pool *pgxpool.Pool, arch *archiver, reg pr
 	if err != nil {
 		return nil, err
 	}
-	var tables []string
-	for _, t := range archiveTables(r.spec, r.cfg) {
-		tables = append(tables, t.Table)
-	}
+	tables := archiveTableNames(r.spec, r.cfg)
 	pm.Known(tables, lifecycle.PurgeRefusals())
 	return lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired, ObjectLock: arch.objectLock, Tables: tables}, r.logger, pm)
 }
@@ -722,11 +719,7 @@ func (r *runtime[T]) ledgerWatch(lm *lifecycle.Manager, reg prometheus.Registere
 	if err != nil {
 		return nil, err
 	}
-	var tables []string
-	for _, t := range archiveTables(r.spec, r.cfg) {
-		tables = append(tables, t.Table)
-	}
-	m.Known(tables, lifecycle.States())
+	m.Known(archiveTableNames(r.spec, r.cfg), lifecycle.States())
 	return func(ctx context.Context) error {
 		t := time.NewTicker(DefaultLedgerWatchInterval)
 		defer t.Stop()

@@ -90,11 +90,7 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 		_ = st.Close()
 		return nil, nil, err
 	}
-	var tables []string
-	for _, t := range archiveTables(r.spec, r.cfg) {
-		tables = append(tables, t.Table)
-	}
-	m.Known(r.spec.Name, tables, archive.FailureKinds())
+	m.Known(r.spec.Name, archiveTableNames(r.spec, r.cfg), archive.FailureKinds())
 	locked, err := st.ObjectLock(ctx)
 	if err != nil {
 		_ = st.Close()

@@ -70,6 +70,16 @@ func archiveTables[T any](spec Spec[T], cfg T) []archive.TableSpec {
 	return tables
 }
 
+// archiveTableNames are the names of the service's archived tables (the
+// label values of their metrics).
+func archiveTableNames[T any](spec Spec[T], cfg T) []string {
+	var names []string
+	for _, t := range archiveTables(spec, cfg) {
+		names = append(names, t.Table)
+	}
+	return names
+}
+
 // retentionSchedule is archived table → days after an archive's newest
 // record that it becomes purgeable (0: never), from the loaded settings.
 func retentionSchedule[T any](spec Spec[T], cfg T) map[string]int {

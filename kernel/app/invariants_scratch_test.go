@@ -122,12 +122,11 @@ func TestOnlyTheSweepingReplicaExportsInvariants(t *testing.T) {
 	require.Equal(t, float64(150), d.violations(t)["outbox_retention_overrun"])
 }
 
-// TestOnlyTheSweepingReplicaExportsTheVacuumReading: the replica that ran
-// the group exports what holds VACUUM back; once another replica holds the
-// lease it clears its reading instead of keeping a stale hold on the
-// alert's max.
-func TestOnlyTheSweepingReplicaExportsTheVacuumReading(t *testing.T) {
-	t.Parallel()
+// vacuumReplica is one serve replica's sweeper over groups with the vacuum
+// watchdog hooked as serve hooks it, on a database where another session
+// holds an old snapshot (one transaction after it).
+func vacuumReplica(t *testing.T, groups []sweep.Group) (*kerneltest.DB, *sweep.Sweeper, *metrics.Vacuum) {
+	t.Helper()
 	ctx := context.Background()
 	db := kerneltest.NewDB(t, migrations.Transport())
 	reg := prometheus.NewRegistry()
@@ -136,12 +135,10 @@ func TestOnlyTheSweepingReplicaExportsTheVacuumReading(t *testing.T) {
 	vm, err := metrics.NewVacuum(reg)
 	require.NoError(t, err)
 	vm.Known(vacuumwatch.Holders())
-	groups := sweep.Bounds{BatchSize: 100, CycleCap: 1000}.Apply([]sweep.Group{
-		sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 31}),
-	})
-	s, err := sweep.New(db.Pool, groups, slog.New(slog.NewTextHandler(io.Discard, nil)), pm)
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := sweep.New(db.Pool, sweep.Bounds{BatchSize: 100, CycleCap: 1000}.Apply(groups), discard, pm)
 	require.NoError(t, err)
-	s = s.WithGroupHook(app.WatchVacuum(vm, slog.New(slog.NewTextHandler(io.Discard, nil)), vacuumwatch.Limits{}))
+	s = s.WithGroupHook(app.WatchVacuum(vm, discard, vacuumwatch.Limits{}))
 
 	holder, err := pgx.Connect(ctx, db.URL)
 	require.NoError(t, err)
@@ -153,18 +150,36 @@ func TestOnlyTheSweepingReplicaExportsTheVacuumReading(t *testing.T) {
 	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM event_outbox").Scan(&n)) // takes the snapshot
 	_, err = db.Pool.Exec(ctx, "SELECT pg_current_xact_id()")                          // one transaction after it
 	require.NoError(t, err)
+	return db, s, vm
+}
 
+// lockAsLeader holds a group's advisory lock from another session: another
+// replica sweeping it.
+func lockAsLeader(t *testing.T, db *kerneltest.DB, key int64) {
+	t.Helper()
+	ctx := context.Background()
+	leader, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = leader.Close(context.Background()) })
+	_, err = leader.Exec(ctx, `SELECT pg_advisory_lock($1)`, key)
+	require.NoError(t, err)
+}
+
+// TestOnlyTheSweepingReplicaExportsTheVacuumReading: the replica that ran
+// the group exports what holds VACUUM back; once another replica holds the
+// lease it clears its reading instead of keeping a stale hold on the
+// alert's max.
+func TestOnlyTheSweepingReplicaExportsTheVacuumReading(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, s, vm := vacuumReplica(t, []sweep.Group{sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 31})})
 	rep, err := s.RunOnce(ctx)
 	require.NoError(t, err)
 	require.True(t, rep.LockAcquired)
 	require.Positive(t, testutil.ToFloat64(vm.HorizonAge.WithLabelValues(vacuumwatch.HolderBackend)), "the sweeping replica reads the session")
 	require.Equal(t, 2, testutil.CollectAndCount(vm.DeadTuples), "and the swept tables' dead tuples (outbox, inbox)")
 
-	leader, err := pgx.Connect(ctx, db.URL)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = leader.Close(context.Background()) })
-	_, err = leader.Exec(ctx, `SELECT pg_advisory_lock($1)`, lease.TransportKey)
-	require.NoError(t, err)
+	lockAsLeader(t, db, lease.TransportKey)
 	rep, err = s.RunOnce(ctx)
 	require.NoError(t, err)
 	require.False(t, rep.LockAcquired)
@@ -179,39 +194,13 @@ func TestOnlyTheSweepingReplicaExportsTheVacuumReading(t *testing.T) {
 // the skipped group's tables' dead tuples go.
 func TestAReplicaThatRanAGroupKeepsItsVacuumReading(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := kerneltest.NewDB(t, migrations.Transport())
-	reg := prometheus.NewRegistry()
-	pm, err := metrics.NewPrune(reg)
-	require.NoError(t, err)
-	vm, err := metrics.NewVacuum(reg)
-	require.NoError(t, err)
-	vm.Known(vacuumwatch.Holders())
 	transport := sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 31})
 	outbox := sweep.Group{Name: "outbox", LockKey: 9_100_001, Policies: transport.Policies[:1]}
 	inbox := sweep.Group{Name: "inbox", LockKey: 9_100_002, Policies: transport.Policies[1:]}
-	s, err := sweep.New(db.Pool, sweep.Bounds{BatchSize: 100, CycleCap: 1000}.Apply([]sweep.Group{outbox, inbox}), slog.New(slog.NewTextHandler(io.Discard, nil)), pm)
-	require.NoError(t, err)
-	s = s.WithGroupHook(app.WatchVacuum(vm, slog.New(slog.NewTextHandler(io.Discard, nil)), vacuumwatch.Limits{}))
-
-	holder, err := pgx.Connect(ctx, db.URL)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = holder.Close(context.Background()) })
-	tx, err := holder.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-	var n int
-	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM event_outbox").Scan(&n))
-	_, err = db.Pool.Exec(ctx, "SELECT pg_current_xact_id()")
-	require.NoError(t, err)
-
-	leader, err := pgx.Connect(ctx, db.URL)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = leader.Close(context.Background()) })
-	_, err = leader.Exec(ctx, `SELECT pg_advisory_lock($1)`, inbox.LockKey) // another replica sweeps the inbox
-	require.NoError(t, err)
-	for range 2 { // two cycles: the second starts with the outbox group seen again
-		_, err = s.RunOnce(ctx)
+	db, s, vm := vacuumReplica(t, []sweep.Group{outbox, inbox})
+	lockAsLeader(t, db, inbox.LockKey) // another replica sweeps the inbox
+	for range 2 {                      // two cycles: the second starts with the outbox group seen again
+		_, err := s.RunOnce(context.Background())
 		require.NoError(t, err)
 		require.Positive(t, testutil.ToFloat64(vm.HorizonAge.WithLabelValues(vacuumwatch.HolderBackend)), "the outbox's sweeper keeps its reading of the database")
 		require.Equal(t, 1, testutil.CollectAndCount(vm.DeadTuples), "only the swept table's dead tuples")
