@@ -51,6 +51,8 @@ var afterFirstCycle = map[string]bool{
 	// the orphans a verification counted: none counted yet is no series
 	// (a 0 the first count would seem to grow from fires ArchiveOrphansGrowing)
 	"archive_orphan_objects": true,
+	// the archive backlog: read after each archive pass (0 would claim "no backlog")
+	"archive_backlog_oldest_age_seconds": true,
 }
 
 // TestFreshServeExportsEveryMonitoredSeries boots rules' and security's

@@ -225,7 +225,39 @@ func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 	if rep.Err() == nil {
 		e.metrics.LastSuccess.WithLabelValues(e.cfg.Service).SetToCurrentTime()
 	}
+	e.backlog(ctx, &rep)
 	return rep, nil
+}
+
+// errBacklogOnly is what the backlog's policy answers if anything asked it
+// to delete: it only reads.
+var errBacklogOnly = errors.New("archive: the backlog reading never deletes")
+
+// backlog reads, for each table the pass did not fail, the age of the
+// oldest row still past its hot window (one index entry) into
+// archive_backlog_oldest_age_seconds. A read that fails is logged and left
+// out: the pass's own outcome (and its pinned report) does not depend on it.
+func (e *Engine) backlog(ctx context.Context, rep *PassReport) {
+	for i, spec := range e.specs {
+		if rep.Tables[i].Err != nil {
+			continue
+		}
+		p := prune.Policy{
+			Declaration: prune.Declaration{Table: spec.Table, AgeColumn: spec.AgeColumn, Eligible: "TRUE",
+				DeleteBatch: func(context.Context, prune.DB, prune.BatchParams) (int64, error) { return 0, errBacklogOnly }},
+			Bounds: prune.Bounds{WindowDays: spec.hotWindow(e.cfg.HotWindowDays)},
+		}
+		dctx, cancel := e.dbStep(ctx)
+		age, err := prune.OldestEligibleAge(dctx, e.pool, p)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				e.logger.WarnContext(ctx, "archive backlog could not be read", slog.String("table", spec.Table), slog.Any("error", err))
+			}
+			continue
+		}
+		e.metrics.Backlog.WithLabelValues(spec.Table).Set(age.Seconds())
+	}
 }
 
 // pass is one RunPass under the archive lease: the tables' progress, the

@@ -369,6 +369,10 @@ func TestRoundRobinAcrossTables(t *testing.T) {
 	order, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Equal(t, []string{"items", "others", "items"}, order)
+	// The backlog left past the hot window (90 days): others' two rows of
+	// 100 days, and nothing of items.
+	require.Greater(t, testutil.ToFloat64(env.m.Backlog.WithLabelValues("others")), (99 * 24 * time.Hour).Seconds())
+	require.Zero(t, testutil.ToFloat64(env.m.Backlog.WithLabelValues("items")))
 
 	rep, err = eng.RunPass(ctx, 10)
 	require.NoError(t, err)
@@ -376,6 +380,7 @@ func TestRoundRobinAcrossTables(t *testing.T) {
 	require.Equal(t, int64(0), rep.Tables[0].Archived)
 	require.Equal(t, int64(2), rep.Tables[1].Archived)
 	require.Zero(t, env.db.Count(t, `SELECT (SELECT count(*) FROM items) + (SELECT count(*) FROM others)`))
+	require.Zero(t, testutil.ToFloat64(env.m.Backlog.WithLabelValues("others")), "drained: no backlog")
 }
 
 // TestStoreFailureDeletesNothing: when the store refuses the put, the pass

@@ -194,6 +194,10 @@ type Archive struct {
 	// LastSuccess is when the service's last pass completed with no table
 	// error (archive_last_success_timestamp_seconds{service}).
 	LastSuccess *prometheus.GaugeVec
+	// Backlog is, per table, the age of the oldest row past its hot window
+	// still in the hot table after the last pass; 0 when none
+	// (archive_backlog_oldest_age_seconds{table}; no series before a pass).
+	Backlog *prometheus.GaugeVec
 }
 
 // NewArchive creates the archive instruments and registers them on reg.
@@ -215,8 +219,12 @@ func NewArchive(reg prometheus.Registerer) (*Archive, error) {
 			Name: "archive_last_success_timestamp_seconds",
 			Help: "Unix time at which the service's last archive pass completed without a table error.",
 		}, []string{"service"}),
+		Backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "archive_backlog_oldest_age_seconds",
+			Help: "Age of the oldest row past its table's hot window still in the hot table after the last archive pass; 0 when none.",
+		}, []string{"table"}),
 	}
-	if err := register(reg, m.RowsArchived, m.Quarantined, m.Failures, m.LastSuccess); err != nil {
+	if err := register(reg, m.RowsArchived, m.Quarantined, m.Failures, m.LastSuccess, m.Backlog); err != nil {
 		return nil, err
 	}
 	return m, nil
