@@ -47,6 +47,9 @@ type ArchiveAPI struct {
 	StoreKnob string
 	// VerifyMetrics count verification failures.
 	VerifyMetrics *metrics.Verify
+	// SubjectKeyKnob is archive.subject_key_file's environment variable,
+	// named when a subject call finds no key.
+	SubjectKeyKnob string
 }
 
 // routes registers the archive API on mux.
@@ -63,6 +66,7 @@ func (a *ArchiveAPI) routes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/archive/verify", a.require(auth.ScopeRead, a.verify))
 	mux.Handle("POST /admin/archive/gc", a.require(auth.ScopePurge, a.gc))
 	mux.Handle("GET /admin/archive/rows/{table}", a.require(auth.ScopeRead, a.rows))
+	mux.Handle("GET /admin/subjects/{subject}/rows", a.require(auth.ScopeRead, a.subjectRows))
 }
 
 // StreamSilence bounds a stream by silence, not by its length: every write
@@ -352,6 +356,10 @@ func (a *ArchiveAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": "insufficient_scope", "required": auth.ScopePurge, "message": err.Error()})
 	case errors.Is(err, lifecycle.ErrHeldPurged):
 		writeError(w, http.StatusConflict, "purged", err.Error(), nil)
+	case errors.Is(err, lifecycle.ErrNoSubjectKey):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "subject_key_not_configured", "knob": a.SubjectKeyKnob})
+	case errors.Is(err, lifecycle.ErrNotIndexed):
+		writeError(w, http.StatusConflict, "subjects_not_indexed", err.Error(), nil)
 	case errors.Is(err, lifecycle.ErrNotAwaiting):
 		writeError(w, http.StatusConflict, "not_awaiting_approval", err.Error(), nil)
 	case errors.Is(err, context.Canceled):
@@ -647,7 +655,7 @@ func (r *runtime[T]) archiveAPI(lm *lifecycle.Manager, arch *archiver, reader *a
 		slog.Bool("store_object_lock", arch.objectLock), slog.Bool("archiver_enabled", arch.engine != nil), slog.Bool("reads", reader.reader != nil))
 	return &ArchiveAPI{Verifier: v, Metrics: am, Logger: r.logger, Lifecycle: lm, Engine: arch.engine,
 		Knob: settings.EnvVar(r.spec.Name, "archive.enabled"), StoreKnob: settings.EnvVar(r.spec.Name, "archive.store.url"),
-		Reader: reader.reader, VerifyMetrics: reader.metrics}, nil
+		Reader: reader.reader, VerifyMetrics: reader.metrics, SubjectKeyKnob: settings.EnvVar(r.spec.Name, "archive.subject_key_file")}, nil
 }
 
 // lifecycleManager builds an archiving service's lifecycle manager (nil
@@ -663,7 +671,12 @@ func (r *runtime[T]) lifecycleManager(pool *pgxpool.Pool, arch *archiver, reg pr
 	}
 	tables := archiveTableNames(r.spec, r.cfg)
 	pm.Known(tables, lifecycle.PurgeRefusals())
-	return lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired, ObjectLock: arch.objectLock, Tables: tables}, r.logger, pm)
+	key, err := r.subjectKey(as)
+	if err != nil {
+		return nil, err
+	}
+	return lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired, ObjectLock: arch.objectLock, Tables: tables,
+		SubjectKey: key, SubjectTables: subjectTableNames(archiveTables(r.spec, r.cfg))}, r.logger, pm)
 }
 
 // lockReconciler keeps the store's legal holds on the ledger's held
@@ -779,7 +792,11 @@ func (r *runtime[T]) archiveReader(pool *pgxpool.Pool, arch *archiver, reg prome
 		unscheduled()
 		return out, nil, nil
 	}
-	out.reader = archiveread.New(pool, arch.store, r.spec.Name, archiveTables(r.spec, r.cfg))
+	key, err := r.subjectKey(as)
+	if err != nil {
+		return nil, nil, err
+	}
+	out.reader = archiveread.New(pool, arch.store, r.spec.Name, archiveTables(r.spec, r.cfg)).WithSubjectKey(key)
 	if as.VerifyIntervalHours == 0 {
 		unscheduled()
 		return out, nil, nil

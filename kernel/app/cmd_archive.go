@@ -96,9 +96,18 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 		_ = st.Close()
 		return nil, nil, fmt.Errorf("archiver refused to start: %w", err)
 	}
+	key, err := as.SubjectKey()
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, fmt.Errorf("archiver refused to start: archive.subject_key_file (env %s): %w", settings.EnvVar(r.spec.Name, "archive.subject_key_file"), err)
+	}
+	if !key.Valid() && hasSubjects(archiveTables(r.spec, r.cfg)) {
+		r.logger.WarnContext(ctx, "archive.subject_key_file is not set: archives are booked without their subject index; subject fetch and subject holds are off until a key is set and the backfill has run",
+			slog.String("service", r.spec.Name), slog.String("env", settings.EnvVar(r.spec.Name, "archive.subject_key_file")))
+	}
 	e, err := archive.New(pool, st, archiveTables(r.spec, r.cfg), r.scheduled(r.spec.Archive.Bookkeeper.Bookkeep), archive.Config{
 		Service: r.spec.Name, HotWindowDays: as.HotWindowDays, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes, DBTimeout: as.DBTimeout,
-		LedgerHolds: true, ObjectLock: locked,
+		LedgerHolds: true, ObjectLock: locked, SubjectKey: key,
 	}, r.logger, m)
 	if err != nil {
 		_ = st.Close()
@@ -295,4 +304,14 @@ func boundMemory(as archive.Settings, logger *slog.Logger) {
 	}
 	debug.SetMemoryLimit(limit)
 	logger.Debug("archiver memory bound set", slog.Int64("memory_limit_bytes", limit))
+}
+
+// hasSubjects is true when some archived table declares subjects.
+func hasSubjects(specs []archive.TableSpec) bool {
+	for _, s := range specs {
+		if len(s.Subjects) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -42,10 +42,13 @@ func lookup[T any](spec Spec[T], args []string) (string, command[T], []string, e
 		if spec.Archive == nil {
 			return name, nil, nil, errors.New("this service archives nothing")
 		}
-		if len(rest) == 0 || rest[0] != "run" {
-			return name, nil, nil, errors.New(`archive: expected "archive run"`)
+		switch {
+		case len(rest) > 0 && rest[0] == "run":
+			return name, &archiveCmd[T]{}, rest[1:], nil
+		case len(rest) > 0 && rest[0] == "index-subjects":
+			return name + " index-subjects", &indexSubjectsCmd[T]{}, rest[1:], nil
 		}
-		return name, &archiveCmd[T]{}, rest[1:], nil
+		return name, nil, nil, errors.New(`archive: expected "archive run" or "archive index-subjects"`)
 	}
 	return name, nil, nil, fmt.Errorf("%w %q", errUnknownCommand, name)
 }

@@ -108,6 +108,11 @@ type TableSpec struct {
 	// record that it becomes purgeable; 0: no date, never purgeable until
 	// the records officer sets one (the default a records schedule needs).
 	RetentionDays int
+	// Subjects are what the table's rows are about (cases, people): each
+	// archive is indexed by them in its own transaction, and the subject
+	// API and holds find the table's rows, hot and archived, through them.
+	// None: the table is about no subject.
+	Subjects []Subject
 }
 
 // hotWindow is the hot window a table is archived by: its own, else the

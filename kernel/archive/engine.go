@@ -16,6 +16,7 @@ import (
 	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/kernel/subject"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -45,6 +46,11 @@ type Config struct {
 	// rows' delete commits.
 	LedgerHolds bool
 	ObjectLock  bool
+	// SubjectKey keys the subject index's hashes (archive.subject_key_file);
+	// without it, archives of tables with subjects are booked unindexed
+	// (subjects_indexed false) for the backfill. The index is written only
+	// with LedgerHolds (it references the kernel's ledger).
+	SubjectKey subject.Key
 }
 
 // Bounds of Config, shared with the settings validation.
@@ -94,6 +100,11 @@ func New(pool *pgxpool.Pool, st *store.Store, specs []TableSpec, bookkeep Bookke
 		}
 		if err := store.ValidateSegment("table", s.Table); err != nil {
 			return nil, fail(ErrConfig, s.Table, err)
+		}
+		for _, sub := range s.Subjects {
+			if err := sub.check(); err != nil {
+				return nil, fail(ErrConfig, s.Table, err)
+			}
 		}
 		if seen[s.Table] {
 			return nil, fail(ErrConfig, s.Table, errors.New("table registered twice"))
@@ -350,6 +361,10 @@ type prepared struct {
 	m        Manifest
 	data     *NDJSON
 	manifest []byte
+	// subjects are the keyed hashes of the batch's subjects; indexed says
+	// whether they are all of them (see Engine.subjectsOf).
+	subjects [][]byte
+	indexed  bool
 }
 
 // flight is a prepared batch being uploaded and committed in the background.
@@ -397,7 +412,16 @@ func (e *Engine) prepare(ctx context.Context, table int, spec TableSpec, st *tab
 	for i, r := range included {
 		ids[i] = r.ID
 	}
-	return &prepared{table: table, ids: ids, m: m, data: data, manifest: manifestJSON}, nil
+	p := &prepared{table: table, ids: ids, m: m, data: data, manifest: manifestJSON}
+	if e.cfg.LedgerHolds {
+		if p.subjects, p.indexed, err = e.subjectsOf(sctx, spec, ids); err != nil {
+			if errors.Is(err, ErrSubject) {
+				return nil, fail(ErrConfig, spec.Table, err)
+			}
+			return nil, fail(ErrDB, spec.Table, stepErr(sctx, err))
+		}
+	}
+	return p, nil
 }
 
 // fly uploads and commits a prepared batch in the background on the lease's
@@ -420,7 +444,7 @@ func (e *Engine) upload(ctx context.Context, conn *pgx.Conn, p *prepared) error 
 		return fail(ErrStore, spec.Table, fmt.Errorf("put manifest %s: %w", p.m.ManifestKey, err))
 	}
 	failpoint.Inject(failpoint.ArchiveAfterManifestPut)
-	return e.prune(ctx, conn, spec, p.ids, p.m)
+	return e.prune(ctx, conn, spec, p)
 }
 
 // landed records a flight's outcome: the archive in the report, metrics and
@@ -512,7 +536,8 @@ func (e *Engine) manifest(spec TableSpec, rows []Row, cols []Column) (Manifest, 
 
 // prune deletes the archived rows by id and runs the bookkeeping in ONE
 // transaction; a count mismatch or a bookkeeping error rolls both back.
-func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, ids []uuid.UUID, m Manifest) error {
+func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, p *prepared) error {
+	ids, m := p.ids, p.m
 	ctx, cancel := e.dbStep(ctx)
 	defer cancel()
 	tx, err := conn.Begin(ctx)
@@ -538,6 +563,11 @@ func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, ids 
 	}
 	if err := e.bookkeep(ctx, tx, m, e.actor); err != nil {
 		return fail(ErrBookkeep, spec.Table, stepErr(ctx, err))
+	}
+	if e.cfg.LedgerHolds { // the subject index, with the ledger row it references
+		if _, err := IndexSubjects(ctx, tx, m.ArchiveID, p.subjects, p.indexed); err != nil {
+			return fail(ErrBookkeep, spec.Table, stepErr(ctx, err))
+		}
 	}
 	if err := e.lockIfHeld(ctx, tx, m); err != nil {
 		if errors.Is(err, ErrStore) {

@@ -38,10 +38,18 @@ func (e *Engine) lockIfHeld(ctx context.Context, tx pgx.Tx, m Manifest) error {
 			}
 		}
 	}
-	doc, err := json.Marshal(map[string]any{
+	detail := map[string]any{
 		"actor": e.actor, "at": time.Now().UTC().Format(time.RFC3339Nano), "reason": "archived under an active hold",
 		"legal_hold": map[string]bool{m.ArchiveID.String(): true},
-	})
+	}
+	subj, err := q.SubjectHolds(ctx, queries.SubjectHoldsParams{Ids: []pgtype.UUID{id}})
+	if err != nil {
+		return fmt.Errorf("subject holds of %s: %w", m.ArchiveID, err)
+	}
+	if len(subj) == 1 && subj[0].SubjectHeld {
+		detail["subject_hold"] = map[string]bool{m.ArchiveID.String(): true}
+	}
+	doc, err := json.Marshal(detail)
 	if err != nil {
 		return err
 	}

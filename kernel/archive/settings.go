@@ -1,11 +1,13 @@
 package archive
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/kernel/subject"
 )
 
 // Defaults of the archive settings (key prefix "archive.").
@@ -94,6 +96,22 @@ type Settings struct {
 	// lease, a batch's select, its delete transaction): a database that
 	// stops answering ends the pass with an error instead of hanging it.
 	DBTimeout time.Duration `koanf:"db_timeout"`
+	// SubjectKeyFile is a file holding the subject key (at least 32 bytes;
+	// surrounding whitespace is not key material): the subject index,
+	// subject holds and subject reads hash subjects with it
+	// (HMAC-SHA256), so the index never lists a case in clear. Use one key
+	// for the whole fleet: subject holds are compared across services by
+	// their hashes. Empty: archives are booked unindexed and the subject
+	// API answers 503 until a key is set and the backfill has run.
+	SubjectKeyFile string `koanf:"subject_key_file"`
+}
+
+// SubjectKey loads the subject key; the zero Key when none is configured.
+func (s Settings) SubjectKey() (subject.Key, error) {
+	if s.SubjectKeyFile == "" {
+		return subject.Key{}, nil
+	}
+	return subject.LoadKey(s.SubjectKeyFile)
 }
 
 // PurgeSettings configure the purge (archive.purge.*).
@@ -170,6 +188,11 @@ func (s Settings) Problems() []settings.Problem {
 	}
 	if s.Purge.ApprovalsRequired < 0 || s.Purge.ApprovalsRequired > 1 {
 		ps = append(ps, settings.Problem{Key: "archive.purge.approvals_required", Value: s.Purge.ApprovalsRequired, Reason: "must be 0 (direct purge) or 1 (another operator approves)"})
+	}
+	if s.SubjectKeyFile != "" {
+		if _, err := subject.LoadKey(s.SubjectKeyFile); err != nil {
+			ps = append(ps, settings.Problem{Key: "archive.subject_key_file", Value: s.SubjectKeyFile, Reason: fmt.Sprintf("must name a readable file of at least %d bytes: %v", subject.MinKeyBytes, errors.Unwrap(err))})
+		}
 	}
 	if s.Store.URL != "" {
 		if err := store.CheckURL(s.Store.URL); err != nil {

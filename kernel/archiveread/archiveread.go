@@ -19,6 +19,7 @@ import (
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/outbox"
 	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/kernel/subject"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -50,6 +51,8 @@ type Reader struct {
 	service string
 	tables  map[string]archive.TableSpec
 	now     func() time.Time
+	// key hashes subjects (WithSubjectKey); zero: no subject reads.
+	key subject.Key
 }
 
 // WithClock returns a copy of the reader whose orphan GC measures ages from

@@ -91,6 +91,7 @@ func properties() []property {
 		{"OnePassAtATime", testOnePass},
 		{"ConcurrentWritersLoseNothing", testConcurrentWriters},
 		{"LedgerRangesFindEveryRow", testLedgerRanges},
+		{"SubjectsIndexedWithTheArchive", testSubjects},
 	}
 }
 

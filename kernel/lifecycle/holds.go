@@ -32,6 +32,9 @@ type HoldRequest struct {
 	From       *time.Time  `json:"from,omitempty"`
 	To         *time.Time  `json:"to,omitempty"`
 	ArchiveIDs []uuid.UUID `json:"archive_ids,omitempty"`
+	// Subjects hold every archive (now and booked later) whose rows are
+	// about one of them ("case:17"); stored as keyed hashes only.
+	Subjects []string `json:"subjects,omitempty"`
 }
 
 // Hold is a legal hold with the archives it covers now.
@@ -49,6 +52,9 @@ type Hold struct {
 	ReleasedAt    *time.Time  `json:"released_at"`
 	ReleasedBy    *string     `json:"released_by"`
 	ReleaseReason *string     `json:"release_reason"`
+	// SubjectHashes are the keyed hashes (hex) of the subjects the hold
+	// names: the subjects themselves are not kept.
+	SubjectHashes []string    `json:"subject_hashes"`
 	Covers        []uuid.UUID `json:"covers"`
 }
 
@@ -60,8 +66,10 @@ func (r HoldRequest) check() error {
 		return fmt.Errorf("%w: title and reason are at most %d bytes", ErrInvalid, maxHoldText)
 	case !storableText(r.Title) || !storableText(r.Reason) || r.Table != nil && !storableText(*r.Table):
 		return fmt.Errorf("%w: title, reason and table must be UTF-8 text without NUL characters", ErrInvalid)
-	case len(r.ArchiveIDs) == 0 && (r.Table == nil || *r.Table == ""):
-		return fmt.Errorf("%w: a hold names archive_ids or a table", ErrInvalid)
+	case len(r.ArchiveIDs) == 0 && (r.Table == nil || *r.Table == "") && len(r.Subjects) == 0:
+		return fmt.Errorf("%w: a hold names archive_ids, a table or subjects", ErrInvalid)
+	case len(r.Subjects) > MaxHoldSubjects:
+		return fmt.Errorf("%w: at most %d subjects", ErrInvalid, MaxHoldSubjects)
 	case r.From != nil && r.To != nil && !r.From.Before(*r.To):
 		return fmt.Errorf("%w: from must be before to", ErrInvalid)
 	case len(r.ArchiveIDs) > MaxRecordsLimit:
@@ -79,13 +87,20 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 	if req.Table != nil && len(m.cfg.Tables) > 0 && !slices.Contains(m.cfg.Tables, *req.Table) {
 		return Hold{}, fmt.Errorf("%w: table %q is not archived by this service (archived: %v)", ErrInvalid, *req.Table, m.cfg.Tables)
 	}
+	hashes, err := m.subjectHashes(req.Subjects)
+	if err != nil {
+		return Hold{}, err
+	}
 	var id uuid.UUID
-	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
 		// Ordered with archive bookings (lease.HoldsKey): one in flight
 		// commits before this hold reads the ledger, so the hold covers it.
 		if err := q.LockHoldsExclusive(ctx, lease.HoldsKey); err != nil {
 			return fmt.Errorf("order with archive bookings: %w", err)
+		}
+		if err := m.checkIndexed(ctx, q, hashes); err != nil {
+			return err
 		}
 		if unknown, err := q.UnknownArchiveIDs(ctx, pgUUIDs(req.ArchiveIDs)); err != nil {
 			return fmt.Errorf("check archive ids: %w", err)
@@ -103,7 +118,7 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 		}
 		row, err := q.InsertHold(ctx, queries.InsertHoldParams{
 			Title: req.Title, Reason: req.Reason, TableName: req.Table, FromAt: pgTime(req.From), ToAt: pgTime(req.To),
-			ArchiveIds: pgUUIDs(req.ArchiveIDs), CreatedBy: actor,
+			ArchiveIds: pgUUIDs(req.ArchiveIDs), SubjectHashes: hashes, CreatedBy: actor,
 		})
 		if err != nil {
 			return fmt.Errorf("insert hold: %w", err)
@@ -118,10 +133,14 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 		if err := m.lockObjects(ctx, rows, true); err != nil {
 			return err
 		}
-		return m.record(ctx, tx, actor, "archive_hold_placed", map[string]any{
+		detail := map[string]any{
 			"hold_id": id, "title": req.Title, "reason": req.Reason, "table": req.Table, "from": req.From, "to": req.To,
 			"archive_ids": req.ArchiveIDs, "legal_hold": changed,
-		}, act{hold: id})
+		}
+		if err := subjectDetail(ctx, q, detail, hashes); err != nil {
+			return err
+		}
+		return m.record(ctx, tx, actor, "archive_hold_placed", detail, act{hold: id})
 	})
 	if err != nil {
 		return Hold{}, err
@@ -152,7 +171,15 @@ func (m *Manager) ReleaseHold(ctx context.Context, id uuid.UUID, reason, actor s
 			return fmt.Errorf("apply release: %w", err)
 		}
 		released = rows
-		return m.record(ctx, tx, actor, "archive_hold_released", map[string]any{"hold_id": id, "reason": reason, "legal_hold": changed}, act{hold: id})
+		hashes, err := q.HoldSubjects(ctx, pgUUID(id))
+		if err != nil {
+			return fmt.Errorf("subjects of hold %s: %w", id, err)
+		}
+		detail := map[string]any{"hold_id": id, "reason": reason, "legal_hold": changed}
+		if err := subjectDetail(ctx, q, detail, hashes); err != nil {
+			return err
+		}
+		return m.record(ctx, tx, actor, "archive_hold_released", detail, act{hold: id})
 	})
 	if err != nil {
 		return Hold{}, err
@@ -184,6 +211,7 @@ func (m *Manager) Holds(ctx context.Context) ([]Hold, error) {
 			ID: r.ID.Bytes, Title: r.Title, Reason: r.Reason, Table: r.TableName, From: timePtr(r.FromAt), To: timePtr(r.ToAt),
 			ArchiveIDs: uuids(r.ArchiveIds), CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt.Time, Active: !r.ReleasedAt.Valid,
 			ReleasedAt: timePtr(r.ReleasedAt), ReleasedBy: r.ReleasedBy, ReleaseReason: r.ReleaseReason, Covers: uuids(r.Covers),
+			SubjectHashes: hexes(r.SubjectHashes),
 		}
 	}
 	return out, nil

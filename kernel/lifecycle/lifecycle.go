@@ -23,6 +23,7 @@ import (
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/outbox"
 	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/kernel/subject"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -68,6 +69,11 @@ var (
 	ErrShortens = errors.New("lifecycle: the date brings the archive's destruction nearer, which needs archive:purge")
 	// ErrHeldPurged: a hold names an archive already purged.
 	ErrHeldPurged = errors.New("lifecycle: a hold names an archive already purged")
+	// ErrNoSubjectKey: a subject hold on a service with no subject key.
+	ErrNoSubjectKey = errors.New("lifecycle: no subject key is configured (archive.subject_key_file)")
+	// ErrNotIndexed: a subject hold while archives are not yet indexed by
+	// subject (it would hold every one of them); run the backfill first.
+	ErrNotIndexed = errors.New("lifecycle: archives are not yet indexed by subject")
 )
 
 // Config is one service's lifecycle.
@@ -87,6 +93,12 @@ type Config struct {
 	// Tables are the service's archived tables (from its spec): a hold by
 	// table names one of them. Empty: not checked.
 	Tables []string
+	// SubjectKey hashes the subjects a hold names (archive.subject_key_file);
+	// without it a subject hold is refused with ErrNoSubjectKey.
+	SubjectKey subject.Key
+	// SubjectTables are the archived tables that declare subjects: a
+	// subject hold is refused while one of their archives is not indexed.
+	SubjectTables []string
 }
 
 // Manager runs the lifecycle of one service's archives.

@@ -42,3 +42,25 @@ SELECT legal_hold FROM archive_ledger WHERE archive_id = sqlc.arg(archive_id);
 -- lease.HoldsKey): held until the booking's transaction ends.
 -- name: LockHoldsShared :exec
 SELECT pg_advisory_xact_lock_shared(sqlc.arg(key)::bigint);
+
+-- InsertArchiveSubjects indexes a just-booked archive by the keyed hashes of
+-- the subjects its rows are about (migrations/archive 00003), in the
+-- archive's own transaction.
+-- name: InsertArchiveSubjects :exec
+INSERT INTO archive_subjects (subject_hash, archive_id)
+SELECT DISTINCT h.hash, sqlc.arg(archive_id)::uuid
+FROM unnest(sqlc.arg(hashes)::bytea[]) AS h(hash)
+ON CONFLICT DO NOTHING;
+
+-- MarkSubjectsIndexed records that an archive's subjects are all in the
+-- index, then (a second statement: it must see this one) RefreshArchiveHold
+-- recomputes its legal_hold, which an active subject hold set while the
+-- archive was not yet indexed.
+-- name: MarkSubjectsIndexed :exec
+UPDATE archive_ledger SET subjects_indexed = true WHERE archive_id = sqlc.arg(archive_id);
+
+-- name: RefreshArchiveHold :one
+UPDATE archive_ledger AS l
+SET legal_hold = archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
+WHERE l.archive_id = sqlc.arg(archive_id)
+RETURNING l.legal_hold, l.data_key, l.manifest_key, (l.purged_at IS NOT NULL)::boolean AS purged;

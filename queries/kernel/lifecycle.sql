@@ -17,7 +17,11 @@ SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.
                    AND (l.archive_id = ANY (h.archive_ids)
                         OR (h.table_name = l.table_name
                             AND (h.from_at IS NULL OR l.last_record_at >= h.from_at)
-                            AND (h.to_at IS NULL OR l.first_record_at < h.to_at)))), '{}')::uuid[] AS holds
+                            AND (h.to_at IS NULL OR l.first_record_at < h.to_at))
+                        OR (cardinality(h.subject_hashes) > 0
+                            AND (NOT l.subjects_indexed
+                                 OR EXISTS (SELECT 1 FROM archive_subjects AS s
+                                            WHERE s.archive_id = l.archive_id AND s.subject_hash = ANY (h.subject_hashes)))))), '{}')::uuid[] AS holds
 FROM archive_ledger AS l
 WHERE (sqlc.narg(table_name)::text IS NULL OR l.table_name = sqlc.narg(table_name)::text)
   AND (sqlc.narg(held)::boolean IS NULL OR l.legal_hold = sqlc.narg(held)::boolean)
@@ -43,9 +47,9 @@ FROM archive_ledger WHERE archive_id = sqlc.arg(archive_id);
 
 -- InsertHold records a legal hold.
 -- name: InsertHold :one
-INSERT INTO archive_holds (title, reason, table_name, from_at, to_at, archive_ids, created_by)
+INSERT INTO archive_holds (title, reason, table_name, from_at, to_at, archive_ids, subject_hashes, created_by)
 VALUES (sqlc.arg(title), sqlc.arg(reason), sqlc.narg(table_name), sqlc.narg(from_at), sqlc.narg(to_at),
-        sqlc.arg(archive_ids)::uuid[], sqlc.arg(created_by))
+        sqlc.arg(archive_ids)::uuid[], sqlc.arg(subject_hashes)::bytea[], sqlc.arg(created_by))
 RETURNING id, created_at;
 
 -- ReleaseHold releases an active hold (its reason required).
@@ -58,12 +62,16 @@ RETURNING id, released_at;
 -- ListHolds lists every hold, newest first, with the archives it covers now.
 -- name: ListHolds :many
 SELECT h.id, h.title, h.reason, h.table_name, h.from_at, h.to_at, h.archive_ids, h.created_by, h.created_at,
-       h.released_at, h.released_by, h.release_reason,
+       h.released_at, h.released_by, h.release_reason, h.subject_hashes,
        COALESCE((SELECT array_agg(l.archive_id ORDER BY l.archive_id) FROM archive_ledger AS l
                  WHERE l.archive_id = ANY (h.archive_ids)
                     OR (h.table_name = l.table_name
                         AND (h.from_at IS NULL OR l.last_record_at >= h.from_at)
-                        AND (h.to_at IS NULL OR l.first_record_at < h.to_at))), '{}')::uuid[] AS covers
+                        AND (h.to_at IS NULL OR l.first_record_at < h.to_at))
+                    OR (cardinality(h.subject_hashes) > 0
+                        AND (NOT l.subjects_indexed
+                             OR EXISTS (SELECT 1 FROM archive_subjects AS s
+                                        WHERE s.archive_id = l.archive_id AND s.subject_hash = ANY (h.subject_hashes))))), '{}')::uuid[] AS covers
 FROM archive_holds AS h
 ORDER BY h.created_at DESC, h.id DESC;
 
@@ -245,3 +253,56 @@ SELECT l.table_name,
 FROM archive_ledger AS l
 GROUP BY l.table_name
 ORDER BY l.table_name;
+
+-- SubjectArchives lists the archives of the given tables that may hold a
+-- subject: those the index says hold its keyed hash, and those not yet
+-- indexed (which might), in record-time order, with their purge state.
+-- name: SubjectArchives :many
+SELECT a.archive_id, a.table_name, a.data_key, a.data_sha256, a.record_count, a.purged_at, a.subjects_indexed
+FROM (
+    SELECT l.archive_id, l.table_name, l.data_key, l.data_sha256, l.record_count, l.purged_at, l.subjects_indexed, l.first_record_at
+    FROM archive_subjects AS s JOIN archive_ledger AS l ON l.archive_id = s.archive_id
+    WHERE s.subject_hash = sqlc.arg(subject_hash) AND l.table_name = ANY (sqlc.arg(tables)::text[])
+    UNION
+    SELECT l.archive_id, l.table_name, l.data_key, l.data_sha256, l.record_count, l.purged_at, l.subjects_indexed, l.first_record_at
+    FROM archive_ledger AS l
+    WHERE NOT l.subjects_indexed AND l.table_name = ANY (sqlc.arg(tables)::text[])
+) AS a
+ORDER BY a.first_record_at, a.archive_id;
+
+-- UnindexedArchives pages (by archive_id) the archives whose subjects are
+-- not in the index yet: the backfill's work list.
+-- name: UnindexedArchives :many
+SELECT archive_id, table_name, data_key, data_sha256, purged_at
+FROM archive_ledger
+WHERE NOT subjects_indexed AND archive_id > sqlc.arg(after)::uuid
+ORDER BY archive_id
+LIMIT sqlc.arg(row_limit)::int;
+
+-- CountUnindexed counts the unpurged archives of the given tables not yet
+-- indexed: a subject hold is refused while there are any (it would hold
+-- them all).
+-- name: CountUnindexed :one
+SELECT count(*)::bigint
+FROM archive_ledger
+WHERE NOT subjects_indexed AND purged_at IS NULL AND table_name = ANY (sqlc.arg(tables)::text[]);
+
+-- SubjectHolds says, for the archives named or indexed under one of the
+-- given keyed hashes, whether an active subject hold covers each (the
+-- fleet ledger's subject_hold).
+-- name: SubjectHolds :many
+SELECT l.archive_id,
+       EXISTS (SELECT 1 FROM archive_holds AS h
+               WHERE h.released_at IS NULL AND cardinality(h.subject_hashes) > 0
+                 AND (NOT l.subjects_indexed
+                      OR EXISTS (SELECT 1 FROM archive_subjects AS s
+                                 WHERE s.archive_id = l.archive_id AND s.subject_hash = ANY (h.subject_hashes))))::boolean AS subject_held
+FROM archive_ledger AS l
+WHERE l.purged_at IS NULL
+  AND (l.archive_id = ANY (sqlc.arg(ids)::uuid[])
+       OR l.archive_id IN (SELECT s.archive_id FROM archive_subjects AS s WHERE s.subject_hash = ANY (sqlc.arg(hashes)::bytea[])))
+ORDER BY l.archive_id;
+
+-- HoldSubjects reads a hold's keyed subject hashes.
+-- name: HoldSubjects :one
+SELECT subject_hashes FROM archive_holds WHERE id = sqlc.arg(id);

@@ -6,6 +6,7 @@ import (
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/prune"
+	"github.com/craig/retention/kernel/subject"
 	"github.com/craig/retention/services/rules/internal/queries"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -37,6 +38,9 @@ func (Tables) RuleEvaluations() archive.TableSpec {
 	return archive.TableSpec{
 		Table:     EvaluationsTable,
 		AgeColumn: "evaluated_at",
+		// The case an evaluation is about: case:<input->>'case_id'>
+		// (migrations/rules 00003: the function and its index).
+		Subjects: []archive.Subject{{Kind: subject.Case, SQL: "rule_evaluations_case(input)"}},
 		Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectRuleEvaluationsBatchRow, error) {
 			return queries.New(db).SelectRuleEvaluationsBatch(ctx, queries.SelectRuleEvaluationsBatchParams{
 				HotWindowDays: p.HotWindowDays, AfterKey: p.After.Key, AfterID: p.After.ID, BatchLimit: p.Limit, MaxBytes: p.MaxBytes,

@@ -69,7 +69,7 @@ func (e *rulesEnv) engine(t testing.TB, specs []archive.TableSpec, bk archive.Bo
 const rulesSeed = `
 INSERT INTO rule_evaluations (id, evaluated_at, rule_id, input, output)
 SELECT s.id, now() - make_interval(secs => s.age), 'rule-' || (s.ord % 7),
-       jsonb_build_object('case', s.ord, 'amount', 1.10, 'big', 12345678901234567890.123456789,
+       jsonb_build_object('case_id', s.ord, 'amount', 1.10, 'big', 12345678901234567890.123456789,
                           'tiny', 0.1000000000000000055511151231257827, 'note', 'caf' || chr(233) || ' "q"',
                           'pad', repeat('p', s.pad)),
        ('{"eligible": ' || (s.ord % 2 = 0)::text || ', "score": ' || (s.ord * 1.10)::text || ', "limits": [1.10, 2.500, 1e-7, 1E+3]}')::jsonb

@@ -8,6 +8,7 @@ import (
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/prune"
+	"github.com/craig/retention/kernel/subject"
 	"github.com/craig/retention/services/rules"
 	"github.com/craig/retention/services/security/fleet"
 	"github.com/craig/retention/services/security/internal/queries"
@@ -43,6 +44,8 @@ func ArchiveTables() []archive.TableSpec { return app.ArchivedOf(Tables{}) }
 func (Tables) AuditLog() archive.TableSpec {
 	return archive.TableSpec{
 		Table: AuditLogTable, AgeColumn: "occurred_at",
+		// case:<n> when subject_id is case-<n> (migrations/security 00003).
+		Subjects: []archive.Subject{{Kind: subject.Case, SQL: "audit_log_case(subject_id)"}},
 		Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectAuditLogBatchRow, error) {
 			return queries.New(db).SelectAuditLogBatch(ctx, queries.SelectAuditLogBatchParams{
 				HotWindowDays: p.HotWindowDays, AfterKey: p.After.Key, AfterID: p.After.ID, BatchLimit: p.Limit, MaxBytes: p.MaxBytes,
@@ -58,6 +61,8 @@ func (Tables) AuditLog() archive.TableSpec {
 func (Tables) DeadLetterAudit() archive.TableSpec {
 	return archive.TableSpec{
 		Table: DeadLetterTable, AgeColumn: "dlq_received_at",
+		// case:<payload->>'case_id'> (migrations/security 00003).
+		Subjects: []archive.Subject{{Kind: subject.Case, SQL: "dead_letter_audit_case(payload)"}},
 		Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectDeadLetterAuditBatchRow, error) {
 			return queries.New(db).SelectDeadLetterAuditBatch(ctx, queries.SelectDeadLetterAuditBatchParams{
 				HotWindowDays: p.HotWindowDays, AfterKey: p.After.Key, AfterID: p.After.ID, BatchLimit: p.Limit, MaxBytes: p.MaxBytes,

@@ -16,7 +16,7 @@ SELECT s.id, now() - make_interval(secs => s.age), 'user:' || (s.ord % 5), 'case
 FROM unnest($1::uuid[], $2::float8[], $3::int[]) WITH ORDINALITY AS s(id, age, pad, ord)`
 	deadLetterSeed = `INSERT INTO dead_letter_audit (id, dlq_received_at, event_type, payload, reason)
 SELECT s.id, now() - make_interval(secs => s.age), 'exchange.sent',
-       jsonb_build_object('case', s.ord, 'pad', repeat('p', s.pad)), 'handler failed 5 times: connection refused'
+       jsonb_build_object('case_id', s.ord, 'pad', repeat('p', s.pad)), 'handler failed 5 times: connection refused'
 FROM unnest($1::uuid[], $2::float8[], $3::int[]) WITH ORDINALITY AS s(id, age, pad, ord)`
 )
 

@@ -81,6 +81,26 @@ func (q *Queries) InsertArchiveLedger(ctx context.Context, arg InsertArchiveLedg
 	return err
 }
 
+const insertArchiveSubjects = `-- name: InsertArchiveSubjects :exec
+INSERT INTO archive_subjects (subject_hash, archive_id)
+SELECT DISTINCT h.hash, $1::uuid
+FROM unnest($2::bytea[]) AS h(hash)
+ON CONFLICT DO NOTHING
+`
+
+type InsertArchiveSubjectsParams struct {
+	ArchiveID pgtype.UUID
+	Hashes    [][]byte
+}
+
+// InsertArchiveSubjects indexes a just-booked archive by the keyed hashes of
+// the subjects its rows are about (migrations/archive 00003), in the
+// archive's own transaction.
+func (q *Queries) InsertArchiveSubjects(ctx context.Context, arg InsertArchiveSubjectsParams) error {
+	_, err := q.db.Exec(ctx, insertArchiveSubjects, arg.ArchiveID, arg.Hashes)
+	return err
+}
+
 const insertOnlyTriggers = `-- name: InsertOnlyTriggers :many
 
 SELECT c.relname::text AS table_name
@@ -129,4 +149,43 @@ SELECT pg_advisory_xact_lock_shared($1::bigint)
 func (q *Queries) LockHoldsShared(ctx context.Context, key int64) error {
 	_, err := q.db.Exec(ctx, lockHoldsShared, key)
 	return err
+}
+
+const markSubjectsIndexed = `-- name: MarkSubjectsIndexed :exec
+UPDATE archive_ledger SET subjects_indexed = true WHERE archive_id = $1
+`
+
+// MarkSubjectsIndexed records that an archive's subjects are all in the
+// index, then (a second statement: it must see this one) RefreshArchiveHold
+// recomputes its legal_hold, which an active subject hold set while the
+// archive was not yet indexed.
+func (q *Queries) MarkSubjectsIndexed(ctx context.Context, archiveID pgtype.UUID) error {
+	_, err := q.db.Exec(ctx, markSubjectsIndexed, archiveID)
+	return err
+}
+
+const refreshArchiveHold = `-- name: RefreshArchiveHold :one
+UPDATE archive_ledger AS l
+SET legal_hold = archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
+WHERE l.archive_id = $1
+RETURNING l.legal_hold, l.data_key, l.manifest_key, (l.purged_at IS NOT NULL)::boolean AS purged
+`
+
+type RefreshArchiveHoldRow struct {
+	LegalHold   bool
+	DataKey     string
+	ManifestKey string
+	Purged      bool
+}
+
+func (q *Queries) RefreshArchiveHold(ctx context.Context, archiveID pgtype.UUID) (RefreshArchiveHoldRow, error) {
+	row := q.db.QueryRow(ctx, refreshArchiveHold, archiveID)
+	var i RefreshArchiveHoldRow
+	err := row.Scan(
+		&i.LegalHold,
+		&i.DataKey,
+		&i.ManifestKey,
+		&i.Purged,
+	)
+	return i, err
 }

@@ -127,6 +127,22 @@ func (q *Queries) CompletePurge(ctx context.Context, arg CompletePurgeParams) er
 	return err
 }
 
+const countUnindexed = `-- name: CountUnindexed :one
+SELECT count(*)::bigint
+FROM archive_ledger
+WHERE NOT subjects_indexed AND purged_at IS NULL AND table_name = ANY ($1::text[])
+`
+
+// CountUnindexed counts the unpurged archives of the given tables not yet
+// indexed: a subject hold is refused while there are any (it would hold
+// them all).
+func (q *Queries) CountUnindexed(ctx context.Context, tables []string) (int64, error) {
+	row := q.db.QueryRow(ctx, countUnindexed, tables)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const getLedgerRow = `-- name: GetLedgerRow :one
 SELECT archive_id, table_name, retention_until, legal_hold, purged_at
 FROM archive_ledger WHERE archive_id = $1
@@ -253,21 +269,34 @@ func (q *Queries) HeldArchives(ctx context.Context, arg HeldArchivesParams) ([]H
 	return items, nil
 }
 
+const holdSubjects = `-- name: HoldSubjects :one
+SELECT subject_hashes FROM archive_holds WHERE id = $1
+`
+
+// HoldSubjects reads a hold's keyed subject hashes.
+func (q *Queries) HoldSubjects(ctx context.Context, id pgtype.UUID) ([][]byte, error) {
+	row := q.db.QueryRow(ctx, holdSubjects, id)
+	var subject_hashes [][]byte
+	err := row.Scan(&subject_hashes)
+	return subject_hashes, err
+}
+
 const insertHold = `-- name: InsertHold :one
-INSERT INTO archive_holds (title, reason, table_name, from_at, to_at, archive_ids, created_by)
+INSERT INTO archive_holds (title, reason, table_name, from_at, to_at, archive_ids, subject_hashes, created_by)
 VALUES ($1, $2, $3, $4, $5,
-        $6::uuid[], $7)
+        $6::uuid[], $7::bytea[], $8)
 RETURNING id, created_at
 `
 
 type InsertHoldParams struct {
-	Title      string
-	Reason     string
-	TableName  *string
-	FromAt     pgtype.Timestamptz
-	ToAt       pgtype.Timestamptz
-	ArchiveIds []pgtype.UUID
-	CreatedBy  string
+	Title         string
+	Reason        string
+	TableName     *string
+	FromAt        pgtype.Timestamptz
+	ToAt          pgtype.Timestamptz
+	ArchiveIds    []pgtype.UUID
+	SubjectHashes [][]byte
+	CreatedBy     string
 }
 
 type InsertHoldRow struct {
@@ -284,6 +313,7 @@ func (q *Queries) InsertHold(ctx context.Context, arg InsertHoldParams) (InsertH
 		arg.FromAt,
 		arg.ToAt,
 		arg.ArchiveIds,
+		arg.SubjectHashes,
 		arg.CreatedBy,
 	)
 	var i InsertHoldRow
@@ -481,7 +511,11 @@ SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.
                    AND (l.archive_id = ANY (h.archive_ids)
                         OR (h.table_name = l.table_name
                             AND (h.from_at IS NULL OR l.last_record_at >= h.from_at)
-                            AND (h.to_at IS NULL OR l.first_record_at < h.to_at)))), '{}')::uuid[] AS holds
+                            AND (h.to_at IS NULL OR l.first_record_at < h.to_at))
+                        OR (cardinality(h.subject_hashes) > 0
+                            AND (NOT l.subjects_indexed
+                                 OR EXISTS (SELECT 1 FROM archive_subjects AS s
+                                            WHERE s.archive_id = l.archive_id AND s.subject_hash = ANY (h.subject_hashes)))))), '{}')::uuid[] AS holds
 FROM archive_ledger AS l
 WHERE ($1::text IS NULL OR l.table_name = $1::text)
   AND ($2::boolean IS NULL OR l.legal_hold = $2::boolean)
@@ -579,12 +613,16 @@ func (q *Queries) ListArchiveRecords(ctx context.Context, arg ListArchiveRecords
 
 const listHolds = `-- name: ListHolds :many
 SELECT h.id, h.title, h.reason, h.table_name, h.from_at, h.to_at, h.archive_ids, h.created_by, h.created_at,
-       h.released_at, h.released_by, h.release_reason,
+       h.released_at, h.released_by, h.release_reason, h.subject_hashes,
        COALESCE((SELECT array_agg(l.archive_id ORDER BY l.archive_id) FROM archive_ledger AS l
                  WHERE l.archive_id = ANY (h.archive_ids)
                     OR (h.table_name = l.table_name
                         AND (h.from_at IS NULL OR l.last_record_at >= h.from_at)
-                        AND (h.to_at IS NULL OR l.first_record_at < h.to_at))), '{}')::uuid[] AS covers
+                        AND (h.to_at IS NULL OR l.first_record_at < h.to_at))
+                    OR (cardinality(h.subject_hashes) > 0
+                        AND (NOT l.subjects_indexed
+                             OR EXISTS (SELECT 1 FROM archive_subjects AS s
+                                        WHERE s.archive_id = l.archive_id AND s.subject_hash = ANY (h.subject_hashes))))), '{}')::uuid[] AS covers
 FROM archive_holds AS h
 ORDER BY h.created_at DESC, h.id DESC
 `
@@ -602,6 +640,7 @@ type ListHoldsRow struct {
 	ReleasedAt    pgtype.Timestamptz
 	ReleasedBy    *string
 	ReleaseReason *string
+	SubjectHashes [][]byte
 	Covers        []pgtype.UUID
 }
 
@@ -628,6 +667,7 @@ func (q *Queries) ListHolds(ctx context.Context) ([]ListHoldsRow, error) {
 			&i.ReleasedAt,
 			&i.ReleasedBy,
 			&i.ReleaseReason,
+			&i.SubjectHashes,
 			&i.Covers,
 		); err != nil {
 			return nil, err
@@ -979,6 +1019,162 @@ func (q *Queries) StampPurged(ctx context.Context, arg StampPurgedParams) (int64
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const subjectArchives = `-- name: SubjectArchives :many
+SELECT a.archive_id, a.table_name, a.data_key, a.data_sha256, a.record_count, a.purged_at, a.subjects_indexed
+FROM (
+    SELECT l.archive_id, l.table_name, l.data_key, l.data_sha256, l.record_count, l.purged_at, l.subjects_indexed, l.first_record_at
+    FROM archive_subjects AS s JOIN archive_ledger AS l ON l.archive_id = s.archive_id
+    WHERE s.subject_hash = $1 AND l.table_name = ANY ($2::text[])
+    UNION
+    SELECT l.archive_id, l.table_name, l.data_key, l.data_sha256, l.record_count, l.purged_at, l.subjects_indexed, l.first_record_at
+    FROM archive_ledger AS l
+    WHERE NOT l.subjects_indexed AND l.table_name = ANY ($2::text[])
+) AS a
+ORDER BY a.first_record_at, a.archive_id
+`
+
+type SubjectArchivesParams struct {
+	SubjectHash []byte
+	Tables      []string
+}
+
+type SubjectArchivesRow struct {
+	ArchiveID       pgtype.UUID
+	TableName       string
+	DataKey         string
+	DataSha256      string
+	RecordCount     int32
+	PurgedAt        pgtype.Timestamptz
+	SubjectsIndexed bool
+}
+
+// SubjectArchives lists the archives of the given tables that may hold a
+// subject: those the index says hold its keyed hash, and those not yet
+// indexed (which might), in record-time order, with their purge state.
+func (q *Queries) SubjectArchives(ctx context.Context, arg SubjectArchivesParams) ([]SubjectArchivesRow, error) {
+	rows, err := q.db.Query(ctx, subjectArchives, arg.SubjectHash, arg.Tables)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SubjectArchivesRow
+	for rows.Next() {
+		var i SubjectArchivesRow
+		if err := rows.Scan(
+			&i.ArchiveID,
+			&i.TableName,
+			&i.DataKey,
+			&i.DataSha256,
+			&i.RecordCount,
+			&i.PurgedAt,
+			&i.SubjectsIndexed,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const subjectHolds = `-- name: SubjectHolds :many
+SELECT l.archive_id,
+       EXISTS (SELECT 1 FROM archive_holds AS h
+               WHERE h.released_at IS NULL AND cardinality(h.subject_hashes) > 0
+                 AND (NOT l.subjects_indexed
+                      OR EXISTS (SELECT 1 FROM archive_subjects AS s
+                                 WHERE s.archive_id = l.archive_id AND s.subject_hash = ANY (h.subject_hashes))))::boolean AS subject_held
+FROM archive_ledger AS l
+WHERE l.purged_at IS NULL
+  AND (l.archive_id = ANY ($1::uuid[])
+       OR l.archive_id IN (SELECT s.archive_id FROM archive_subjects AS s WHERE s.subject_hash = ANY ($2::bytea[])))
+ORDER BY l.archive_id
+`
+
+type SubjectHoldsParams struct {
+	Ids    []pgtype.UUID
+	Hashes [][]byte
+}
+
+type SubjectHoldsRow struct {
+	ArchiveID   pgtype.UUID
+	SubjectHeld bool
+}
+
+// SubjectHolds says, for the archives named or indexed under one of the
+// given keyed hashes, whether an active subject hold covers each (the
+// fleet ledger's subject_hold).
+func (q *Queries) SubjectHolds(ctx context.Context, arg SubjectHoldsParams) ([]SubjectHoldsRow, error) {
+	rows, err := q.db.Query(ctx, subjectHolds, arg.Ids, arg.Hashes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SubjectHoldsRow
+	for rows.Next() {
+		var i SubjectHoldsRow
+		if err := rows.Scan(&i.ArchiveID, &i.SubjectHeld); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const unindexedArchives = `-- name: UnindexedArchives :many
+SELECT archive_id, table_name, data_key, data_sha256, purged_at
+FROM archive_ledger
+WHERE NOT subjects_indexed AND archive_id > $1::uuid
+ORDER BY archive_id
+LIMIT $2::int
+`
+
+type UnindexedArchivesParams struct {
+	After    pgtype.UUID
+	RowLimit int32
+}
+
+type UnindexedArchivesRow struct {
+	ArchiveID  pgtype.UUID
+	TableName  string
+	DataKey    string
+	DataSha256 string
+	PurgedAt   pgtype.Timestamptz
+}
+
+// UnindexedArchives pages (by archive_id) the archives whose subjects are
+// not in the index yet: the backfill's work list.
+func (q *Queries) UnindexedArchives(ctx context.Context, arg UnindexedArchivesParams) ([]UnindexedArchivesRow, error) {
+	rows, err := q.db.Query(ctx, unindexedArchives, arg.After, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []UnindexedArchivesRow
+	for rows.Next() {
+		var i UnindexedArchivesRow
+		if err := rows.Scan(
+			&i.ArchiveID,
+			&i.TableName,
+			&i.DataKey,
+			&i.DataSha256,
+			&i.PurgedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const unknownArchiveIDs = `-- name: UnknownArchiveIDs :many

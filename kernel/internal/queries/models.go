@@ -21,29 +21,31 @@ type ArchiveHold struct {
 	ReleasedAt    pgtype.Timestamptz
 	ReleasedBy    *string
 	ReleaseReason *string
+	SubjectHashes [][]byte
 }
 
 type ArchiveLedger struct {
-	ArchiveID      pgtype.UUID
-	TableName      string
-	DataKey        string
-	ManifestKey    string
-	DataSha256     string
-	RecordCount    int32
-	StoreEndpoint  string
-	StoreBucket    string
-	FirstRecordID  pgtype.UUID
-	LastRecordID   pgtype.UUID
-	FirstRecordAt  pgtype.Timestamptz
-	LastRecordAt   pgtype.Timestamptz
-	HotWindowDays  int32
-	ArchivedAt     pgtype.Timestamptz
-	ArchivedBy     string
-	RetentionUntil pgtype.Date
-	LegalHold      bool
-	PurgedAt       pgtype.Timestamptz
-	PurgedBy       *string
-	PurgeID        pgtype.UUID
+	ArchiveID       pgtype.UUID
+	TableName       string
+	DataKey         string
+	ManifestKey     string
+	DataSha256      string
+	RecordCount     int32
+	StoreEndpoint   string
+	StoreBucket     string
+	FirstRecordID   pgtype.UUID
+	LastRecordID    pgtype.UUID
+	FirstRecordAt   pgtype.Timestamptz
+	LastRecordAt    pgtype.Timestamptz
+	HotWindowDays   int32
+	ArchivedAt      pgtype.Timestamptz
+	ArchivedBy      string
+	RetentionUntil  pgtype.Date
+	LegalHold       bool
+	PurgedAt        pgtype.Timestamptz
+	PurgedBy        *string
+	PurgeID         pgtype.UUID
+	SubjectsIndexed bool
 }
 
 type ArchiveLifecycleLog struct {
@@ -55,6 +57,11 @@ type ArchiveLifecycleLog struct {
 	HoldID    pgtype.UUID
 	PurgeID   pgtype.UUID
 	Detail    []byte
+}
+
+type ArchiveSubject struct {
+	SubjectHash []byte
+	ArchiveID   pgtype.UUID
 }
 
 type EventInbox struct {

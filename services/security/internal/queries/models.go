@@ -24,29 +24,31 @@ type ArchiveHold struct {
 	ReleasedAt    pgtype.Timestamptz
 	ReleasedBy    *string
 	ReleaseReason *string
+	SubjectHashes [][]byte
 }
 
 type ArchiveLedger struct {
-	ArchiveID      uuid.UUID
-	TableName      string
-	DataKey        string
-	ManifestKey    string
-	DataSha256     string
-	RecordCount    int32
-	StoreEndpoint  string
-	StoreBucket    string
-	FirstRecordID  uuid.UUID
-	LastRecordID   uuid.UUID
-	FirstRecordAt  time.Time
-	LastRecordAt   time.Time
-	HotWindowDays  int32
-	ArchivedAt     time.Time
-	ArchivedBy     string
-	RetentionUntil pgtype.Date
-	LegalHold      bool
-	PurgedAt       pgtype.Timestamptz
-	PurgedBy       *string
-	PurgeID        pgtype.UUID
+	ArchiveID       uuid.UUID
+	TableName       string
+	DataKey         string
+	ManifestKey     string
+	DataSha256      string
+	RecordCount     int32
+	StoreEndpoint   string
+	StoreBucket     string
+	FirstRecordID   uuid.UUID
+	LastRecordID    uuid.UUID
+	FirstRecordAt   time.Time
+	LastRecordAt    time.Time
+	HotWindowDays   int32
+	ArchivedAt      time.Time
+	ArchivedBy      string
+	RetentionUntil  pgtype.Date
+	LegalHold       bool
+	PurgedAt        pgtype.Timestamptz
+	PurgedBy        *string
+	PurgeID         pgtype.UUID
+	SubjectsIndexed bool
 }
 
 type ArchiveLifecycleLog struct {
@@ -84,6 +86,12 @@ type ArchiveRecord struct {
 	PurgedBy       *string
 	RecordedAt     time.Time
 	LifecycleAt    pgtype.Timestamptz
+	SubjectHold    bool
+}
+
+type ArchiveSubject struct {
+	SubjectHash []byte
+	ArchiveID   uuid.UUID
 }
 
 type AuditLog struct {

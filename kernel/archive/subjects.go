@@ -1,0 +1,170 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/prune"
+	"github.com/craig/retention/kernel/subject"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Subject declares one subject of an archived table (issue 26, ADR-066):
+// what its rows are about, computed by the database from the row.
+type Subject struct {
+	// Kind is the kind of subject the expression yields.
+	Kind subject.Kind
+	// SQL is an expression over the table's columns (unqualified) that
+	// yields the row's subject in its canonical spelling (<kind>:<digits>)
+	// or NULL, and never raises: a call of the table's subject function
+	// (migrations/<service>), with an index on exactly this expression so
+	// the hot rows of a subject are found through it. It is the service's
+	// own code, never input; the kernel builds its subject queries from it.
+	SQL string
+}
+
+// ErrSubject: a table's subject expression returned a value that is not a
+// canonical subject (the table's function is wrong; the value is not
+// repeated: a subject is not logged in clear).
+var ErrSubject = errors.New("archive: subject expression")
+
+func (s Subject) check() error {
+	if s.Kind != subject.Case && s.Kind != subject.Person {
+		return fmt.Errorf("subject kind %q: one of %v", s.Kind, subject.Kinds())
+	}
+	if strings.TrimSpace(s.SQL) == "" || strings.Contains(s.SQL, ";") {
+		return fmt.Errorf("subject %s: SQL must be one expression", s.Kind)
+	}
+	return nil
+}
+
+// subjectValues is the VALUES list of a spec's subject expressions, one
+// row each (over the row alias t).
+func subjectValues(spec TableSpec) string {
+	parts := make([]string, len(spec.Subjects))
+	for i, s := range spec.Subjects {
+		parts[i] = "((" + s.SQL + ")::text)"
+	}
+	return "(VALUES " + strings.Join(parts, ", ") + ") AS craig_s(subject)"
+}
+
+// SubjectMatch is the WHERE clause that selects a spec's rows (alias t)
+// whose declared subject is $n: each expression compared alone, so each
+// can use its index.
+func SubjectMatch(spec TableSpec, n int) string {
+	parts := make([]string, len(spec.Subjects))
+	for i, s := range spec.Subjects {
+		parts[i] = fmt.Sprintf("(%s) = $%d", s.SQL, n)
+	}
+	return "(" + strings.Join(parts, " OR ") + ")"
+}
+
+// clampedAge is the spec's age column (alias t) clamped into years
+// 1..9999, as manifests record it.
+func clampedAge(spec TableSpec) string {
+	age := "t." + pgx.Identifier{spec.AgeColumn}.Sanitize()
+	return "LEAST(GREATEST(" + age + ", '0001-01-01 00:00:00+00'::timestamptz), '9999-12-31 23:59:59.999999+00'::timestamptz)"
+}
+
+// HotSubjectSQL selects the hot rows of spec whose subject is $1: their
+// to_jsonb text, clamped age and id, oldest first.
+func HotSubjectSQL(spec TableSpec) string {
+	tbl, age := pgx.Identifier{spec.Table}.Sanitize(), "t."+pgx.Identifier{spec.AgeColumn}.Sanitize()
+	return "SELECT to_jsonb(t)::text, " + clampedAge(spec) + ", t.id FROM " + tbl + " AS t WHERE " +
+		SubjectMatch(spec, 1) + " ORDER BY " + age + ", t.id"
+}
+
+// docsAsRows is the FROM list that turns $1 (text[] of archived documents)
+// back into rows of spec's table (alias t), numbered by craig_d.craig_ord:
+// the subject expressions then read an archived row exactly as a hot one.
+func docsAsRows(spec TableSpec) string {
+	return "unnest($1::text[]) WITH ORDINALITY AS craig_d(craig_doc, craig_ord) " +
+		"CROSS JOIN LATERAL jsonb_populate_record(NULL::" + pgx.Identifier{spec.Table}.Sanitize() + ", craig_d.craig_doc::jsonb) AS t"
+}
+
+// DocSubjectSQL selects, of the archived documents $1, the ordinals (from
+// 1) and clamped ages of those whose subject is $2.
+func DocSubjectSQL(spec TableSpec) string {
+	return "SELECT craig_d.craig_ord, " + clampedAge(spec) + " FROM " + docsAsRows(spec) + " WHERE " + SubjectMatch(spec, 2)
+}
+
+// DocSubjectsSQL selects the distinct subjects of the archived documents
+// $1 (the backfill).
+func DocSubjectsSQL(spec TableSpec) string {
+	return "SELECT DISTINCT craig_s.subject FROM " + docsAsRows(spec) + " CROSS JOIN LATERAL " + subjectValues(spec) +
+		" WHERE craig_s.subject IS NOT NULL"
+}
+
+// rowSubjectsSQL selects the distinct subjects of spec's rows with ids $1.
+func rowSubjectsSQL(spec TableSpec) string {
+	return "SELECT DISTINCT craig_s.subject FROM " + pgx.Identifier{spec.Table}.Sanitize() + " AS t CROSS JOIN LATERAL " +
+		subjectValues(spec) + " WHERE t.id = ANY ($1::uuid[]) AND craig_s.subject IS NOT NULL"
+}
+
+// Hashes reads subjects (each must be canonical) from a query and returns
+// their keyed hashes.
+func Hashes(ctx context.Context, db prune.DB, key subject.Key, table, sql string, args ...any) ([][]byte, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("subjects of %s: %w", table, err)
+	}
+	vals, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("subjects of %s: %w", table, err)
+	}
+	out := make([][]byte, 0, len(vals))
+	for _, v := range vals {
+		s, err := subject.Parse(v)
+		if err != nil || s.String() != v {
+			return nil, fmt.Errorf("%w: table %s yielded a value that is not a canonical subject (<kind>:<digits>)", ErrSubject, table)
+		}
+		out = append(out, key.Hash(s))
+	}
+	return out, nil
+}
+
+// subjectsOf returns the keyed hashes of the subjects of a batch's rows and
+// whether the archive will be indexed: a table with no subjects is indexed
+// by nothing; one with subjects needs the key (without it the archive is
+// booked unindexed, for the backfill).
+func (e *Engine) subjectsOf(ctx context.Context, spec TableSpec, ids []uuid.UUID) ([][]byte, bool, error) {
+	if len(spec.Subjects) == 0 {
+		return nil, true, nil
+	}
+	if !e.cfg.SubjectKey.Valid() {
+		return nil, false, nil
+	}
+	hs, err := Hashes(ctx, e.pool, e.cfg.SubjectKey, spec.Table, rowSubjectsSQL(spec), ids)
+	if err != nil {
+		return nil, false, err
+	}
+	return hs, true, nil
+}
+
+// IndexSubjects writes an archive's subject index in tx (its booking's
+// transaction, or the backfill's) and, when indexed, marks it so; then
+// recomputes its legal_hold (a subject hold may cover it) and returns it.
+func IndexSubjects(ctx context.Context, tx pgx.Tx, archiveID uuid.UUID, hashes [][]byte, indexed bool) (queries.RefreshArchiveHoldRow, error) {
+	q := queries.New(tx)
+	id := pgtype.UUID{Bytes: archiveID, Valid: true}
+	if len(hashes) > 0 {
+		if err := q.InsertArchiveSubjects(ctx, queries.InsertArchiveSubjectsParams{ArchiveID: id, Hashes: hashes}); err != nil {
+			return queries.RefreshArchiveHoldRow{}, fmt.Errorf("subject index of %s: %w", archiveID, err)
+		}
+	}
+	if indexed {
+		if err := q.MarkSubjectsIndexed(ctx, id); err != nil {
+			return queries.RefreshArchiveHoldRow{}, fmt.Errorf("mark %s indexed: %w", archiveID, err)
+		}
+	}
+	row, err := q.RefreshArchiveHold(ctx, id)
+	if err != nil {
+		return row, fmt.Errorf("hold state of %s: %w", archiveID, err)
+	}
+	return row, nil
+}

@@ -1,0 +1,292 @@
+package archiveread
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/lease"
+	"github.com/craig/retention/kernel/outbox"
+	"github.com/craig/retention/kernel/subject"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// ErrNoSubjectKey: a subject read on a service with no subject key.
+var ErrNoSubjectKey = errors.New("archiveread: no subject key is configured (archive.subject_key_file)")
+
+// WithSubjectKey returns a copy of the reader that reads by subject with
+// key (the service's archive.subject_key_file).
+func (r *Reader) WithSubjectKey(key subject.Key) *Reader {
+	c := *r
+	c.key = key
+	return &c
+}
+
+// SubjectLine is one line of a subject stream: a row of the subject, hot or
+// archived, exactly as it is stored.
+type SubjectLine struct {
+	Table     string          `json:"table"`
+	Source    string          `json:"source"` // "hot" or "archive"
+	ArchiveID *uuid.UUID      `json:"archive_id"`
+	Row       json.RawMessage `json:"row"`
+	at        time.Time
+	ord       int
+}
+
+// SubjectSummary is the closing line of a subject stream ({"summary": …}):
+// the tables searched, how many archives were read and rows sent, and how
+// many archives that held the subject are purged (their rows are gone by
+// the retention schedule). A stream that ends without it was cut short.
+type SubjectSummary struct {
+	Tables         []string    `json:"tables"`
+	ArchivesRead   int         `json:"archives_read"`
+	Rows           int         `json:"rows"`
+	PurgedArchives int         `json:"purged_archives"`
+	PurgedIDs      []uuid.UUID `json:"purged_archive_ids"`
+}
+
+// Subject writes, as NDJSON to w, every row of every table of the service
+// whose declared subject is s, hot and archived, in time order (ties by
+// table, then as stored), each {"table", "source", "archive_id", "row"}
+// with row verbatim; then one {"summary": …} line. Each archive is read
+// only when the subject index says it holds s (or it is not yet indexed),
+// and verified against its ledger sha256 before any line is written: every
+// line is gathered first, so a corrupt archive fails the call before its
+// first byte. The ledger and the hot tables are read in one repeatable-read
+// snapshot. The read is announced (<service>.archive_read) with the
+// subject's keyed hash, never the subject.
+func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, actor string) (SubjectSummary, error) {
+	sum := SubjectSummary{Tables: []string{}, PurgedIDs: []uuid.UUID{}}
+	if !r.key.Valid() {
+		return sum, ErrNoSubjectKey
+	}
+	specs := r.subjectSpecs()
+	for _, spec := range specs {
+		sum.Tables = append(sum.Tables, spec.Table)
+	}
+	hash := r.key.Hash(s)
+	var lines []SubjectLine
+	var read []uuid.UUID
+	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		cands, err := queries.New(tx).SubjectArchives(ctx, queries.SubjectArchivesParams{SubjectHash: hash, Tables: sum.Tables})
+		if err != nil {
+			return fmt.Errorf("subject index: %w", err)
+		}
+		for _, c := range cands {
+			aid := uuid.UUID(c.ArchiveID.Bytes)
+			if c.PurgedAt.Valid {
+				if c.SubjectsIndexed { // an unindexed purged archive may not have held it
+					sum.PurgedIDs = append(sum.PurgedIDs, aid)
+				}
+				continue
+			}
+			got, err := r.archivedOf(ctx, tx, r.tables[c.TableName], aid, c.DataKey, c.DataSha256, s.String())
+			if err != nil {
+				return err
+			}
+			read = append(read, aid)
+			lines = append(lines, got...)
+		}
+		for _, spec := range specs {
+			got, err := hotOf(ctx, tx, spec, s.String())
+			if err != nil {
+				return err
+			}
+			lines = append(lines, got...)
+		}
+		return nil
+	})
+	if err != nil {
+		return sum, err
+	}
+	slices.SortStableFunc(lines, func(a, b SubjectLine) int {
+		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.Table, b.Table), cmp.Compare(a.ord, b.ord))
+	})
+	sum.ArchivesRead, sum.Rows, sum.PurgedArchives = len(read), len(lines), len(sum.PurgedIDs)
+	enc := json.NewEncoder(w)
+	for _, l := range lines {
+		if err := enc.Encode(l); err != nil {
+			return sum, err
+		}
+	}
+	if err := enc.Encode(map[string]SubjectSummary{"summary": sum}); err != nil {
+		return sum, err
+	}
+	if read == nil {
+		read = []uuid.UUID{}
+	}
+	return sum, r.stage(ctx, map[string]any{"actor": actor, "source": "subject", "subject_hash": subject.Hex(hash),
+		"archive_ids": read, "rows": sum.Rows, "at": time.Now().UTC().Format(time.RFC3339Nano)})
+}
+
+// subjectSpecs are the service's tables that declare subjects, by name.
+func (r *Reader) subjectSpecs() []archive.TableSpec {
+	var out []archive.TableSpec
+	for _, spec := range r.tables {
+		if len(spec.Subjects) > 0 {
+			out = append(out, spec)
+		}
+	}
+	slices.SortFunc(out, func(a, b archive.TableSpec) int { return cmp.Compare(a.Table, b.Table) })
+	return out
+}
+
+// archivedOf reads one archive (verified against its ledger hash) and
+// returns its lines whose subject is s, as the table's own subject
+// expressions read them.
+func (r *Reader) archivedOf(ctx context.Context, tx pgx.Tx, spec archive.TableSpec, aid uuid.UUID, key, sha, s string) ([]SubjectLine, error) {
+	data, err := r.readData(ctx, aid, key, sha)
+	if err != nil {
+		return nil, err
+	}
+	docs := splitLines(data)
+	rows, err := tx.Query(ctx, archive.DocSubjectSQL(spec), docs, s)
+	if err != nil {
+		return nil, fmt.Errorf("subject of archive %s: %w", aid, err)
+	}
+	defer rows.Close()
+	var out []SubjectLine
+	for rows.Next() {
+		var ord int64
+		var at time.Time
+		if err := rows.Scan(&ord, &at); err != nil {
+			return nil, err
+		}
+		id := aid
+		out = append(out, SubjectLine{Table: spec.Table, Source: "archive", ArchiveID: &id, Row: json.RawMessage(docs[ord-1]), at: at, ord: int(ord)})
+	}
+	return out, rows.Err()
+}
+
+// hotOf returns the hot rows of spec whose subject is s (through the index
+// on the subject expression).
+func hotOf(ctx context.Context, tx pgx.Tx, spec archive.TableSpec, s string) ([]SubjectLine, error) {
+	rows, err := tx.Query(ctx, archive.HotSubjectSQL(spec), s)
+	if err != nil {
+		return nil, fmt.Errorf("hot rows of %s: %w", spec.Table, err)
+	}
+	defer rows.Close()
+	var out []SubjectLine
+	for rows.Next() {
+		var doc string
+		var at time.Time
+		var id uuid.UUID
+		if err := rows.Scan(&doc, &at, &id); err != nil {
+			return nil, err
+		}
+		out = append(out, SubjectLine{Table: spec.Table, Source: "hot", Row: json.RawMessage(doc), at: at, ord: len(out)})
+	}
+	return out, rows.Err()
+}
+
+// splitLines returns an object's NDJSON lines (without their newlines).
+func splitLines(data []byte) []string {
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, len(data)+1)
+	var out []string
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}
+
+// BackfillReport is one backfill call's outcome.
+type BackfillReport struct {
+	Indexed int  `json:"indexed"`
+	Purged  int  `json:"purged_marked"`
+	More    bool `json:"more"`
+}
+
+// IndexSubjects indexes up to limit archives not yet indexed by subject
+// (booked before the index existed, or while no key was configured): each
+// unpurged one is read, verified against its ledger hash, and its subjects
+// (the table's own expressions over its lines) written to the index in one
+// transaction per archive, ordered with hold placements like a booking. A
+// purged archive has no lines left: it is marked indexed with none. It is
+// resumable: an interrupted call leaves every archive indexed or not, and
+// the next call goes on. The archives whose hold state changed are
+// returned (a conservative hold of an unindexed archive lifted).
+func (r *Reader) IndexSubjects(ctx context.Context, limit int, actor string) (BackfillReport, []uuid.UUID, error) {
+	var rep BackfillReport
+	if !r.key.Valid() {
+		return rep, nil, ErrNoSubjectKey
+	}
+	rows, err := queries.New(r.pool).UnindexedArchives(ctx, queries.UnindexedArchivesParams{After: pgtype.UUID{Valid: true}, RowLimit: int32(limit + 1)})
+	if err != nil {
+		return rep, nil, fmt.Errorf("unindexed archives: %w", err)
+	}
+	if len(rows) > limit {
+		rows, rep.More = rows[:limit], true
+	}
+	var changed []uuid.UUID
+	for _, row := range rows {
+		aid := uuid.UUID(row.ArchiveID.Bytes)
+		var hashes [][]byte
+		spec, known := r.tables[row.TableName]
+		if !row.PurgedAt.Valid && known && len(spec.Subjects) > 0 {
+			data, err := r.readData(ctx, aid, row.DataKey, row.DataSha256)
+			if err != nil {
+				return rep, changed, err
+			}
+			if hashes, err = archive.Hashes(ctx, r.pool, r.key, spec.Table, archive.DocSubjectsSQL(spec), splitLines(data)); err != nil {
+				return rep, changed, fmt.Errorf("archive %s: %w", aid, err)
+			}
+		}
+		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			q := queries.New(tx)
+			if err := q.LockHoldsShared(ctx, lease.HoldsKey); err != nil {
+				return err
+			}
+			before, err := q.GetLedgerRow(ctx, row.ArchiveID)
+			if err != nil {
+				return err
+			}
+			after, err := archive.IndexSubjects(ctx, tx, aid, hashes, true)
+			if err != nil || after.LegalHold == before.LegalHold {
+				return err
+			}
+			changed = append(changed, aid)
+			return r.announceHoldChange(ctx, tx, aid, after.LegalHold, actor)
+		})
+		if err != nil {
+			return rep, changed, fmt.Errorf("index archive %s: %w", aid, err)
+		}
+		if row.PurgedAt.Valid {
+			rep.Purged++
+		} else {
+			rep.Indexed++
+		}
+	}
+	return rep, changed, nil
+}
+
+// announceHoldChange logs and stages the hold state the backfill changed
+// (an archive held only because it was not indexed is released; one that
+// holds a held subject is held), for the local log and the fleet ledger.
+func (r *Reader) announceHoldChange(ctx context.Context, tx pgx.Tx, aid uuid.UUID, held bool, actor string) error {
+	action := "archive_hold_released"
+	if held {
+		action = "archive_hold_placed"
+	}
+	doc, err := json.Marshal(map[string]any{"actor": actor, "at": time.Now().UTC().Format(time.RFC3339Nano),
+		"reason": "subject index backfill", "legal_hold": map[string]bool{aid.String(): held}, "subject_hold": map[string]bool{aid.String(): held}})
+	if err != nil {
+		return err
+	}
+	if err := queries.New(tx).LogLifecycle(ctx, queries.LogLifecycleParams{Actor: actor, Action: action, ArchiveID: pgtype.UUID{Bytes: aid, Valid: true}, Detail: doc}); err != nil {
+		return fmt.Errorf("log %s of %s: %w", action, aid, err)
+	}
+	_, err = outbox.Stage(ctx, tx, outbox.Envelope{EventType: r.service + "." + action, Payload: doc})
+	return err
+}

@@ -1,0 +1,71 @@
+-- The subject index (issue 26, ADR-066): which archives hold rows about a
+-- subject (a case, a person), written in the transaction that books the
+-- archive (no archive without its index, no index without its archive).
+-- It stores the subject's keyed hash (HMAC-SHA256 under the service's
+-- archive.subject_key_file), never the subject in clear: the index does not
+-- list case numbers to whoever reads the database.
+--
+-- subjects_indexed is true once an archive's subjects are in the index (at
+-- booking, or by the backfill for archives booked before the index existed
+-- or while no key was configured). An archive not yet indexed might hold
+-- any subject: while a subject hold is active, it is held.
+--
+-- A hold may name subjects (subject_hashes): it covers every archive the
+-- index says holds one of them, now and booked later.
+
+-- +goose Up
+CREATE TABLE archive_subjects (
+    subject_hash bytea NOT NULL CHECK (octet_length(subject_hash) = 32),
+    archive_id   uuid  NOT NULL REFERENCES archive_ledger (archive_id),
+    PRIMARY KEY (subject_hash, archive_id)
+);
+CREATE INDEX archive_subjects_archive_idx ON archive_subjects (archive_id);
+
+ALTER TABLE archive_ledger ADD COLUMN subjects_indexed boolean NOT NULL DEFAULT false;
+CREATE INDEX archive_ledger_unindexed_idx ON archive_ledger (archive_id) WHERE NOT subjects_indexed;
+
+ALTER TABLE archive_holds ADD COLUMN subject_hashes bytea[] NOT NULL DEFAULT '{}';
+
+-- A hold names archive ids, a table, or subjects: the check of 00002 that
+-- required ids or a table is replaced (found by its definition: it was
+-- created unnamed).
+-- +goose StatementBegin
+DO $$
+DECLARE c text;
+BEGIN
+    FOR c IN SELECT conname FROM pg_constraint
+             WHERE conrelid = 'archive_holds'::regclass AND contype = 'c'
+               AND pg_get_constraintdef(oid) LIKE '%cardinality(archive_ids) > 0%'
+    LOOP
+        EXECUTE format('ALTER TABLE archive_holds DROP CONSTRAINT %I', c);
+    END LOOP;
+END
+$$;
+-- +goose StatementEnd
+ALTER TABLE archive_holds ADD CONSTRAINT archive_holds_names_what_it_holds
+    CHECK (cardinality(archive_ids) > 0 OR table_name IS NOT NULL OR cardinality(subject_hashes) > 0);
+CREATE INDEX archive_holds_subjects_idx ON archive_holds USING gin (subject_hashes) WHERE released_at IS NULL;
+
+-- archive_is_held gains the subject holds: an active hold covers an archive
+-- the index says holds one of its subjects, or one not yet indexed.
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION archive_is_held(p_archive_id uuid, p_table text, p_first timestamptz, p_last timestamptz)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM archive_holds AS h
+        WHERE h.released_at IS NULL
+          AND (p_archive_id = ANY (h.archive_ids)
+               OR (h.table_name = p_table
+                   AND (h.from_at IS NULL OR p_last >= h.from_at)
+                   AND (h.to_at IS NULL OR p_first < h.to_at))
+               OR (cardinality(h.subject_hashes) > 0
+                   AND (EXISTS (SELECT 1 FROM archive_subjects AS s
+                                WHERE s.archive_id = p_archive_id AND s.subject_hash = ANY (h.subject_hashes))
+                        OR NOT EXISTS (SELECT 1 FROM archive_ledger AS l
+                                       WHERE l.archive_id = p_archive_id AND l.subjects_indexed)))))
+$$;
+-- +goose StatementEnd
+
+-- +goose Down
+-- The index and the holds are records: never dropped by a down migration.
+SELECT 1;
