@@ -25,6 +25,7 @@ import (
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/kernel/subject"
 	"github.com/craig/retention/services/rules"
 )
 
@@ -142,7 +143,7 @@ func seedQuery(hot bool) string {
 		age = "make_interval(hours => 1, secs => g)"
 	}
 	return `INSERT INTO rule_evaluations AS t (evaluated_at, rule_id, input, output)
-		SELECT now() - ` + age + `, 'r-' || (g % 7), jsonb_build_object('n', g, 'amount', 12.50), '{}' FROM generate_series(1, $1) g
+		SELECT now() - ` + age + `, 'r-' || (g % 7), jsonb_build_object('n', g, 'amount', 12.50, 'case_id', g % 13), '{}' FROM generate_series(1, $1) g
 		RETURNING t.id, to_jsonb(t)::text`
 }
 
@@ -152,6 +153,8 @@ type rulesWorld struct {
 	db     *kerneltest.DB
 	bucket *faults.Bucket
 	url    string // the bucket's store URL
+	// keyFile is the subject key every run indexes archives with.
+	keyFile string
 }
 
 func newRulesWorld(t *testing.T) *rulesWorld {
@@ -170,10 +173,14 @@ func newRulesWorld(t *testing.T) *rulesWorld {
 	st, err := store.Open(ctx, b.URL(endpoint))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
+	keyFile := filepath.Join(t.TempDir(), "subject.key")
+	require.NoError(t, os.WriteFile(keyFile, []byte("fault suite subject key, at least 32 bytes long\n"), 0o600))
+	key, err := subject.LoadKey(keyFile)
+	require.NoError(t, err)
 	return &rulesWorld{
 		World: &faults.World{Pool: db.Pool, Store: st, Service: rules.Name, Table: rules.EvaluationsTable, Specs: rules.ArchiveTables(),
-			Aged: map[uuid.UUID]string{}, Hot: map[uuid.UUID]string{}},
-		db: db, bucket: b, url: b.URL(endpoint),
+			Aged: map[uuid.UUID]string{}, Hot: map[uuid.UUID]string{}, SubjectKey: key},
+		db: db, bucket: b, url: b.URL(endpoint), keyFile: keyFile,
 	}
 }
 
@@ -188,7 +195,7 @@ func (w *rulesWorld) seed(t *testing.T, aged, hot int) {
 func (w *rulesWorld) env(extra ...string) []string {
 	e := func(k, v string) string { return settings.EnvVar(rules.Name, k) + "=" + v }
 	return append(append(os.Environ(), e("database_url", w.db.URL), e("archive.enabled", "true"), e("archive.store.url", w.url),
-		e("archive.batch_size", "100"), e("archive.interval_seconds", "0"), e("log_level", "warn")), extra...)
+		e("archive.subject_key_file", w.keyFile), e("archive.batch_size", "100"), e("archive.interval_seconds", "0"), e("log_level", "warn")), extra...)
 }
 
 // result is one process run.

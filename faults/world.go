@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/kernel/subject"
 )
 
 // World is one scenario's service: its database, its bucket, and the rows
@@ -30,6 +32,9 @@ type World struct {
 	Specs   []archive.TableSpec
 	Aged    map[uuid.UUID]string // id → to_jsonb text
 	Hot     map[uuid.UUID]string
+	// SubjectKey is the key the archives are indexed with; zero: the
+	// subject index is not checked.
+	SubjectKey subject.Key
 }
 
 // Seed inserts rows with query (one INSERT … RETURNING id, to_jsonb(t)::text
@@ -120,6 +125,9 @@ func (w *World) Check(ctx context.Context, opt CheckOptions) (Report, error) {
 		return rep, err
 	}
 	if err := w.checkLocks(ctx, &rep); err != nil {
+		return rep, err
+	}
+	if err := w.checkSubjects(ctx, ledger, &rep); err != nil {
 		return rep, err
 	}
 	return rep, w.checkOrphans(ctx, ledger, &rep)
@@ -325,4 +333,58 @@ func (w *World) checkOrphans(ctx context.Context, ledger []ledgerRow, rep *Repor
 		rep.fail("verify counts %d orphans, the listing %d", vr.OrphanCount, len(rep.Orphans))
 	}
 	return nil
+}
+
+// checkSubjects: every intact unpurged archive is indexed, by exactly the
+// keyed hashes of its lines' subjects (no archive without its index, no
+// index without its archive: a crash at any step leaves both or neither).
+func (w *World) checkSubjects(ctx context.Context, ledger []ledgerRow, rep *Report) error {
+	if !w.SubjectKey.Valid() {
+		return nil
+	}
+	var spec archive.TableSpec
+	for _, s := range w.Specs {
+		if s.Table == w.Table {
+			spec = s
+		}
+	}
+	if len(spec.Subjects) == 0 {
+		return nil
+	}
+	for _, l := range ledger {
+		if l.purged {
+			continue
+		}
+		data, err := w.Store.Get(ctx, l.dataKey)
+		if err != nil || archive.SHA256Hex(data) != l.sha {
+			continue // reported by checkLedger
+		}
+		docs := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+		want, err := archive.Hashes(ctx, w.Pool, w.SubjectKey, w.Table, archive.DocSubjectsSQL(spec), docs)
+		if err != nil {
+			return err
+		}
+		var indexed bool
+		var got [][]byte
+		if err := w.Pool.QueryRow(ctx, `SELECT subjects_indexed, COALESCE((SELECT array_agg(subject_hash) FROM archive_subjects WHERE archive_id = $1), '{}')
+			FROM archive_ledger WHERE archive_id = $1`, l.id).Scan(&indexed, &got); err != nil {
+			return err
+		}
+		rep.Checks++
+		if !indexed || !sameHashes(want, got) {
+			rep.fail("archive %s: subject index (indexed %v, %d hashes) is not its lines' subjects (%d)", l.id, indexed, len(got), len(want))
+		}
+	}
+	return nil
+}
+
+func sameHashes(a, b [][]byte) bool {
+	set := func(hs [][]byte) map[string]bool {
+		m := map[string]bool{}
+		for _, h := range hs {
+			m[string(h)] = true
+		}
+		return m
+	}
+	return maps.Equal(set(a), set(b))
 }

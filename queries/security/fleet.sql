@@ -51,10 +51,13 @@ SET retention_until = sqlc.arg(retention_until)::date, lifecycle_at = sqlc.arg(a
 WHERE archive_id = sqlc.arg(archive_id) AND source_service = sqlc.arg(source_service) AND purged_at IS NULL
   AND (lifecycle_at IS NULL OR lifecycle_at < sqlc.arg(at));
 
--- ApplyFleetLegalHold sets a fleet row's hold state.
+-- ApplyFleetLegalHold sets a fleet row's hold state: whether it is held,
+-- and whether a subject hold covers it (each NULL: unchanged).
 -- name: ApplyFleetLegalHold :execrows
 UPDATE archive_records
-SET legal_hold = sqlc.arg(legal_hold), lifecycle_at = sqlc.arg(at)
+SET legal_hold = COALESCE(sqlc.narg(legal_hold)::boolean, legal_hold),
+    subject_hold = COALESCE(sqlc.narg(subject_hold)::boolean, subject_hold),
+    lifecycle_at = sqlc.arg(at)
 WHERE archive_id = sqlc.arg(archive_id) AND source_service = sqlc.arg(source_service)
   AND (lifecycle_at IS NULL OR lifecycle_at < sqlc.arg(at));
 

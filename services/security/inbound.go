@@ -266,8 +266,15 @@ func (h *inbound) applyLifecycle(ctx context.Context, tx pgx.Tx, d rabbitmq.Deli
 		n, err = q.ApplyFleetRetention(ctx, queries.ApplyFleetRetentionParams{
 			RetentionUntil: pgtype.Date{Time: c.RetentionUntil, Valid: true}, At: at, ArchiveID: c.ArchiveID, SourceService: c.SourceService})
 	case fleet.KindHoldPlaced, fleet.KindHoldReleased:
-		for id, held := range c.LegalHold {
-			m, err := q.ApplyFleetLegalHold(ctx, queries.ApplyFleetLegalHoldParams{LegalHold: held, At: at, ArchiveID: id, SourceService: c.SourceService})
+		for _, id := range c.IDs() {
+			p := queries.ApplyFleetLegalHoldParams{At: at, ArchiveID: id, SourceService: c.SourceService}
+			if held, ok := c.LegalHold[id]; ok {
+				p.LegalHold = &held
+			}
+			if held, ok := c.SubjectHold[id]; ok {
+				p.SubjectHold = &held
+			}
+			m, err := q.ApplyFleetLegalHold(ctx, p)
 			if err != nil {
 				return o, fmt.Errorf("fleet ledger: %w", err)
 			}

@@ -264,6 +264,36 @@ func TestDeadLetterRecorded(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(e.m.DeadLettered))
 }
 
+// TestInboundAppliesSubjectHolds: a subject hold's events say, per archive,
+// whether a subject hold covers it; the fleet row shows it (subject_hold)
+// beside its hold state, and a subject_hold alone (another hold already
+// held the archive) changes only that.
+func TestInboundAppliesSubjectHolds(t *testing.T) {
+	t.Parallel()
+	e := newFleetEnv(t, true)
+	e.handle(t, delivery(t, "rules.evaluations_archived", rulesPayload(), e.rules))
+	state := func() (held, subject bool) {
+		require.NoError(t, e.db.Pool.QueryRow(context.Background(),
+			`SELECT legal_hold, subject_hold FROM archive_records WHERE archive_id = $1`, testArchiveID).Scan(&held, &subject))
+		return
+	}
+	at := time.Now().UTC().Add(-time.Minute)
+	e.handle(t, delivery(t, "rules.archive_hold_placed", map[string]any{"actor": "ops:carol", "at": at.Format(time.RFC3339Nano),
+		"legal_hold": map[string]bool{}, "subject_hashes": []string{strings.Repeat("ab", 32)}, "subject_hold": map[string]bool{testArchiveID: true}}, e.rules))
+	held, subj := state()
+	require.False(t, held, "the hold state is not in this event")
+	require.True(t, subj)
+	e.handle(t, delivery(t, "rules.archive_hold_released", map[string]any{"actor": "ops:carol", "at": at.Add(time.Second).Format(time.RFC3339Nano),
+		"legal_hold": map[string]bool{testArchiveID: true}, "subject_hold": map[string]bool{testArchiveID: false}}, e.rules))
+	held, subj = state()
+	require.True(t, held)
+	require.False(t, subj)
+	bad := delivery(t, "rules.archive_hold_placed", map[string]any{"actor": "ops:carol", "at": at.Add(2 * time.Second).Format(time.RFC3339Nano),
+		"legal_hold": map[string]bool{}, "subject_hold": map[string]bool{"not-a-uuid": true}}, e.rules)
+	e.handle(t, bad)
+	require.NotEmpty(t, e.auditFleet(t, bad.Message.ID)["refused"])
+}
+
 // TestInboundAppliesLifecycle: a producer's signed hold, retention and
 // purge events change its own fleet rows; a source can never change
 // another's rows; an unsigned purge announcement is refused.

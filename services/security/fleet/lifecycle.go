@@ -48,6 +48,9 @@ type Change struct {
 	RetentionUntil time.Time
 	// HoldPlaced / HoldReleased: archive → held.
 	LegalHold map[uuid.UUID]bool
+	// HoldPlaced / HoldReleased: archive → whether a subject hold covers it
+	// (issue 26; absent from events of holds that name no subject).
+	SubjectHold map[uuid.UUID]bool
 	// Purged: the archives destroyed; PurgedBy the identity whose call
 	// destroyed them (the approver of a dual-controlled purge, else the
 	// requester).
@@ -61,9 +64,14 @@ func (c Change) IDs() []uuid.UUID {
 	case c.Kind == KindRetentionSet:
 		return []uuid.UUID{c.ArchiveID}
 	case c.LegalHold != nil:
-		ids := make([]uuid.UUID, 0, len(c.LegalHold))
+		ids := make([]uuid.UUID, 0, len(c.LegalHold)+len(c.SubjectHold))
 		for id := range c.LegalHold {
 			ids = append(ids, id)
+		}
+		for id := range c.SubjectHold {
+			if _, dup := c.LegalHold[id]; !dup {
+				ids = append(ids, id)
+			}
 		}
 		return ids
 	}
@@ -77,6 +85,7 @@ type lifecyclePayload struct {
 	ArchiveID      string          `json:"archive_id"`
 	RetentionUntil string          `json:"retention_until"`
 	LegalHold      map[string]bool `json:"legal_hold"`
+	SubjectHold    map[string]bool `json:"subject_hold"`
 	ArchiveIDs     []string        `json:"archive_ids"`
 	Approver       *string         `json:"approver"`
 }
@@ -120,6 +129,17 @@ func ValidateLifecycle(eventType string, body []byte, now time.Time) (Change, er
 				return Change{}, refuse(ReasonArchiveID, "legal_hold: %v", err)
 			}
 			c.LegalHold[id] = held
+		}
+		if len(p.SubjectHold) > maxLifecycleIDs {
+			return Change{}, refuse(ReasonRecordCount, "subject_hold names %d archives, at most %d", len(p.SubjectHold), maxLifecycleIDs)
+		}
+		c.SubjectHold = make(map[uuid.UUID]bool, len(p.SubjectHold))
+		for s, held := range p.SubjectHold {
+			id, err := parseID(s)
+			if err != nil {
+				return Change{}, refuse(ReasonArchiveID, "subject_hold: %v", err)
+			}
+			c.SubjectHold[id] = held
 		}
 	case KindPurged:
 		if len(p.ArchiveIDs) > maxLifecycleIDs {

@@ -15,22 +15,27 @@ import (
 
 const applyFleetLegalHold = `-- name: ApplyFleetLegalHold :execrows
 UPDATE archive_records
-SET legal_hold = $1, lifecycle_at = $2
-WHERE archive_id = $3 AND source_service = $4
-  AND (lifecycle_at IS NULL OR lifecycle_at < $2)
+SET legal_hold = COALESCE($1::boolean, legal_hold),
+    subject_hold = COALESCE($2::boolean, subject_hold),
+    lifecycle_at = $3
+WHERE archive_id = $4 AND source_service = $5
+  AND (lifecycle_at IS NULL OR lifecycle_at < $3)
 `
 
 type ApplyFleetLegalHoldParams struct {
-	LegalHold     bool
+	LegalHold     *bool
+	SubjectHold   *bool
 	At            pgtype.Timestamptz
 	ArchiveID     uuid.UUID
 	SourceService string
 }
 
-// ApplyFleetLegalHold sets a fleet row's hold state.
+// ApplyFleetLegalHold sets a fleet row's hold state: whether it is held,
+// and whether a subject hold covers it (each NULL: unchanged).
 func (q *Queries) ApplyFleetLegalHold(ctx context.Context, arg ApplyFleetLegalHoldParams) (int64, error) {
 	result, err := q.db.Exec(ctx, applyFleetLegalHold,
 		arg.LegalHold,
+		arg.SubjectHold,
 		arg.At,
 		arg.ArchiveID,
 		arg.SourceService,
