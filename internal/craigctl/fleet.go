@@ -59,13 +59,17 @@ type Violation struct {
 const (
 	RuleInboxOutlivesOutbox = "inbox_outlives_outbox"
 	RuleReplayWithinInbox   = "replay_within_inbox"
+	// RuleSubjectHoldEverywhere: a subject hold active on one archiving
+	// service is active on every archiving service of the fleet (a
+	// subpoena about a case reaches every service's archives).
+	RuleSubjectHoldEverywhere = "subject_hold_everywhere"
 )
 
 func newFleetCmd(o *options) *cobra.Command {
 	var path string
 	check := &cobra.Command{
 		Use:   "check --config fleet.yaml",
-		Short: "Check the windows across services: every inbox outlives every outbox, no replay reaches past an inbox",
+		Short: "Check the fleet: every inbox outlives every outbox, no replay reaches past an inbox, every subject hold is on every archiving service",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if path == "" {
@@ -79,7 +83,11 @@ func newFleetCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return o.reportFleet(ws, CheckFleet(ws))
+			holds, err := o.fetchHolds(cmd.Context(), ff)
+			if err != nil {
+				return err
+			}
+			return o.reportFleet(ws, append(CheckFleet(ws), CheckSubjectHolds(holds)...))
 		},
 	}
 	check.Flags().StringVar(&path, "config", "", "the fleet file: services: [{name, url, token_file?}]")
@@ -214,4 +222,74 @@ func (o *options) reportFleet(ws []Windows, vs []Violation) error {
 		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("%d fleet window violation(s)", len(vs))}
 	}
 	return nil
+}
+
+// fetchHolds reads the holds of every archiving service of the fleet
+// (service → holds); a service that archives nothing (404) is left out,
+// any other failure fails the check.
+func (o *options) fetchHolds(ctx context.Context, ff fleetFile) (map[string][]hold, error) {
+	cls, err := o.fleetClients(ff)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]hold{}
+	for _, cl := range cls {
+		var hs []hold
+		_, err := cl.do(ctx, http.MethodGet, "/admin/archive/holds", nil, nil, &hs)
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s holds: %w", cl.service, err)
+		}
+		out[cl.service] = hs
+	}
+	return out, nil
+}
+
+// CheckSubjectHolds reports every subject (by its keyed hash: the services
+// share one subject key) held by an active hold on some archiving services
+// and not on others.
+func CheckSubjectHolds(holds map[string][]hold) []Violation {
+	heldOn := map[string]map[string]bool{} // hash → services
+	for svc, hs := range holds {
+		for _, h := range hs {
+			if !h.Active {
+				continue
+			}
+			for _, hash := range h.SubjectHashes {
+				if heldOn[hash] == nil {
+					heldOn[hash] = map[string]bool{}
+				}
+				heldOn[hash][svc] = true
+			}
+		}
+	}
+	services := make([]string, 0, len(holds))
+	for svc := range holds {
+		services = append(services, svc)
+	}
+	sort.Strings(services)
+	hashes := make([]string, 0, len(heldOn))
+	for h := range heldOn {
+		hashes = append(hashes, h)
+	}
+	sort.Strings(hashes)
+	var vs []Violation
+	for _, hash := range hashes {
+		var with, without []string
+		for _, svc := range services {
+			if heldOn[hash][svc] {
+				with = append(with, svc)
+			} else {
+				without = append(without, svc)
+			}
+		}
+		for _, svc := range without {
+			vs = append(vs, Violation{Rule: RuleSubjectHoldEverywhere, Producer: with[0], Consumer: svc,
+				Detail: fmt.Sprintf("a subject (keyed hash %s…) is held on %v and not on %s: place the hold there too (same --subject)", hash[:min(12, len(hash))], with, svc)})
+		}
+	}
+	return vs
 }

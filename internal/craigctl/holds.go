@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/craig/retention/kernel/subject"
 )
 
 // hold is a legal hold as the API answers it.
@@ -26,6 +28,9 @@ type hold struct {
 	Active     bool       `json:"active"`
 	ReleasedBy *string    `json:"released_by"`
 	Covers     []string   `json:"covers"`
+	// SubjectHashes are the keyed hashes of the subjects held (the
+	// service keeps no subject in clear).
+	SubjectHashes []string `json:"subject_hashes"`
 }
 
 func holdTable(w io.Writer, hs ...hold) {
@@ -37,6 +42,9 @@ func holdTable(w io.Writer, hs ...hold) {
 			if len(h.ArchiveIDs) > 0 {
 				scope += fmt.Sprintf(" + %d archive(s)", len(h.ArchiveIDs))
 			}
+		}
+		if len(h.SubjectHashes) > 0 {
+			scope += fmt.Sprintf(" + %d subject(s)", len(h.SubjectHashes))
 		}
 		row(w, h.ID, h.Active, h.Title, scope, len(h.Covers), h.CreatedBy, h.CreatedAt.UTC().Format(time.RFC3339))
 	}
@@ -51,13 +59,13 @@ func timeOr(t *time.Time, open string) string {
 
 func newHoldCreateCmd(o *options) *cobra.Command {
 	var title, reason, table, from, to string
-	var ids []string
+	var ids, subjects []string
 	c := &cobra.Command{
-		Use:   "create --title T --reason R (--archive-id ID ... | --table TABLE [--from T] [--to T])",
-		Short: "Place a legal hold on archives, or on every archive of a table overlapping [from, to), now and future",
+		Use:   "create --title T --reason R (--archive-id ID ... | --table TABLE [--from T] [--to T] | --subject S ...)",
+		Short: "Place a legal hold on archives, on every archive of a table overlapping [from, to), or on every archive about a subject, now and future",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			body, err := holdBody(title, reason, table, from, to, ids)
+			body, err := holdBody(title, reason, table, from, to, ids, subjects)
 			if err != nil {
 				return err
 			}
@@ -80,16 +88,17 @@ func newHoldCreateCmd(o *options) *cobra.Command {
 	f.StringVar(&table, "table", "", "hold every archive of this table whose records overlap [--from, --to)")
 	f.StringVar(&from, "from", "", "start of the held record times (RFC 3339 or a date; open when absent)")
 	f.StringVar(&to, "to", "", "end (exclusive) of the held record times (open when absent)")
+	f.StringArrayVar(&subjects, "subject", nil, "hold every archive about this subject, case:<n> or person:<n>, now and booked later (repeatable)")
 	return c
 }
 
 // holdBody checks a hold's flags and builds its request.
-func holdBody(title, reason, table, from, to string, ids []string) (map[string]any, error) {
+func holdBody(title, reason, table, from, to string, ids, subjects []string) (map[string]any, error) {
 	if strings.TrimSpace(title) == "" || strings.TrimSpace(reason) == "" {
 		return nil, usageErr("--title and --reason are required")
 	}
-	if len(ids) == 0 && table == "" {
-		return nil, usageErr("name what to hold: --archive-id ID (repeatable) and/or --table TABLE")
+	if len(ids) == 0 && table == "" && len(subjects) == 0 {
+		return nil, usageErr("name what to hold: --archive-id ID (repeatable), --table TABLE and/or --subject S (repeatable)")
 	}
 	if table == "" && (from != "" || to != "") {
 		return nil, usageErr("--from and --to bound a --table hold")
@@ -102,6 +111,16 @@ func holdBody(title, reason, table, from, to string, ids []string) (map[string]a
 	}
 	if len(ids) > 0 {
 		body["archive_ids"] = ids
+	}
+	for i, raw := range subjects {
+		sub, err := subject.Parse(raw)
+		if err != nil {
+			return nil, usageErr("--subject: %w", err)
+		}
+		subjects[i] = sub.String()
+	}
+	if len(subjects) > 0 {
+		body["subjects"] = subjects
 	}
 	if table != "" {
 		body["table"] = table

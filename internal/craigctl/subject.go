@@ -1,0 +1,199 @@
+package craigctl
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/spf13/cobra"
+
+	"github.com/craig/retention/kernel/subject"
+)
+
+func newSubjectCmd(o *options) *cobra.Command {
+	return group("subject", "Everything about one case or person, across tables, archives and services", newSubjectFetchCmd(o))
+}
+
+func newSubjectFetchCmd(o *options) *cobra.Command {
+	var out, fleetPath string
+	c := &cobra.Command{
+		Use:   "fetch SUBJECT (--service SVC | --fleet fleet.yaml) [--out FILE]",
+		Short: "Fetch every row about a subject (case:17, person:4), hot and archived, each archive verified, as NDJSON",
+		Long: `Fetch every row whose declared subject is SUBJECT (case:<digits> or
+person:<digits>) from one service (--service) or from every service of a
+fleet file (--fleet), hot and archived, each archive verified against its
+ledger before any of its rows is sent. Each line is
+{"table", "source": "hot"|"archive", "archive_id", "row"} (row verbatim),
+with "service" first under --fleet. --out writes the file whole or not at
+all. The summary of each service (tables, archives read, rows, purged
+archives) goes to stderr. Every read is announced by the service that
+answers it, with the subject's keyed hash and the caller.`,
+		Args: exactArgs(1, "SUBJECT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := subject.Parse(args[0])
+			if err != nil {
+				return usageErr("SUBJECT: %w", err)
+			}
+			if fleetPath != "" && o.service != "" {
+				return usageErr("--service or --fleet, not both")
+			}
+			targets, err := o.subjectTargets(fleetPath)
+			if err != nil {
+				return err
+			}
+			return o.fetchSubject(cmd.Context(), s, targets, fleetPath != "", out)
+		},
+	}
+	c.Flags().StringVarP(&out, "out", "o", "", "write to FILE (written whole or not at all) instead of stdout")
+	c.Flags().StringVar(&fleetPath, "fleet", "", "fetch from every service of this fleet file: services: [{name, url, token_file?}]")
+	return c
+}
+
+// subjectTargets are the clients a subject call goes to: --service's, or
+// every service of the fleet file.
+func (o *options) subjectTargets(fleetPath string) ([]*client, error) {
+	if fleetPath == "" {
+		cl, err := o.target()
+		if err != nil {
+			return nil, err
+		}
+		return []*client{cl}, nil
+	}
+	ff, err := readFleet(fleetPath)
+	if err != nil {
+		return nil, err
+	}
+	return o.fleetClients(ff)
+}
+
+// fleetClients are a client per service of a fleet file, each with its own
+// token file or the default token.
+func (o *options) fleetClients(ff fleetFile) ([]*client, error) {
+	out := make([]*client, 0, len(ff.Services))
+	for _, s := range ff.Services {
+		token, err := o.token()
+		if s.TokenFile != "" {
+			token, err = readToken(s.TokenFile)
+		}
+		if err != nil {
+			return nil, err
+		}
+		base, _ := parseBase(s.URL) // checked by readFleet
+		cl, err := o.client(s.Name, base, token)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cl)
+	}
+	return out, nil
+}
+
+// subjectSummary is a subject stream's closing line.
+type subjectSummary struct {
+	Tables         []string `json:"tables"`
+	ArchivesRead   int      `json:"archives_read"`
+	Rows           int      `json:"rows"`
+	PurgedArchives int      `json:"purged_archives"`
+	raw            json.RawMessage
+}
+
+// fetchSubject streams the subject's rows of each target into one output
+// (named by service with named), then tells each service's summary.
+func (o *options) fetchSubject(ctx context.Context, s subject.Subject, targets []*client, named bool, out string) error {
+	path := "/admin/subjects/" + url.PathEscape(s.String()) + "/rows"
+	sums := map[string]*subjectSummary{}
+	skipped := []string{}
+	sp := o.spinner("fetching "+s.String(), "rows")
+	err := o.writeOut(out, func(w io.Writer) (int, error) {
+		total := 0
+		for _, cl := range targets {
+			var sum *subjectSummary
+			err := cl.stream(ctx, path, nil, func(r io.Reader) error {
+				var err error
+				var n int
+				n, sum, err = copySubjectRows(w, r, cl.service, named, sp)
+				total += n
+				return err
+			})
+			var ae *APIError
+			if named && errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+				skipped = append(skipped, cl.service) // not an archiving service: no subject reads
+				continue
+			}
+			if err != nil {
+				return total, fmt.Errorf("%s: %w", cl.service, err)
+			}
+			sums[cl.service] = sum
+		}
+		return total, nil
+	})
+	sp.done()
+	for _, cl := range targets {
+		if sum := sums[cl.service]; sum != nil {
+			o.reportSubject(cl.service, s, *sum)
+		}
+	}
+	for _, svc := range skipped {
+		_, _ = fmt.Fprintf(o.io.Err, "%s: serves no subject reads (it archives nothing)\n", svc)
+	}
+	return err
+}
+
+// copySubjectRows copies a subject stream's lines (with "service" first
+// when named) until its summary line.
+func copySubjectRows(w io.Writer, r io.Reader, service string, named bool, sp *progress) (int, *subjectSummary, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	prefix := []byte(`{"service":` + quote(service) + `,`)
+	n := 0
+	for sc.Scan() {
+		line := sc.Bytes()
+		var ctl map[string]json.RawMessage
+		if json.Unmarshal(line, &ctl) == nil && len(ctl) == 1 {
+			if ctl["error"] != nil {
+				return n, nil, fmt.Errorf("%w after %d row(s): %s", errStreamStopped, n, sanitize(string(ctl["error"])))
+			}
+			if raw := ctl["summary"]; raw != nil {
+				sum := &subjectSummary{raw: raw}
+				if err := json.Unmarshal(raw, sum); err != nil {
+					return n, nil, fmt.Errorf("the stream's summary: %w", err)
+				}
+				return n, sum, nil
+			}
+		}
+		if named && len(line) > 1 && line[0] == '{' {
+			line = append(append([]byte{}, prefix...), line[1:]...)
+		}
+		if _, err := w.Write(append(line, '\n')); err != nil {
+			return n, nil, err
+		}
+		n++
+		sp.add(1)
+	}
+	if err := sc.Err(); err != nil {
+		return n, nil, err
+	}
+	return n, nil, fmt.Errorf("%w after %d row(s)", errStreamCut, n)
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// reportSubject tells (stderr) what a service answered for a subject.
+func (o *options) reportSubject(service string, s subject.Subject, sum subjectSummary) {
+	if o.json {
+		_, _ = fmt.Fprintf(o.io.Err, "{\"service\":%s,\"summary\":%s}\n", quote(service), sum.raw)
+		return
+	}
+	_, _ = fmt.Fprintf(o.io.Err, "%s: %d row(s) of %s in %v, %d archive(s) read (verified)\n", service, sum.Rows, s, sum.Tables, sum.ArchivesRead)
+	if sum.PurgedArchives > 0 {
+		_, _ = fmt.Fprintf(o.io.Err, "%s: MISSING: %d purged archive(s) held %s; their rows are gone\n", service, sum.PurgedArchives, s)
+	}
+}
