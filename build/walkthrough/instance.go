@@ -1,13 +1,17 @@
 package walkthrough
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 
 	"github.com/craig/retention/build/versitygw"
 	"github.com/craig/retention/build/workspace"
+	"github.com/craig/retention/kernel/settings"
 )
 
 // The environment that names a demo other than the default one (a test runs
@@ -71,5 +75,38 @@ func (in Instance) Exchange() string { return strings.ReplaceAll(in.Name, "_", "
 // ArchiverEnv is a service's environment with its archiver on, writing to
 // the demo's store.
 func (in Instance) ArchiverEnv(service, dbURL string) map[string]string {
-	return versitygw.ArchiverEnv(service, dbURL, in.StoreURL)
+	env := versitygw.ArchiverEnv(service, dbURL, in.StoreURL)
+	if key, err := in.SubjectKeyFile(); err == nil {
+		env[settings.EnvVar(service, "archive.subject_key_file")] = key
+	} else {
+		fmt.Printf("WARNING: no subject key for the demo (%v): archives are booked without their subject index\n", err)
+	}
+	return env
+}
+
+// SubjectKeyFile is the demo's subject key (archive.subject_key_file),
+// one for both services as a fleet shares one: beside the state file when
+// there is one, else in the user's cache; made (32 random bytes, hex) the
+// first time.
+func (in Instance) SubjectKeyFile() (string, error) {
+	dir := filepath.Dir(in.StateFile)
+	if in.StateFile == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(cache, "craig-retention", "demo", in.Name)
+	}
+	path := filepath.Join(dir, "subject.key")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, []byte(hex.EncodeToString(secret)+"\n"), 0o600)
 }

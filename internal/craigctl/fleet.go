@@ -234,8 +234,10 @@ func (o *options) fetchHolds(ctx context.Context, ff fleetFile) (map[string][]ho
 	}
 	out := map[string][]hold{}
 	for _, cl := range cls {
-		var hs []hold
-		_, err := cl.do(ctx, http.MethodGet, "/admin/archive/holds", nil, nil, &hs)
+		var ans struct {
+			Holds []hold `json:"holds"`
+		}
+		_, err := cl.do(ctx, http.MethodGet, "/admin/archive/holds", nil, nil, &ans)
 		var ae *APIError
 		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
 			continue
@@ -243,7 +245,7 @@ func (o *options) fetchHolds(ctx context.Context, ff fleetFile) (map[string][]ho
 		if err != nil {
 			return nil, fmt.Errorf("%s holds: %w", cl.service, err)
 		}
-		out[cl.service] = hs
+		out[cl.service] = ans.Holds
 	}
 	return out, nil
 }

@@ -108,9 +108,9 @@ func TestFleetCheckSubjectHolds(t *testing.T) {
 		return answer(200, fmt.Sprintf(`{"service":%q,"event_outbox_retention_days":30,"event_inbox_retention_days":31,"replay_max_age_days":30,"tables":{}}`, svc))
 	}
 	rules := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": retention("rules"),
-		"GET /admin/archive/holds": answer(200, "["+h(true, "aaaa", "bbbb")+","+h(false, "cccc")+"]")})
+		"GET /admin/archive/holds": answer(200, `{"holds":[`+h(true, "aaaa", "bbbb")+","+h(false, "cccc")+"]}")})
 	security := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": retention("security"),
-		"GET /admin/archive/holds": answer(200, "["+h(true, "aaaa")+"]")})
+		"GET /admin/archive/holds": answer(200, `{"holds":[`+h(true, "aaaa")+"]}")})
 	exchange := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": retention("exchange")})
 	fleet := filepath.Join(t.TempDir(), "fleet.yaml")
 	require.NoError(t, os.WriteFile(fleet, fmt.Appendf(nil, "services:\n  - {name: rules, url: %s}\n  - {name: security, url: %s}\n  - {name: exchange, url: %s}\n",
