@@ -3,7 +3,10 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,6 +26,9 @@ import (
 const (
 	cfgArchive = "archive_pass"
 	cfgCopy    = "copy_to_stdout"
+	// cfgArchiveSubjects is rules' pass with the subject index
+	// (archive.subject_key_file set): its cost is the ratio to cfgArchive.
+	cfgArchiveSubjects = "archive_pass_subjects"
 )
 
 // archiveActor is recorded as archived_by by the benchmark's passes.
@@ -144,14 +150,28 @@ func (r *runner) archiveTemplate(ctx context.Context, tg archiveTarget, sets []m
 // archiveRounds runs the archive pass and COPY, interleaved, Rounds times.
 func (r *runner) archiveRounds(ctx context.Context, tg archiveTarget, st *store.Store, tpl string, as archive.Settings, res *ArchiveResult) error {
 	configs := []string{cfgArchive, cfgCopy}
+	var keyEnv string
+	if tg.service == "rules" {
+		key, cleanup, err := benchSubjectKey()
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		keyEnv = "CRAIG_RULES__ARCHIVE__SUBJECT_KEY_FILE=" + key
+		configs = append(configs, cfgArchiveSubjects)
+	}
 	for round := range r.cfg.Rounds {
 		for i := range configs {
 			name := configs[(i+round)%len(configs)]
 			var run ArchiveRun
 			var err error
-			if name == cfgArchive {
+			switch name {
+			case cfgArchive:
 				run, err = r.archiveOnce(ctx, tg, st, tpl, round, as)
-			} else {
+			case cfgArchiveSubjects:
+				run, err = r.archiveOnce(ctx, tg, st, tpl, round, as, keyEnv)
+				run.Config = cfgArchiveSubjects
+			default:
 				run, err = r.copyOnce(ctx, tg, tpl, round)
 			}
 			if err != nil {
@@ -168,10 +188,19 @@ func (r *runner) archiveRounds(ctx context.Context, tg archiveTarget, st *store.
 
 // summarize sets the medians and the per-round ratio to COPY from the runs.
 func (res *ArchiveResult) summarize() {
-	var arch, cp, ratios, rss []float64
+	var arch, cp, ratios, rss, subj, costs []float64
 	for _, run := range res.Runs {
 		if run.Config == cfgCopy {
 			cp = append(cp, run.RowsPerSec)
+			continue
+		}
+		if run.Config == cfgArchiveSubjects {
+			subj = append(subj, run.RowsPerSec)
+			for _, other := range res.Runs {
+				if other.Config == cfgArchive && other.Round == run.Round && other.RowsPerSec > 0 {
+					costs = append(costs, run.RowsPerSec/other.RowsPerSec)
+				}
+			}
 			continue
 		}
 		arch, rss = append(arch, run.RowsPerSec), append(rss, run.PeakRSSMiB)
@@ -183,6 +212,26 @@ func (res *ArchiveResult) summarize() {
 		}
 	}
 	res.ArchiveRowsPS, res.CopyRowsPS, res.Ratio, res.PeakRSSMiB = median(arch), median(cp), round3(median(ratios)), median(rss)
+	if len(costs) > 0 {
+		res.SubjectIndexRowsPS, res.SubjectIndexCostRatio = median(subj), round3(median(costs))
+	}
+}
+
+// benchSubjectKey writes a subject key file for the passes with the index.
+func benchSubjectKey() (string, func(), error) {
+	f, err := os.CreateTemp("", "craig-bench-subject-*.key")
+	if err != nil {
+		return "", nil, err
+	}
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	_, werr := f.WriteString(hex.EncodeToString(secret) + "\n")
+	cerr := f.Close()
+	if err := errors.Join(werr, cerr); err != nil {
+		_ = os.Remove(f.Name())
+		return "", nil, err
+	}
+	return f.Name(), func() { _ = os.Remove(f.Name()) }, nil
 }
 
 // Big-row run parameters.
@@ -234,7 +283,7 @@ func (r *runner) archiveBigRows(ctx context.Context, tg archiveTarget, st *store
 // archiveOnce runs `rules archive run` on a fresh copy, timing the whole
 // child process (start-up and the store's boot probe included) and reading
 // its peak RSS; then it deletes the objects the pass wrote.
-func (r *runner) archiveOnce(ctx context.Context, tg archiveTarget, st *store.Store, tpl string, round int, as archive.Settings) (ArchiveRun, error) {
+func (r *runner) archiveOnce(ctx context.Context, tg archiveTarget, st *store.Store, tpl string, round int, as archive.Settings, extraEnv ...string) (ArchiveRun, error) {
 	run := ArchiveRun{Config: cfgArchive, Round: round + 1}
 	db, err := r.srv.copyOf(ctx, tpl, tg.name, round)
 	if err != nil {
@@ -250,7 +299,7 @@ func (r *runner) archiveOnce(ctx context.Context, tg archiveTarget, st *store.St
 		if pass > need {
 			return run, fmt.Errorf("archive run: still more after %d passes", pass)
 		}
-		rep, elapsed, rss, err := r.archivePass(ctx, tg, st, db.url, min(need, archive.MaxManualBudget))
+		rep, elapsed, rss, err := r.archivePass(ctx, tg, st, db.url, min(need, archive.MaxManualBudget), extraEnv...)
 		if err != nil {
 			return run, err
 		}

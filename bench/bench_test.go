@@ -30,7 +30,8 @@ func TestSummaryKeysAreNullWhenNotMeasured(t *testing.T) {
 	require.Equal(t, []string{
 		"archive_peak_rss_mib", "archive_vs_copy_ratio", "backlog_drain_ratio", "fetch_by_id_p99_ms", "fleet_events_per_s",
 		"partition_bloat_ratio", "partition_drain_ratio", "partition_wal_bytes_per_row", "partition_writer_p99_ratio",
-		"purge_archives_per_s", "security_archive_vs_copy_ratio", "steady_idle_cycle_ms", "verify_deep_vs_get_ratio", "worst_batch_ms", "writer_p99_ratio", "writer_p99_ratio_ci",
+		"purge_archives_per_s", "security_archive_vs_copy_ratio", "steady_idle_cycle_ms", "subject_fetch_p99_ms", "subject_index_archive_cost_ratio",
+		"verify_deep_vs_get_ratio", "worst_batch_ms", "writer_p99_ratio", "writer_p99_ratio_ci",
 	}, keys)
 }
 
@@ -53,7 +54,7 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	require.Nil(t, s.SecurityArchiveVsCopyRatio)
 	require.Equal(t, 6.1, *s.FetchByIDP99MS)
 	require.Equal(t, 0.69, *s.VerifyDeepVsGetRatio)
-	require.Len(t, goals, 14)
+	require.Len(t, goals, 16)
 	met := map[string]*bool{}
 	for _, g := range goals {
 		met[g.What] = g.Met

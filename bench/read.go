@@ -13,6 +13,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/pgsession"
 	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/kernel/subject"
 	"github.com/craig/retention/services/rules"
 )
 
@@ -55,6 +57,50 @@ type readWorld struct {
 	client  *http.Client
 	keys    []string // every object written (deleted at the end)
 	idLow   uint64
+	// key indexes the archives by subject; archives is how many there are
+	// (caseOf spreads the fetched subject over readSubjectArchives).
+	key      subject.Key
+	archives int
+}
+
+// Subject read constants.
+const (
+	// readSubjectCase is the case the subject fetch asks for: in row 0 of
+	// readSubjectArchives archives spread over the ledger, nowhere else.
+	readSubjectCase = 9_000_000_001
+	// readSubjectArchives is how many archives hold it.
+	readSubjectArchives = 5
+	// readSubjectsPerArchive is how many other cases each archive holds
+	// (a case's evaluations come in bursts): the index's size.
+	readSubjectsPerArchive = 10
+)
+
+// caseOf is the case of row j of archive i.
+func (w *readWorld) caseOf(i, j int) int {
+	step := max(w.archives/readSubjectArchives, 1)
+	if j == 0 && i%step == 0 && i/step < readSubjectArchives {
+		return readSubjectCase
+	}
+	return 1 + (i*7+j%readSubjectsPerArchive)%50_000
+}
+
+// subjectHashes are the keyed hashes of the cases of archive i.
+func (w *readWorld) subjectHashes(i, rows int) ([][]byte, error) {
+	seen := map[int]bool{}
+	var out [][]byte
+	for j := range rows {
+		c := w.caseOf(i, j)
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		s, err := subject.Parse("case:" + strconv.Itoa(c))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w.key.Hash(s))
+	}
+	return out, nil
 }
 
 // rowID is the id of row j of archive i: ordered by (i, j), so each
@@ -92,6 +138,11 @@ func (r *runner) runRead(ctx context.Context) (*ReadResult, error) {
 	}
 	res.FetchP50MS, res.FetchP99MS = round3(percentile(lat, 50)), round3(percentile(lat, 99))
 	r.cfg.logf("read: fetch by id through the API p50 %.2f ms, p99 %.2f ms (%d ids)", res.FetchP50MS, res.FetchP99MS, len(lat))
+	if res.Subject, err = w.fetchSubject(ctx, r.cfg.ReadFetches); err != nil {
+		return nil, err
+	}
+	r.cfg.logf("read: fetch a subject in %d of %d archives through the API p50 %.2f ms, p99 %.2f ms (%d fetches, index of %d rows)",
+		res.Subject.ArchivesRead, r.cfg.ReadArchives, res.Subject.FetchP50MS, res.Subject.FetchP99MS, res.Subject.Fetches, res.Subject.IndexRows)
 	var ratios []float64
 	for round := range r.cfg.Rounds {
 		run, err := w.verifyRound(ctx, round, res.VerifyArchives)
@@ -129,8 +180,16 @@ func (r *runner) readWorld(ctx context.Context) (*readWorld, func(), error) {
 	}
 	var low [8]byte
 	_, _ = rand.Read(low[:])
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
+	key, err := subject.NewKey(secret)
+	if err != nil {
+		pool.Close()
+		_ = st.Close()
+		return nil, nil, err
+	}
 	w := &readWorld{pool: pool, st: st, service: "bench-read-" + randomSuffix(), idLow: binary.BigEndian.Uint64(low[:]),
-		client: &http.Client{Timeout: time.Minute}}
+		client: &http.Client{Timeout: time.Minute}, key: key, archives: r.cfg.ReadArchives}
 	stop, err := w.serveAPI(ctx)
 	if err != nil {
 		pool.Close()
@@ -201,12 +260,12 @@ func (w *readWorld) archiveAPI(v *auth.Verifier, reg prometheus.Registerer, logg
 	if err != nil {
 		return nil, err
 	}
-	lm, err := lifecycle.New(w.pool, w.st, lifecycle.Config{Service: w.service}, logger, pm)
+	lm, err := lifecycle.New(w.pool, w.st, lifecycle.Config{Service: w.service, SubjectKey: w.key}, logger, pm)
 	if err != nil {
 		return nil, err
 	}
 	return &app.ArchiveAPI{Verifier: v, Metrics: am, Logger: logger, Lifecycle: lm, Engine: eng, Knob: "bench",
-		Reader: archiveread.New(w.pool, w.st, w.service, spec.Archive.Tables()), VerifyMetrics: vm}, nil
+		Reader: archiveread.New(w.pool, w.st, w.service, spec.Archive.Tables()).WithSubjectKey(w.key), VerifyMetrics: vm}, nil
 }
 
 // seedArchive is one archive's objects and ledger facts.
@@ -269,8 +328,8 @@ func (w *readWorld) build(i, rows int, cols []archive.Column, ident store.Identi
 	b.Grow(rows * 200)
 	for j := range rows {
 		seq := uint64(i)*uint64(rows) + uint64(j)
-		fmt.Fprintf(&b, `{"id": "%s", "input": {"case": %d, "amount": 12.50, "note": "bench evaluation input"}, "output": {"eligible": true}, "rule_id": "rule-%d", "evaluated_at": "%s"}`+"\n",
-			w.rowID(seq), seq, j%97, at.Add(time.Duration(j)*time.Millisecond).Format("2006-01-02T15:04:05.000+00:00"))
+		fmt.Fprintf(&b, `{"id": "%s", "input": {"amount": 12.50, "case_id": %d, "note": "bench evaluation input"}, "output": {"eligible": true}, "rule_id": "rule-%d", "evaluated_at": "%s"}`+"\n",
+			w.rowID(seq), w.caseOf(i, j), j%97, at.Add(time.Duration(j)*time.Millisecond).Format("2006-01-02T15:04:05.000+00:00"))
 	}
 	data := []byte(b.String())
 	first, last := at, at.Add(time.Duration(rows-1)*time.Millisecond)
@@ -288,8 +347,16 @@ func (w *readWorld) book(ctx context.Context, ms []archive.Manifest) error {
 		if err != nil {
 			return err
 		}
-		for _, m := range ms[start:min(start+readLedgerBatch, len(ms))] {
-			if err := rules.Spec().Archive.Bookkeeper.Bookkeep(ctx, tx, m, m.ArchivedBy); err != nil {
+		for i, m := range ms[start:min(start+readLedgerBatch, len(ms))] {
+			err := rules.Spec().Archive.Bookkeeper.Bookkeep(ctx, tx, m, m.ArchivedBy)
+			var hashes [][]byte
+			if err == nil {
+				hashes, err = w.subjectHashes(start+i, m.RecordCount)
+			}
+			if err == nil {
+				_, err = archive.IndexSubjects(ctx, tx, m.ArchiveID, hashes, true)
+			}
+			if err != nil {
 				_ = tx.Rollback(ctx)
 				return err
 			}
@@ -333,11 +400,21 @@ func (w *readWorld) fetchRandom(ctx context.Context, n, archives, rows int) ([]t
 
 // call makes one authenticated API call and returns a 200's body.
 func (w *readWorld) call(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	return w.do(ctx, method, w.base+path, body)
+}
+
+// get makes one authenticated GET of a full URL and returns a 200's body.
+func (w *readWorld) get(ctx context.Context, u string) ([]byte, error) {
+	return w.do(ctx, http.MethodGet, u, nil)
+}
+
+// do makes one authenticated API call to u and returns a 200's body.
+func (w *readWorld) do(ctx context.Context, method, u string, body []byte) ([]byte, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = strings.NewReader(string(body))
 	}
-	req, err := http.NewRequestWithContext(ctx, method, w.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +429,7 @@ func (w *readWorld) call(ctx context.Context, method, path string, body []byte) 
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s %s: %d %.200s", method, path, resp.StatusCode, out)
+		return nil, fmt.Errorf("%s %s: %d %.200s", method, u, resp.StatusCode, out)
 	}
 	return out, nil
 }
@@ -452,4 +529,42 @@ func (w *readWorld) deleteObjects() {
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		slog.Default().Warn("read scenario: deleting its objects failed", slog.Any("error", err))
 	}
+}
+
+// fetchSubject fetches every row of readSubjectCase through the API n
+// times and checks each answer: exactly its rows, from exactly the
+// archives that hold it.
+func (w *readWorld) fetchSubject(ctx context.Context, n int) (*SubjectReadResult, error) {
+	holding := min(readSubjectArchives, w.archives)
+	res := &SubjectReadResult{Holding: holding, SubjectsPerArchive: readSubjectsPerArchive, Fetches: n}
+	if err := w.pool.QueryRow(ctx, "SELECT count(*)::int FROM archive_subjects").Scan(&res.IndexRows); err != nil {
+		return nil, err
+	}
+	u := strings.TrimSuffix(w.base, "archive/") + "subjects/case:" + strconv.Itoa(readSubjectCase) + "/rows"
+	lat := make([]time.Duration, 0, n)
+	for range n {
+		start := time.Now()
+		body, err := w.get(ctx, u)
+		lat = append(lat, time.Since(start))
+		if err != nil {
+			return nil, err
+		}
+		lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+		var sum struct {
+			Summary struct {
+				Rows         int `json:"rows"`
+				ArchivesRead int `json:"archives_read"`
+			} `json:"summary"`
+		}
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &sum); err != nil {
+			return nil, fmt.Errorf("subject fetch summary: %w", err)
+		}
+		if sum.Summary.Rows != holding || sum.Summary.ArchivesRead != holding || len(lines) != holding+1 {
+			return nil, fmt.Errorf("subject fetch: %d rows from %d archives in %d lines, want %d from %d",
+				sum.Summary.Rows, sum.Summary.ArchivesRead, len(lines), holding, holding)
+		}
+		res.Rows, res.ArchivesRead = sum.Summary.Rows, sum.Summary.ArchivesRead
+	}
+	res.FetchP50MS, res.FetchP99MS = round3(percentile(lat, 50)), round3(percentile(lat, 99))
+	return res, nil
 }

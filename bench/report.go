@@ -61,7 +61,9 @@ func summarize(res *Results) (Summary, []Goal) {
 		goal("deep verify (ratio to GET + sha256 of the same objects)", "≥ 0.7×", s.VerifyDeepVsGetRatio, "×", func(v float64) bool { return v >= 0.7 }),
 		goal("partition retirement (ratio to one unbounded DELETE, unpartitioned)", "≥ 20×", s.PartitionDrainRatio, "×", func(v float64) bool { return v >= 20 }),
 		goal("WAL per retired row, partitioned", "≤ 5 bytes", s.PartitionWALBytesPerRow, "bytes", func(v float64) bool { return v <= 5 }),
-		goal("writer p99 during partition retirement (ratio to none)", "≤ 1.2×", s.PartitionWriterP99Ratio, "×", func(v float64) bool { return v <= 1.2 }))
+		goal("writer p99 during partition retirement (ratio to none)", "≤ 1.2×", s.PartitionWriterP99Ratio, "×", func(v float64) bool { return v <= 1.2 }),
+		goal("fetch every row of a subject in 5 of 10,000 archives through the API (p99)", "≤ 500 ms", s.SubjectFetchP99MS, "ms", func(v float64) bool { return v <= 500 }),
+		goal("archive pass with the subject index (ratio to without)", "≥ 0.85×", s.SubjectIndexArchiveCostRatio, "×", func(v float64) bool { return v >= 0.85 }))
 	if res.Archive != nil && res.Archive.BigRows != nil && res.Archive.BigRows.PeakRSSMiB > 0 {
 		big := res.Archive.BigRows
 		goals = append(goals, goal(fmt.Sprintf("archive peak RSS, %d KiB rows at batch size %s", big.RowBytes>>10, thousands(int64(big.BatchSize))),
@@ -85,6 +87,12 @@ func summarizeLifecycle(res *Results, s *Summary) {
 	}
 	if res.Read != nil {
 		s.FetchByIDP99MS, s.VerifyDeepVsGetRatio = ptr(res.Read.FetchP99MS), ptr(res.Read.VerifyVsGetRatio)
+		if res.Read.Subject != nil {
+			s.SubjectFetchP99MS = ptr(res.Read.Subject.FetchP99MS)
+		}
+	}
+	if res.Archive != nil && res.Archive.SubjectIndexCostRatio > 0 {
+		s.SubjectIndexArchiveCostRatio = ptr(res.Archive.SubjectIndexCostRatio)
 	}
 	if res.Partition != nil {
 		s.PartitionDrainRatio, s.PartitionWALBytesPerRow = ptr(res.Partition.Ratio), ptr(res.Partition.WALBytesPerRow)

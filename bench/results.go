@@ -54,6 +54,13 @@ type Summary struct {
 	// PartitionBloatRatio is the row-deleted outbox's size ÷ the
 	// partitioned one's after 30 simulated days of daily sweeps.
 	PartitionBloatRatio *float64 `json:"partition_bloat_ratio"`
+	// SubjectFetchP99MS is the p99 of fetching every row of a subject
+	// present in 5 archives among 10,000 of 1,000 rows, through the API
+	// (JWT included).
+	SubjectFetchP99MS *float64 `json:"subject_fetch_p99_ms"`
+	// SubjectIndexArchiveCostRatio is rules' archive pass with the subject
+	// index (rows/s) ÷ without it, in the same round.
+	SubjectIndexArchiveCostRatio *float64 `json:"subject_index_archive_cost_ratio"`
 }
 
 // SummaryKeys returns the summary's JSON keys, sorted.
@@ -309,6 +316,11 @@ type ArchiveResult struct {
 	Runs          []ArchiveRun `json:"runs"`
 	// BigRows is the big-row run: 200 KiB rows at batch size 10,000.
 	BigRows *ArchiveBigRows `json:"big_rows,omitempty"`
+	// SubjectIndexRowsPS is the median rows/s of the pass with the
+	// subject index (rules: archive.subject_key_file set), and
+	// SubjectIndexCostRatio its per-round ratio to the pass without.
+	SubjectIndexRowsPS    float64 `json:"subject_index_rows_per_s,omitempty"`
+	SubjectIndexCostRatio float64 `json:"subject_index_cost_ratio,omitempty"`
 }
 
 // ArchiveBigRows is one archive pass of large rows at the largest batch
@@ -425,6 +437,22 @@ type ReadResult struct {
 	VerifyArchives   int       `json:"verify_archives"`
 	VerifyVsGetRatio float64   `json:"verify_deep_vs_get_ratio"`
 	Runs             []ReadRun `json:"runs"`
+	// Subject is the subject read over the same archives.
+	Subject *SubjectReadResult `json:"subject,omitempty"`
+}
+
+// SubjectReadResult is the subject read: one subject in Holding of the
+// archives (every other archive indexed by SubjectsPerArchive others),
+// fetched Fetches times through the API.
+type SubjectReadResult struct {
+	Holding            int     `json:"archives_holding"`
+	SubjectsPerArchive int     `json:"subjects_per_archive"`
+	IndexRows          int     `json:"index_rows"`
+	Fetches            int     `json:"fetches"`
+	Rows               int     `json:"rows_per_fetch"`
+	ArchivesRead       int     `json:"archives_read_per_fetch"`
+	FetchP50MS         float64 `json:"fetch_p50_ms"`
+	FetchP99MS         float64 `json:"fetch_p99_ms"`
 }
 
 // ReadRun is one verify round.

@@ -40,6 +40,9 @@ func TestSweepPartitionedOutbox(t *testing.T) {
 	insert(4, 2, true)
 	tx, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
+	// Released on every exit: a failed conversion left it checked out and
+	// the database's cleanup (pool.Close) waited for it forever.
+	defer func() { _ = tx.Rollback(context.Background()) }()
 	_, err = tx.Exec(ctx, migrations.PartitionOutboxSQL())
 	require.NoError(t, err, "pg_partman installed (.ci/run installs postgresql-<version>-partman)")
 	require.NoError(t, tx.Commit(ctx))

@@ -309,6 +309,7 @@ func (r *runbookRun) bindCase() {
 	r.bound["/to"] = to.UTC().AddDate(0, 0, 1).Format(time.DateOnly)
 	r.bound["/today"] = time.Now().UTC().Format(time.DateOnly)
 	r.bound["/svc"] = runbookService
+	r.bound["/case"] = demoCase // seeded in both services, hot and aged
 	r.bound["/table"] = runbookSQLTable
 }
 
