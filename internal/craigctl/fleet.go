@@ -45,6 +45,10 @@ type Windows struct {
 	EventInboxRetentionDays  int            `json:"event_inbox_retention_days"`
 	ReplayMaxAgeDays         int            `json:"replay_max_age_days"`
 	Tables                   map[string]int `json:"tables"`
+	// Archive is present for an archiving service.
+	Archive *struct {
+		SubjectKeyFingerprint string `json:"subject_key_fingerprint"`
+	} `json:"archive,omitempty"`
 }
 
 // Violation is one broken fleet rule.
@@ -63,6 +67,10 @@ const (
 	// service is active on every archiving service of the fleet (a
 	// subpoena about a case reaches every service's archives).
 	RuleSubjectHoldEverywhere = "subject_hold_everywhere"
+	// RuleSubjectKeySame: every archiving service hashes subjects with the
+	// fleet's one key (else their subject holds cannot be compared, and a
+	// hold placed by hash on one would name nothing on another).
+	RuleSubjectKeySame = "subject_key_same"
 )
 
 func newFleetCmd(o *options) *cobra.Command {
@@ -83,11 +91,12 @@ func newFleetCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			holds, err := o.fetchHolds(cmd.Context(), ff)
+			holds, err := o.fetchHolds(cmd.Context(), ff, ws)
 			if err != nil {
 				return err
 			}
-			return o.reportFleet(ws, append(CheckFleet(ws), CheckSubjectHolds(holds)...))
+			vs := append(CheckFleet(ws), CheckSubjectKeys(ws)...)
+			return o.reportFleet(ws, append(vs, CheckSubjectHolds(holds)...))
 		},
 	}
 	check.Flags().StringVar(&path, "config", "", "the fleet file: services: [{name, url, token_file?}]")
@@ -225,23 +234,23 @@ func (o *options) reportFleet(ws []Windows, vs []Violation) error {
 }
 
 // fetchHolds reads the holds of every archiving service of the fleet
-// (service → holds); a service that archives nothing (404) is left out,
-// any other failure fails the check.
-func (o *options) fetchHolds(ctx context.Context, ff fleetFile) (map[string][]hold, error) {
+// (service → holds): those whose /admin/retention has an "archive"
+// section. Any failure fails the check: a 404 from an archiving service
+// (its archive API not served, a wrong URL) is not "no holds".
+func (o *options) fetchHolds(ctx context.Context, ff fleetFile, ws []Windows) (map[string][]hold, error) {
 	cls, err := o.fleetClients(ff)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string][]hold{}
-	for _, cl := range cls {
+	for i, cl := range cls {
+		if ws[i].Archive == nil {
+			continue // archives nothing
+		}
 		var ans struct {
 			Holds []hold `json:"holds"`
 		}
 		_, err := cl.do(ctx, http.MethodGet, "/admin/archive/holds", nil, nil, &ans)
-		var ae *APIError
-		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-			continue
-		}
 		if err != nil {
 			return nil, fmt.Errorf("%s holds: %w", cl.service, err)
 		}
@@ -292,6 +301,33 @@ func CheckSubjectHolds(holds map[string][]hold) []Violation {
 			vs = append(vs, Violation{Rule: RuleSubjectHoldEverywhere, Producer: with[0], Consumer: svc,
 				Detail: fmt.Sprintf("a subject (keyed hash %s…) is held on %v and not on %s: place the hold there too (same --subject)", hash[:min(12, len(hash))], with, svc)})
 		}
+	}
+	return vs
+}
+
+// CheckSubjectKeys reports archiving services whose subject keys differ
+// (by fingerprint) or that have none while another has one.
+func CheckSubjectKeys(ws []Windows) []Violation {
+	var first *Windows
+	var vs []Violation
+	for i := range ws {
+		w := &ws[i]
+		if w.Archive == nil {
+			continue
+		}
+		if first == nil {
+			first = w
+			continue
+		}
+		a, b := first.Archive.SubjectKeyFingerprint, w.Archive.SubjectKeyFingerprint
+		if a == b {
+			continue
+		}
+		detail := fmt.Sprintf("%s and %s hash subjects with different keys (fingerprints %q, %q): set the fleet's one archive.subject_key_file on both", first.Service, w.Service, a, b)
+		if a == "" || b == "" {
+			detail = fmt.Sprintf("%s has a subject key and %s has none (fingerprints %q, %q): set the fleet's one archive.subject_key_file on both", first.Service, w.Service, a, b)
+		}
+		vs = append(vs, Violation{Rule: RuleSubjectKeySame, Producer: first.Service, Consumer: w.Service, Detail: detail})
 	}
 	return vs
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -108,6 +107,12 @@ func (o *options) fetchSubject(ctx context.Context, s subject.Subject, targets [
 	path := "/admin/subjects/" + url.PathEscape(s.String()) + "/rows"
 	sums := map[string]*subjectSummary{}
 	skipped := []string{}
+	if named { // a fleet: only the services that archive serve subject reads
+		var err error
+		if targets, skipped, err = archiving(ctx, targets); err != nil {
+			return err
+		}
+	}
 	sp := o.spinner("fetching "+s.String(), "rows")
 	err := o.writeOut(out, func(w io.Writer) (int, error) {
 		total := 0
@@ -120,11 +125,6 @@ func (o *options) fetchSubject(ctx context.Context, s subject.Subject, targets [
 				total += n
 				return err
 			})
-			var ae *APIError
-			if named && errors.As(err, &ae) && ae.Status == http.StatusNotFound {
-				skipped = append(skipped, cl.service) // not an archiving service: no subject reads
-				continue
-			}
 			if err != nil {
 				return total, fmt.Errorf("%s: %w", cl.service, err)
 			}
@@ -196,4 +196,26 @@ func (o *options) reportSubject(service string, s subject.Subject, sum subjectSu
 	if sum.PurgedArchives > 0 {
 		_, _ = fmt.Fprintf(o.io.Err, "%s: MISSING: %d purged archive(s) held %s; their rows are gone\n", service, sum.PurgedArchives, s)
 	}
+}
+
+// archiving splits a fleet's clients into the services that archive (their
+// /admin/retention has an "archive" section) and the names of those that
+// do not. A service that cannot be asked fails the call: a 404 from an
+// archiving service (its API not served, a wrong URL) must not pass for
+// "archives nothing", which would make a partial file look whole.
+func archiving(ctx context.Context, cls []*client) ([]*client, []string, error) {
+	var out []*client
+	var none []string
+	for _, cl := range cls {
+		var w Windows
+		if _, err := cl.do(ctx, http.MethodGet, "/admin/retention", nil, nil, &w); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", cl.service, err)
+		}
+		if w.Archive == nil {
+			none = append(none, cl.service)
+			continue
+		}
+		out = append(out, cl)
+	}
+	return out, none, nil
 }

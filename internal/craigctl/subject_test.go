@@ -32,7 +32,8 @@ func TestSubjectFetch(t *testing.T) {
 		`{"table":"rule_evaluations","source":"archive","archive_id":"11111111-1111-1111-1111-111111111111","row":{"id":"a"}}`,
 		`{"table":"rule_evaluations","source":"hot","archive_id":null,"row":{"id":"b"}}`,
 	}
-	rules := newFake(t, map[string]http.HandlerFunc{"GET /admin/subjects/case:17/rows": subjectStream(append(rows, sum)...)})
+	archiving := answer(200, `{"service":"x","tables":{},"archive":{"enabled":true,"hot_window_days":90,"retention_days":{}}}`)
+	rules := newFake(t, map[string]http.HandlerFunc{"GET /admin/subjects/case:17/rows": subjectStream(append(rows, sum)...), "GET /admin/retention": archiving})
 	dir := t.TempDir()
 	out := filepath.Join(dir, "case17.ndjson")
 	r := run(t, "", false, env(rules), "subject", "fetch", "CASE:017", "--service", "rules", "--out", out)
@@ -46,8 +47,8 @@ func TestSubjectFetch(t *testing.T) {
 
 	security := newFake(t, map[string]http.HandlerFunc{"GET /admin/subjects/case:17/rows": subjectStream(
 		`{"table":"audit_log","source":"hot","archive_id":null,"row":{"id":"c"}}`,
-		`{"summary":{"tables":["audit_log","dead_letter_audit"],"archives_read":0,"rows":1,"purged_archives":0}}`)})
-	exchange := newFake(t, nil)
+		`{"summary":{"tables":["audit_log","dead_letter_audit"],"archives_read":0,"rows":1,"purged_archives":0}}`), "GET /admin/retention": archiving})
+	exchange := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": answer(200, `{"service":"exchange","tables":{}}`)})
 	fleet := filepath.Join(dir, "fleet.yaml")
 	require.NoError(t, os.WriteFile(fleet, fmt.Appendf(nil, "services:\n  - {name: rules, url: %s}\n  - {name: exchange, url: %s}\n  - {name: security, url: %s}\n",
 		rules.srv.URL, exchange.srv.URL, security.srv.URL), 0o600))
@@ -61,6 +62,17 @@ func TestSubjectFetch(t *testing.T) {
 	require.True(t, strings.HasPrefix(lines[0], `{"service":"rules","table":"rule_evaluations"`), lines[0])
 	require.True(t, strings.HasPrefix(lines[2], `{"service":"security","table":"audit_log"`), lines[2])
 	require.Contains(t, r.errOut, "exchange: serves no subject reads")
+
+	// An archiving service whose subject route answers 404 (its archive
+	// API not served, a wrong URL) fails the fetch: no file claims to be
+	// whole without it.
+	unserved := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": archiving})
+	require.NoError(t, os.WriteFile(fleet, fmt.Appendf(nil, "services:\n  - {name: rules, url: %s}\n  - {name: security, url: %s}\n",
+		rules.srv.URL, unserved.srv.URL), 0o600))
+	missing := filepath.Join(dir, "missing.ndjson")
+	r = run(t, "", false, map[string]string{"CRAIG_TOKEN": testToken}, "subject", "fetch", "case:17", "--fleet", fleet, "--out", missing)
+	require.Equal(t, craigctl.ExitFailed, r.code)
+	require.NoFileExists(t, missing)
 
 	for _, bad := range []string{"case-17", "case:", "17", "household:3", "case:1 7"} {
 		before := len(rules.seen())
@@ -104,14 +116,15 @@ func TestFleetCheckSubjectHolds(t *testing.T) {
 	}
 	vs := craigctl.CheckSubjectHolds(nil)
 	require.Empty(t, vs)
-	retention := func(svc string) http.HandlerFunc {
-		return answer(200, fmt.Sprintf(`{"service":%q,"event_outbox_retention_days":30,"event_inbox_retention_days":31,"replay_max_age_days":30,"tables":{}}`, svc))
+	retention := func(svc, archive string) http.HandlerFunc {
+		return answer(200, fmt.Sprintf(`{"service":%q,"event_outbox_retention_days":30,"event_inbox_retention_days":31,"replay_max_age_days":30,"tables":{}%s}`, svc, archive))
 	}
-	rules := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": retention("rules"),
+	const keyed = `,"archive":{"enabled":true,"hot_window_days":90,"retention_days":{},"subject_key_fingerprint":"0011223344556677"}`
+	rules := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": retention("rules", keyed),
 		"GET /admin/archive/holds": answer(200, `{"holds":[`+h(true, "aaaa", "bbbb")+","+h(false, "cccc")+"]}")})
-	security := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": retention("security"),
+	security := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": retention("security", keyed),
 		"GET /admin/archive/holds": answer(200, `{"holds":[`+h(true, "aaaa")+"]}")})
-	exchange := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": retention("exchange")})
+	exchange := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": retention("exchange", "")})
 	fleet := filepath.Join(t.TempDir(), "fleet.yaml")
 	require.NoError(t, os.WriteFile(fleet, fmt.Appendf(nil, "services:\n  - {name: rules, url: %s}\n  - {name: security, url: %s}\n  - {name: exchange, url: %s}\n",
 		rules.srv.URL, security.srv.URL, exchange.srv.URL), 0o600))
@@ -120,4 +133,25 @@ func TestFleetCheckSubjectHolds(t *testing.T) {
 	require.Contains(t, r.out, "VIOLATION subject_hold_everywhere")
 	require.Contains(t, r.out, "held on [rules] and not on security")
 	require.Equal(t, 1, strings.Count(r.out, "VIOLATION"), "bbbb only: aaaa is on both, cccc is released, exchange archives nothing")
+	require.Empty(t, exchange.seen()[1:], "a service that archives nothing is not asked for holds")
+
+	// An archiving service whose holds answer 404 (its archive API not
+	// served, a wrong URL) fails the check: it is not "no holds".
+	unserved := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": retention("security", keyed)})
+	require.NoError(t, os.WriteFile(fleet, fmt.Appendf(nil, "services:\n  - {name: rules, url: %s}\n  - {name: security, url: %s}\n",
+		rules.srv.URL, unserved.srv.URL), 0o600))
+	r = run(t, "", false, map[string]string{"CRAIG_TOKEN": testToken}, "fleet", "check", "--config", fleet)
+	require.Equal(t, craigctl.ExitFailed, r.code)
+	require.Contains(t, r.errOut, "security holds")
+
+	// Different subject keys (or one missing) are reported.
+	otherKey := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": retention("security",
+		`,"archive":{"enabled":true,"hot_window_days":90,"retention_days":{},"subject_key_fingerprint":"ffeeddccbbaa9988"}`),
+		"GET /admin/archive/holds": answer(200, `{"holds":[`+h(true, "aaaa", "bbbb")+"]}")})
+	require.NoError(t, os.WriteFile(fleet, fmt.Appendf(nil, "services:\n  - {name: rules, url: %s}\n  - {name: security, url: %s}\n",
+		rules.srv.URL, otherKey.srv.URL), 0o600))
+	r = run(t, "", false, map[string]string{"CRAIG_TOKEN": testToken}, "fleet", "check", "--config", fleet)
+	require.Equal(t, craigctl.ExitFailed, r.code)
+	require.Contains(t, r.out, "VIOLATION subject_key_same")
+	require.Equal(t, 1, strings.Count(r.out, "VIOLATION"), r.out)
 }

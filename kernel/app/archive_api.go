@@ -303,7 +303,7 @@ func reservedActor(sub string) bool {
 func (a *ArchiveAPI) refuse(r *http.Request, reason string, err error) {
 	a.Metrics.AuthFailures.WithLabelValues(reason).Inc()
 	a.Logger.WarnContext(r.Context(), "archive API request refused", slog.String("reason", reason), slog.String("method", r.Method),
-		slog.String("path", r.URL.Path), slog.String("remote", r.RemoteAddr), slog.String("error", err.Error()))
+		slog.String("route", route(r)), slog.String("remote", r.RemoteAddr), slog.String("error", err.Error()))
 }
 
 // decode reads exactly one JSON object into v (an empty body is {}).
@@ -365,7 +365,7 @@ func (a *ArchiveAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, context.Canceled):
 		writeError(w, http.StatusServiceUnavailable, "cancelled", "the request was cancelled", nil)
 	default:
-		a.Logger.ErrorContext(r.Context(), "archive API call failed", slog.String("path", r.URL.Path), slog.Any("error", err))
+		a.Logger.ErrorContext(r.Context(), "archive API call failed", slog.String("route", route(r)), slog.Any("error", err))
 		writeError(w, http.StatusInternalServerError, "internal", "the call failed; see the service log", nil)
 	}
 }
@@ -660,7 +660,7 @@ func (r *runtime[T]) archiveAPI(lm *lifecycle.Manager, arch *archiver, reader *a
 
 // lifecycleManager builds an archiving service's lifecycle manager (nil
 // for a service that does not archive), its purge metrics registered once.
-func (r *runtime[T]) lifecycleManager(pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer) (*lifecycle.Manager, error) {
+func (r *runtime[T]) lifecycleManager(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer) (*lifecycle.Manager, error) {
 	as, ok := r.archiveSettings()
 	if !ok {
 		return nil, nil
@@ -671,7 +671,7 @@ func (r *runtime[T]) lifecycleManager(pool *pgxpool.Pool, arch *archiver, reg pr
 	}
 	tables := archiveTableNames(r.spec, r.cfg)
 	pm.Known(tables, lifecycle.PurgeRefusals())
-	key, err := r.subjectKey(as)
+	key, err := r.subjectKey(ctx, pool, as)
 	if err != nil {
 		return nil, err
 	}
@@ -773,7 +773,7 @@ type archiveReader struct {
 
 // archiveReader builds the reader and, with archive.verify_interval_hours,
 // the scheduled verifier (nil: none).
-func (r *runtime[T]) archiveReader(pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer) (*archiveReader, func(context.Context) error, error) {
+func (r *runtime[T]) archiveReader(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer) (*archiveReader, func(context.Context) error, error) {
 	as, ok := r.archiveSettings()
 	if !ok {
 		return &archiveReader{}, nil, nil
@@ -792,7 +792,7 @@ func (r *runtime[T]) archiveReader(pool *pgxpool.Pool, arch *archiver, reg prome
 		unscheduled()
 		return out, nil, nil
 	}
-	key, err := r.subjectKey(as)
+	key, err := r.subjectKey(ctx, pool, as)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -806,4 +806,14 @@ func (r *runtime[T]) archiveReader(pool *pgxpool.Pool, arch *archiver, reg prome
 		out.reader.RunVerifier(ctx, every, vm, r.logger)
 		return nil
 	}, nil
+}
+
+// route is what a log line says of a request: the route's pattern
+// ("GET /admin/subjects/{subject}/rows"), never its path, which may name a
+// subject in clear.
+func route(r *http.Request) string {
+	if r.Pattern != "" {
+		return r.Pattern
+	}
+	return r.Method + " (no route)"
 }

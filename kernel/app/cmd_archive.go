@@ -96,10 +96,10 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 		_ = st.Close()
 		return nil, nil, fmt.Errorf("archiver refused to start: %w", err)
 	}
-	key, err := as.SubjectKey()
+	key, err := r.subjectKey(ctx, pool, as)
 	if err != nil {
 		_ = st.Close()
-		return nil, nil, fmt.Errorf("archiver refused to start: archive.subject_key_file (env %s): %w", settings.EnvVar(r.spec.Name, "archive.subject_key_file"), err)
+		return nil, nil, fmt.Errorf("archiver refused to start: %w", err)
 	}
 	if !key.Valid() && hasSubjects(archiveTables(r.spec, r.cfg)) {
 		r.logger.WarnContext(ctx, "archive.subject_key_file is not set: archives are booked without their subject index; subject fetch and subject holds are off until a key is set and the backfill has run",

@@ -116,11 +116,11 @@ func (r *runtime[T]) publisher(ctx context.Context) (*rabbitmq.Publisher, error)
 // archiveSide is serve's archive API (nil: not served) and its scheduled
 // archive verifier (nil: none).
 func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer, keys adminKeys) (*ArchiveAPI, func(context.Context) error, error) {
-	reader, verifier, err := r.archiveReader(pool, arch, reg)
+	reader, verifier, err := r.archiveReader(ctx, pool, arch, reg)
 	if err != nil {
 		return nil, nil, err
 	}
-	lm, err := r.lifecycleManager(pool, arch, reg)
+	lm, err := r.lifecycleManager(ctx, pool, arch, reg)
 	if err != nil {
 		return nil, nil, err
 	}

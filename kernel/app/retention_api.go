@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/hex"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -43,6 +44,11 @@ type ArchiveRetention struct {
 	// RetentionDays: archived table → days after an archive's newest record
 	// that it becomes purgeable (0: never).
 	RetentionDays map[string]int `json:"retention_days"`
+	// SubjectKeyFingerprint is the first 8 bytes (hex) of the subject key's
+	// fingerprint (subject.Key.Fingerprint, never the key), absent without
+	// a key: `craigctl fleet check` reports archiving services whose keys
+	// differ, since their subject holds could never be compared.
+	SubjectKeyFingerprint string `json:"subject_key_fingerprint,omitempty"`
 }
 
 // retention is the service's effective windows.
@@ -58,6 +64,9 @@ func (r *runtime[T]) retention() Retention {
 	if as, ok := r.archiveSettings(); ok {
 		days := retentionSchedule(r.spec, r.cfg) // every archived table, 0 when unscheduled
 		out.Archive = &ArchiveRetention{Enabled: as.Enabled, HotWindowDays: as.HotWindowDays, RetentionDays: days}
+		if key, err := as.SubjectKey(); err == nil && key.Valid() {
+			out.Archive.SubjectKeyFingerprint = hex.EncodeToString(key.Fingerprint()[:8])
+		}
 	}
 	return out
 }

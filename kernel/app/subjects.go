@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"
@@ -16,15 +17,29 @@ import (
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/store"
 	"github.com/craig/retention/kernel/subject"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// subjectKeyBindTimeout bounds the key's check against the database at
+// boot (one short statement).
+const subjectKeyBindTimeout = 30 * time.Second
+
 // subjectKey loads the service's subject key (validated with the settings;
-// the zero Key when none is configured). The error names the key and its
-// environment variable, never the key.
-func (r *runtime[T]) subjectKey(as archive.Settings) (subject.Key, error) {
+// the zero Key when none is configured) and checks it against the one the
+// database's subject index was built with (archive.BindSubjectKey): a
+// different key is refused, since every subject hold would then cover
+// nothing. The error names the key and its environment variable, never the
+// key.
+func (r *runtime[T]) subjectKey(ctx context.Context, pool *pgxpool.Pool, as archive.Settings) (subject.Key, error) {
+	knob := settings.EnvVar(r.spec.Name, "archive.subject_key_file")
 	key, err := as.SubjectKey()
 	if err != nil {
-		return key, fmt.Errorf("archive.subject_key_file (env %s): %w", settings.EnvVar(r.spec.Name, "archive.subject_key_file"), err)
+		return key, fmt.Errorf("archive.subject_key_file (env %s): %w", knob, err)
+	}
+	bctx, cancel := context.WithTimeout(ctx, subjectKeyBindTimeout)
+	defer cancel()
+	if err := archive.BindSubjectKey(bctx, pool, key); err != nil {
+		return subject.Key{}, fmt.Errorf("archive.subject_key_file (env %s): %w: put the fleet's key back (every subject hold would cover nothing)", knob, err)
 	}
 	return key, nil
 }
@@ -106,7 +121,7 @@ func (c *indexSubjectsCmd[T]) check() error {
 
 func (c *indexSubjectsCmd[T]) run(ctx context.Context, rt *runtime[T]) (int, error) {
 	as, _ := rt.archiveSettings()
-	key, err := rt.subjectKey(as)
+	key, err := as.SubjectKey()
 	if err != nil {
 		return ExitFail, err
 	}
@@ -123,6 +138,9 @@ func (c *indexSubjectsCmd[T]) run(ctx context.Context, rt *runtime[T]) (int, err
 		return ExitFail, err
 	}
 	defer pool.Close()
+	if key, err = rt.subjectKey(ctx, pool, as); err != nil {
+		return ExitFail, err
+	}
 	bctx, cancel := context.WithTimeout(ctx, archive.BootTimeout)
 	st, err := store.Open(bctx, as.Store.URL, store.WithRequestTimeout(as.Store.RequestTimeout))
 	cancel()
@@ -141,9 +159,23 @@ func (c *indexSubjectsCmd[T]) run(ctx context.Context, rt *runtime[T]) (int, err
 	if rep.Indexed+rep.Purged > 0 {
 		rt.logger.InfoContext(ctx, "subject index backfilled", slog.Int("indexed", rep.Indexed), slog.Int("purged_marked", rep.Purged), slog.Bool("more", rep.More))
 	}
+	for _, id := range rep.Failed {
+		rt.logger.ErrorContext(ctx, "archive left unindexed: its object is unreadable or matches no version of its ledger sha256; restore it and run again",
+			slog.String("archive_id", id.String()))
+	}
+	code := ExitOK
+	if len(rep.Failed) > 0 {
+		code = ExitFail
+	}
 	if c.asJSON {
-		return exitFor(json.NewEncoder(rt.stdout).Encode(rep))
+		if err := json.NewEncoder(rt.stdout).Encode(rep); err != nil {
+			return ExitFail, err
+		}
+		return code, nil
 	}
 	fmt.Fprintf(rt.stdout, "indexed: %d archives (%d purged, marked)\nmore: %v\n", rep.Indexed, rep.Purged, rep.More)
-	return ExitOK, nil
+	if len(rep.Failed) > 0 {
+		fmt.Fprintf(rt.stdout, "failed: %d archive(s) left unindexed (see the log)\n", len(rep.Failed))
+	}
+	return code, nil
 }

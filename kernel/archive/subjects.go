@@ -2,6 +2,7 @@ package archive
 
 import (
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"strings"
@@ -167,4 +168,27 @@ func IndexSubjects(ctx context.Context, tx pgx.Tx, archiveID uuid.UUID, hashes [
 		return row, fmt.Errorf("hold state of %s: %w", archiveID, err)
 	}
 	return row, nil
+}
+
+// ErrSubjectKeyChanged: the configured subject key is not the one the
+// database's subject index was built with.
+var ErrSubjectKeyChanged = errors.New("archive: the subject key differs from the one the subject index was built with")
+
+// BindSubjectKey records key's fingerprint in the database on first use,
+// and refuses (ErrSubjectKeyChanged) a key whose fingerprint differs from
+// the one recorded: with another key every lookup of the index misses, and
+// a subject hold would cover none of the archives it must keep. A zero key
+// binds nothing.
+func BindSubjectKey(ctx context.Context, db prune.DB, key subject.Key) error {
+	if !key.Valid() {
+		return nil
+	}
+	bound, err := queries.New(db).BindSubjectKey(ctx, key.Fingerprint())
+	if err != nil {
+		return fmt.Errorf("bind the subject key: %w", err)
+	}
+	if !hmac.Equal(bound, key.Fingerprint()) {
+		return ErrSubjectKeyChanged
+	}
+	return nil
 }

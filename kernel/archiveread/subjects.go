@@ -206,6 +206,10 @@ type BackfillReport struct {
 	Indexed int  `json:"indexed"`
 	Purged  int  `json:"purged_marked"`
 	More    bool `json:"more"`
+	// Failed are the archives whose objects could not be read whole or
+	// matched no version of their ledger sha256: left unindexed (restore
+	// them, runbook §4, and run again); the others went on.
+	Failed []uuid.UUID `json:"failed"`
 }
 
 // IndexSubjects indexes up to limit archives not yet indexed by subject
@@ -218,7 +222,7 @@ type BackfillReport struct {
 // the next call goes on. The archives whose hold state changed are
 // returned (a conservative hold of an unindexed archive lifted).
 func (r *Reader) IndexSubjects(ctx context.Context, limit int, actor string) (BackfillReport, []uuid.UUID, error) {
-	var rep BackfillReport
+	rep := BackfillReport{Failed: []uuid.UUID{}}
 	if !r.key.Valid() {
 		return rep, nil, ErrNoSubjectKey
 	}
@@ -236,6 +240,10 @@ func (r *Reader) IndexSubjects(ctx context.Context, limit int, actor string) (Ba
 		spec, known := r.tables[row.TableName]
 		if !row.PurgedAt.Valid && known && len(spec.Subjects) > 0 {
 			data, err := r.readData(ctx, aid, row.DataKey, row.DataSha256)
+			if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrUnreadable) {
+				rep.Failed = append(rep.Failed, aid)
+				continue
+			}
 			if err != nil {
 				return rep, changed, err
 			}
@@ -252,12 +260,20 @@ func (r *Reader) IndexSubjects(ctx context.Context, limit int, actor string) (Ba
 			if err != nil {
 				return err
 			}
+			subjBefore, err := subjectHeld(ctx, q, row.ArchiveID)
+			if err != nil {
+				return err
+			}
 			after, err := archive.IndexSubjects(ctx, tx, aid, hashes, true)
-			if err != nil || after.LegalHold == before.LegalHold {
+			if err != nil {
+				return err
+			}
+			subjAfter, err := subjectHeld(ctx, q, row.ArchiveID)
+			if err != nil || (after.LegalHold == before.LegalHold && subjAfter == subjBefore) {
 				return err
 			}
 			changed = append(changed, aid)
-			return r.announceHoldChange(ctx, tx, aid, after.LegalHold, actor)
+			return r.announceHoldChange(ctx, tx, aid, after.LegalHold, subjAfter, actor)
 		})
 		if err != nil {
 			return rep, changed, fmt.Errorf("index archive %s: %w", aid, err)
@@ -272,15 +288,16 @@ func (r *Reader) IndexSubjects(ctx context.Context, limit int, actor string) (Ba
 }
 
 // announceHoldChange logs and stages the hold state the backfill changed
-// (an archive held only because it was not indexed is released; one that
-// holds a held subject is held), for the local log and the fleet ledger.
-func (r *Reader) announceHoldChange(ctx context.Context, tx pgx.Tx, aid uuid.UUID, held bool, actor string) error {
+// (an archive held only because it was not indexed is released, or stays
+// held by another hold but no longer by a subject hold; one that holds a
+// held subject is held), for the local log and the fleet ledger.
+func (r *Reader) announceHoldChange(ctx context.Context, tx pgx.Tx, aid uuid.UUID, held, subjectHold bool, actor string) error {
 	action := "archive_hold_released"
 	if held {
 		action = "archive_hold_placed"
 	}
 	doc, err := json.Marshal(map[string]any{"actor": actor, "at": time.Now().UTC().Format(time.RFC3339Nano),
-		"reason": "subject index backfill", "legal_hold": map[string]bool{aid.String(): held}, "subject_hold": map[string]bool{aid.String(): held}})
+		"reason": "subject index backfill", "legal_hold": map[string]bool{aid.String(): held}, "subject_hold": map[string]bool{aid.String(): subjectHold}})
 	if err != nil {
 		return err
 	}
@@ -289,4 +306,13 @@ func (r *Reader) announceHoldChange(ctx context.Context, tx pgx.Tx, aid uuid.UUI
 	}
 	_, err = outbox.Stage(ctx, tx, outbox.Envelope{EventType: r.service + "." + action, Payload: doc})
 	return err
+}
+
+// subjectHeld is whether an active subject hold covers the archive.
+func subjectHeld(ctx context.Context, q *queries.Queries, id pgtype.UUID) (bool, error) {
+	rows, err := q.SubjectHolds(ctx, queries.SubjectHoldsParams{Ids: []pgtype.UUID{id}})
+	if err != nil || len(rows) == 0 {
+		return false, err
+	}
+	return rows[0].SubjectHeld, nil
 }

@@ -307,3 +307,37 @@ func TestSubjectBackfill(t *testing.T) {
 	_, err = w.mgr.ReleaseHold(w.ctx, h.ID, "done", "ops:carol")
 	require.NoError(t, err)
 }
+
+// TestSubjectKeyIsBound: the first key used binds the database; another
+// key is refused (ErrSubjectKeyChanged): with it, the index's hashes would
+// never match and a subject hold would cover none of the archives it must
+// keep, letting the purge destroy them.
+func TestSubjectKeyIsBound(t *testing.T) {
+	t.Parallel()
+	w := newSubjectWorld(t)
+	require.NoError(t, archive.BindSubjectKey(w.ctx, w.db.Pool, subject.Key{}), "no key binds nothing")
+	require.NoError(t, archive.BindSubjectKey(w.ctx, w.db.Pool, w.key))
+	require.NoError(t, archive.BindSubjectKey(w.ctx, w.db.Pool, w.key), "the same key again")
+	other, err := subject.NewKey([]byte("another key of at least thirty-two bytes!"))
+	require.NoError(t, err)
+	require.ErrorIs(t, archive.BindSubjectKey(w.ctx, w.db.Pool, other), archive.ErrSubjectKeyChanged)
+	var fp []byte
+	require.NoError(t, w.db.Pool.QueryRow(w.ctx, `SELECT fingerprint FROM archive_subject_key`).Scan(&fp))
+	require.Equal(t, w.key.Fingerprint(), fp, "the first key stays bound")
+}
+
+// TestSubjectBackfillGoesPastACorruptArchive: an archive whose object no
+// longer matches its ledger is left unindexed and reported; the others
+// are indexed.
+func TestSubjectBackfillGoesPastACorruptArchive(t *testing.T) {
+	t.Parallel()
+	w := newSubjectWorld(t)
+	w.eng = w.engine(t, subject.Key{})
+	arch := w.archives(t)
+	w.db.Exec(t, `UPDATE archive_ledger SET data_sha256 = repeat('0', 64) WHERE archive_id = $1`, arch[1])
+	rep, _, err := w.reader.IndexSubjects(w.ctx, 10, "cli:ops")
+	require.NoError(t, err)
+	require.Equal(t, 3, rep.Indexed)
+	require.Equal(t, []uuid.UUID{arch[1]}, rep.Failed)
+	require.Equal(t, int64(1), w.db.Count(t, `SELECT count(*) FROM archive_ledger WHERE NOT subjects_indexed`))
+}

@@ -120,7 +120,14 @@ func NewKey(secret []byte) (Key, error) {
 // trailing newline) removed, at least MinKeyBytes bytes. Errors name the
 // path, never the content.
 func LoadKey(path string) (Key, error) {
-	b, err := os.ReadFile(path)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return Key{}, fmt.Errorf("%w: %w", ErrKey, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > maxKeyFileBytes {
+		return Key{}, fmt.Errorf("%w: %s is not a regular file of at most %d bytes", ErrKey, path, maxKeyFileBytes)
+	}
+	b, err := os.ReadFile(path) //nolint:gosec // the operator names the file
 	if err != nil {
 		return Key{}, fmt.Errorf("%w: read %s: %w", ErrKey, path, err)
 	}
@@ -131,6 +138,10 @@ func LoadKey(path string) (Key, error) {
 	return k, nil
 }
 
+// maxKeyFileBytes bounds a key file (a FIFO or a device is refused: a
+// read of one could hang the boot).
+const maxKeyFileBytes = 4096
+
 // Valid is false for the zero Key (no key configured).
 func (k Key) Valid() bool { return len(k.secret) > 0 }
 
@@ -138,6 +149,17 @@ func (k Key) Valid() bool { return len(k.secret) > 0 }
 func (k Key) Hash(s Subject) []byte {
 	m := hmac.New(sha256.New, k.secret)
 	m.Write([]byte(s.String()))
+	return m.Sum(nil)
+}
+
+// fingerprintText is what Fingerprint hashes.
+const fingerprintText = "craig-retention subject key fingerprint v1"
+
+// Fingerprint identifies the key without revealing it (an HMAC of a fixed
+// text under it): the database records the one its index was built with.
+func (k Key) Fingerprint() []byte {
+	m := hmac.New(sha256.New, k.secret)
+	m.Write([]byte(fingerprintText))
 	return m.Sum(nil)
 }
 

@@ -104,6 +104,10 @@ func TestLoadKey(t *testing.T) {
 	require.NotContains(t, err.Error(), "tiny-secret")
 	_, err = subject.LoadKey(filepath.Join(dir, "missing"))
 	require.ErrorIs(t, err, subject.ErrKey)
+	_, err = subject.LoadKey(dir)
+	require.ErrorIs(t, err, subject.ErrKey, "a directory")
+	_, err = subject.LoadKey("/dev/zero")
+	require.ErrorIs(t, err, subject.ErrKey, "a device is never read")
 }
 
 func FuzzParse(f *testing.F) {

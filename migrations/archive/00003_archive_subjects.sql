@@ -21,6 +21,17 @@ CREATE TABLE archive_subjects (
 );
 CREATE INDEX archive_subjects_archive_idx ON archive_subjects (archive_id);
 
+-- The key the index is built with, as a fingerprint (an HMAC of a fixed
+-- text under it, never the key): a service started with another key would
+-- look up hashes the index does not hold, and its subject holds would
+-- cover nothing. The first service to use a key binds it; any other key
+-- is refused at boot.
+CREATE TABLE archive_subject_key (
+    singleton   boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    fingerprint bytea       NOT NULL CHECK (octet_length(fingerprint) = 32),
+    bound_at    timestamptz NOT NULL DEFAULT now()
+);
+
 ALTER TABLE archive_ledger ADD COLUMN subjects_indexed boolean NOT NULL DEFAULT false;
 CREATE INDEX archive_ledger_unindexed_idx ON archive_ledger (archive_id) WHERE NOT subjects_indexed;
 

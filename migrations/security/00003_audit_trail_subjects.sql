@@ -1,5 +1,6 @@
 -- The audit trail's subjects (issue 26): audit_log is about case:<n> when
--- its subject_id is case-<n> (any letter case); dead_letter_audit about
+-- its subject_id is case-<n> or case:<n> (any letter case, the spellings
+-- retention_subject accepts; a bare number names no kind, so no subject); dead_letter_audit about
 -- case:<payload->>'case_id'>; canonical spellings or NULL. The archive pass
 -- indexes each archive by them (archive_subjects, keyed hashes) and these
 -- indexes find the hot rows of a case through the same expressions
@@ -14,8 +15,8 @@
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION audit_log_case(p_subject_id text)
 RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN p_subject_id ~* '^case-[0-9]{1,30}$'
-                THEN retention_subject('case', substr(p_subject_id, 6)) END
+    SELECT CASE WHEN btrim(p_subject_id, E' \t\n\r\f\v\u00a0') ~* '^case[-:]'
+                THEN retention_subject('case', p_subject_id) END
 $$;
 -- +goose StatementEnd
 -- +goose StatementBegin

@@ -64,3 +64,16 @@ UPDATE archive_ledger AS l
 SET legal_hold = archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
 WHERE l.archive_id = sqlc.arg(archive_id)
 RETURNING l.legal_hold, l.data_key, l.manifest_key, (l.purged_at IS NOT NULL)::boolean AS purged;
+
+-- BindSubjectKey records the subject key's fingerprint if none is yet, and
+-- returns the one recorded (the caller refuses a key that differs).
+-- name: BindSubjectKey :one
+WITH ins AS (
+    INSERT INTO archive_subject_key (fingerprint) VALUES (sqlc.arg(fingerprint))
+    ON CONFLICT (singleton) DO NOTHING
+    RETURNING fingerprint
+)
+SELECT fingerprint FROM ins
+UNION ALL
+SELECT fingerprint FROM archive_subject_key
+LIMIT 1;

@@ -162,3 +162,22 @@ func TestPurgeNeverTouchesFleetCopies(t *testing.T) {
 	require.Empty(t, res.Purged)
 	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM archive_records WHERE purged_at IS NULL`))
 }
+
+// TestAuditLogCaseSpellings: audit_log's subject is case:<n> for every
+// spelling of a case subject_id (the prefix in any letter case, '-' or
+// ':', spaces, leading zeros), nothing for an id that names no case (a
+// bare number names no kind), and never an error.
+func TestAuditLogCaseSpellings(t *testing.T) {
+	t.Parallel()
+	db := kerneltest.NewDB(t, security.Spec().MigrationSets()...)
+	for in, want := range map[string]*string{
+		"case-17": strp("case:17"), "Case-017": strp("case:17"), "case:17": strp("case:17"), " case-17 ": strp("case:17"),
+		"case-17\u00a0": strp("case:17"), "17": nil, "person-17": nil, "case-17x": nil, "case-fresh-3": nil, "": nil,
+	} {
+		var got *string
+		require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT audit_log_case($1)`, in).Scan(&got), "%q", in)
+		require.Equal(t, want, got, "%q", in)
+	}
+}
+
+func strp(s string) *string { return &s }

@@ -24,6 +24,27 @@ func (q *Queries) ArchiveHeld(ctx context.Context, archiveID pgtype.UUID) (bool,
 	return legal_hold, err
 }
 
+const bindSubjectKey = `-- name: BindSubjectKey :one
+WITH ins AS (
+    INSERT INTO archive_subject_key (fingerprint) VALUES ($1)
+    ON CONFLICT (singleton) DO NOTHING
+    RETURNING fingerprint
+)
+SELECT fingerprint FROM ins
+UNION ALL
+SELECT fingerprint FROM archive_subject_key
+LIMIT 1
+`
+
+// BindSubjectKey records the subject key's fingerprint if none is yet, and
+// returns the one recorded (the caller refuses a key that differs).
+func (q *Queries) BindSubjectKey(ctx context.Context, fingerprint []byte) ([]byte, error) {
+	row := q.db.QueryRow(ctx, bindSubjectKey, fingerprint)
+	var fingerprint_2 []byte
+	err := row.Scan(&fingerprint_2)
+	return fingerprint_2, err
+}
+
 const insertArchiveLedger = `-- name: InsertArchiveLedger :exec
 INSERT INTO archive_ledger (
     archive_id, table_name, data_key, manifest_key, data_sha256, record_count,

@@ -64,6 +64,12 @@ type ArchiveSubject struct {
 	ArchiveID   pgtype.UUID
 }
 
+type ArchiveSubjectKey struct {
+	Singleton   bool
+	Fingerprint []byte
+	BoundAt     pgtype.Timestamptz
+}
+
 type EventInbox struct {
 	EventID    pgtype.UUID
 	EventType  string

@@ -94,6 +94,12 @@ type ArchiveSubject struct {
 	ArchiveID   uuid.UUID
 }
 
+type ArchiveSubjectKey struct {
+	Singleton   bool
+	Fingerprint []byte
+	BoundAt     time.Time
+}
+
 type AuditLog struct {
 	ID         uuid.UUID
 	OccurredAt time.Time
