@@ -1,8 +1,8 @@
 package app
 
 import (
-	"encoding/hex"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
