@@ -159,6 +159,12 @@ func (c *indexSubjectsCmd[T]) run(ctx context.Context, rt *runtime[T]) (int, err
 	if rep.Indexed+rep.Purged > 0 {
 		rt.logger.InfoContext(ctx, "subject index backfilled", slog.Int("indexed", rep.Indexed), slog.Int("purged_marked", rep.Purged), slog.Bool("more", rep.More))
 	}
+	return c.report(ctx, rt, rep)
+}
+
+// report prints a backfill's outcome: exit 1 when an archive was left
+// unindexed.
+func (c *indexSubjectsCmd[T]) report(ctx context.Context, rt *runtime[T], rep archiveread.BackfillReport) (int, error) {
 	for _, id := range rep.Failed {
 		rt.logger.ErrorContext(ctx, "archive left unindexed: its object is unreadable or matches no version of its ledger sha256; restore it and run again",
 			slog.String("archive_id", id.String()))

@@ -251,30 +251,10 @@ func (r *Reader) IndexSubjects(ctx context.Context, limit int, actor string) (Ba
 				return rep, changed, fmt.Errorf("archive %s: %w", aid, err)
 			}
 		}
-		err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-			q := queries.New(tx)
-			if err := q.LockHoldsShared(ctx, lease.HoldsKey); err != nil {
-				return err
-			}
-			before, err := q.GetLedgerRow(ctx, row.ArchiveID)
-			if err != nil {
-				return err
-			}
-			subjBefore, err := subjectHeld(ctx, q, row.ArchiveID)
-			if err != nil {
-				return err
-			}
-			after, err := archive.IndexSubjects(ctx, tx, aid, hashes, true)
-			if err != nil {
-				return err
-			}
-			subjAfter, err := subjectHeld(ctx, q, row.ArchiveID)
-			if err != nil || (after.LegalHold == before.LegalHold && subjAfter == subjBefore) {
-				return err
-			}
+		moved, err := r.indexOne(ctx, row.ArchiveID, hashes, actor)
+		if moved {
 			changed = append(changed, aid)
-			return r.announceHoldChange(ctx, tx, aid, after.LegalHold, subjAfter, actor)
-		})
+		}
 		if err != nil {
 			return rep, changed, fmt.Errorf("index archive %s: %w", aid, err)
 		}
@@ -315,4 +295,36 @@ func subjectHeld(ctx context.Context, q *queries.Queries, id pgtype.UUID) (bool,
 		return false, err
 	}
 	return rows[0].SubjectHeld, nil
+}
+
+// indexOne indexes one archive in its own transaction, ordered with hold
+// placements like a booking, and announces its hold state if indexing
+// changed it (moved).
+func (r *Reader) indexOne(ctx context.Context, id pgtype.UUID, hashes [][]byte, actor string) (moved bool, err error) {
+	aid := uuid.UUID(id.Bytes)
+	err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		q := queries.New(tx)
+		if err := q.LockHoldsShared(ctx, lease.HoldsKey); err != nil {
+			return err
+		}
+		before, err := q.GetLedgerRow(ctx, id)
+		if err != nil {
+			return err
+		}
+		subjBefore, err := subjectHeld(ctx, q, id)
+		if err != nil {
+			return err
+		}
+		after, err := archive.IndexSubjects(ctx, tx, aid, hashes, true)
+		if err != nil {
+			return err
+		}
+		subjAfter, err := subjectHeld(ctx, q, id)
+		if err != nil || (after.LegalHold == before.LegalHold && subjAfter == subjBefore) {
+			return err
+		}
+		moved = true
+		return r.announceHoldChange(ctx, tx, aid, after.LegalHold, subjAfter, actor)
+	})
+	return moved && err == nil, err
 }

@@ -102,19 +102,8 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 		if err := m.checkIndexed(ctx, q, hashes); err != nil {
 			return err
 		}
-		if unknown, err := q.UnknownArchiveIDs(ctx, pgUUIDs(req.ArchiveIDs)); err != nil {
-			return fmt.Errorf("check archive ids: %w", err)
-		} else if len(unknown) > 0 {
-			return fmt.Errorf("%w: archive_ids not in this service's ledger: %v", ErrInvalid, uuids(unknown))
-		}
-		for _, aid := range req.ArchiveIDs {
-			row, err := q.GetLedgerRow(ctx, pgUUID(aid))
-			if err != nil {
-				return fmt.Errorf("check archive %s: %w", aid, err)
-			}
-			if row.PurgedAt.Valid {
-				return fmt.Errorf("%w: %s (purged %s)", ErrHeldPurged, aid, row.PurgedAt.Time.UTC().Format(time.RFC3339))
-			}
+		if err := checkNamed(ctx, q, req.ArchiveIDs); err != nil {
+			return err
 		}
 		row, err := q.InsertHold(ctx, queries.InsertHoldParams{
 			Title: req.Title, Reason: req.Reason, TableName: req.Table, FromAt: pgTime(req.From), ToAt: pgTime(req.To),
@@ -293,4 +282,24 @@ func (m *Manager) stillUnheld(ctx context.Context, rows []queries.RefreshLegalHo
 		}
 	}
 	return out, nil
+}
+
+// checkNamed refuses a hold naming an archive the ledger does not hold
+// (ErrInvalid) or one already purged (ErrHeldPurged).
+func checkNamed(ctx context.Context, q *queries.Queries, ids []uuid.UUID) error {
+	if unknown, err := q.UnknownArchiveIDs(ctx, pgUUIDs(ids)); err != nil {
+		return fmt.Errorf("check archive ids: %w", err)
+	} else if len(unknown) > 0 {
+		return fmt.Errorf("%w: archive_ids not in this service's ledger: %v", ErrInvalid, uuids(unknown))
+	}
+	for _, aid := range ids {
+		row, err := q.GetLedgerRow(ctx, pgUUID(aid))
+		if err != nil {
+			return fmt.Errorf("check archive %s: %w", aid, err)
+		}
+		if row.PurgedAt.Valid {
+			return fmt.Errorf("%w: %s (purged %s)", ErrHeldPurged, aid, row.PurgedAt.Time.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
 }

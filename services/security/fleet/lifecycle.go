@@ -119,27 +119,11 @@ func ValidateLifecycle(eventType string, body []byte, now time.Time) (Change, er
 			return Change{}, refuse(ReasonTimestamps, "retention_until %q is not a YYYY-MM-DD date", p.RetentionUntil)
 		}
 	case KindHoldPlaced, KindHoldReleased:
-		if len(p.LegalHold) > maxLifecycleIDs {
-			return Change{}, refuse(ReasonRecordCount, "legal_hold names %d archives, at most %d", len(p.LegalHold), maxLifecycleIDs)
+		if c.LegalHold, err = heldMap("legal_hold", p.LegalHold); err != nil {
+			return Change{}, err
 		}
-		c.LegalHold = make(map[uuid.UUID]bool, len(p.LegalHold))
-		for s, held := range p.LegalHold {
-			id, err := parseID(s)
-			if err != nil {
-				return Change{}, refuse(ReasonArchiveID, "legal_hold: %v", err)
-			}
-			c.LegalHold[id] = held
-		}
-		if len(p.SubjectHold) > maxLifecycleIDs {
-			return Change{}, refuse(ReasonRecordCount, "subject_hold names %d archives, at most %d", len(p.SubjectHold), maxLifecycleIDs)
-		}
-		c.SubjectHold = make(map[uuid.UUID]bool, len(p.SubjectHold))
-		for s, held := range p.SubjectHold {
-			id, err := parseID(s)
-			if err != nil {
-				return Change{}, refuse(ReasonArchiveID, "subject_hold: %v", err)
-			}
-			c.SubjectHold[id] = held
+		if c.SubjectHold, err = heldMap("subject_hold", p.SubjectHold); err != nil {
+			return Change{}, err
 		}
 	case KindPurged:
 		if len(p.ArchiveIDs) > maxLifecycleIDs {
@@ -158,4 +142,21 @@ func ValidateLifecycle(eventType string, body []byte, now time.Time) (Change, er
 		}
 	}
 	return c, nil
+}
+
+// heldMap validates a lifecycle event's archive → held map (key names it
+// in a refusal): at most maxLifecycleIDs canonical archive ids.
+func heldMap(key string, in map[string]bool) (map[uuid.UUID]bool, error) {
+	if len(in) > maxLifecycleIDs {
+		return nil, refuse(ReasonRecordCount, "%s names %d archives, at most %d", key, len(in), maxLifecycleIDs)
+	}
+	out := make(map[uuid.UUID]bool, len(in))
+	for s, held := range in {
+		id, err := parseID(s)
+		if err != nil {
+			return nil, refuse(ReasonArchiveID, "%s: %v", key, err)
+		}
+		out[id] = held
+	}
+	return out, nil
 }
