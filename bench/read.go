@@ -537,7 +537,7 @@ func (w *readWorld) deleteObjects() {
 func (w *readWorld) fetchSubject(ctx context.Context, n int) (*SubjectReadResult, error) {
 	holding := min(readSubjectArchives, w.archives)
 	res := &SubjectReadResult{Holding: holding, SubjectsPerArchive: readSubjectsPerArchive, Fetches: n}
-	if err := w.pool.QueryRow(ctx, "SELECT count(*)::int FROM archive_subjects").Scan(&res.IndexRows); err != nil {
+	if err := w.pool.QueryRow(ctx, "SELECT COALESCE(sum(cardinality(subject_hashes)), 0)::int FROM archive_subjects").Scan(&res.IndexRows); err != nil {
 		return nil, err
 	}
 	u := strings.TrimSuffix(w.base, "archive/") + "subjects/case:" + strconv.Itoa(readSubjectCase) + "/rows"

@@ -366,7 +366,7 @@ func (w *World) checkSubjects(ctx context.Context, ledger []ledgerRow, rep *Repo
 		}
 		var indexed bool
 		var got [][]byte
-		if err := w.Pool.QueryRow(ctx, `SELECT subjects_indexed, COALESCE((SELECT array_agg(subject_hash) FROM archive_subjects WHERE archive_id = $1), '{}')
+		if err := w.Pool.QueryRow(ctx, `SELECT subjects_indexed, COALESCE((SELECT subject_hashes FROM archive_subjects WHERE archive_id = $1), '{}')
 			FROM archive_ledger WHERE archive_id = $1`, l.id).Scan(&indexed, &got); err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"golang.org/x/sync/errgroup"
 )
 
 // ErrNoSubjectKey: a subject read on a service with no subject key.
@@ -63,9 +64,12 @@ type SubjectSummary struct {
 // only when the subject index says it holds s (or it is not yet indexed),
 // and verified against its ledger sha256 before any line is written: every
 // line is gathered first, so a corrupt archive fails the call before its
-// first byte. The ledger and the hot tables are read in one repeatable-read
-// snapshot. The read is announced (<service>.archive_read) with the
-// subject's keyed hash, never the subject.
+// first byte. The index, the ledger and the hot tables are read in one
+// repeatable-read snapshot (a row archived meanwhile is in exactly one of
+// them); the archives' objects, which never change, are then fetched and
+// filtered subjectReadParallel at a time. The read is announced
+// (<service>.archive_read) with the subject's keyed hash, never the
+// subject.
 func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, actor string) (SubjectSummary, error) {
 	sum := SubjectSummary{Tables: []string{}, PurgedIDs: []uuid.UUID{}}
 	if !r.key.Valid() {
@@ -77,26 +81,19 @@ func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, ac
 	}
 	hash := r.key.Hash(s)
 	var lines []SubjectLine
-	var read []uuid.UUID
+	var todo []queries.SubjectArchivesRow
 	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		cands, err := queries.New(tx).SubjectArchives(ctx, queries.SubjectArchivesParams{SubjectHash: hash, Tables: sum.Tables})
 		if err != nil {
 			return fmt.Errorf("subject index: %w", err)
 		}
 		for _, c := range cands {
-			aid := uuid.UUID(c.ArchiveID.Bytes)
-			if c.PurgedAt.Valid {
-				if c.SubjectsIndexed { // an unindexed purged archive may not have held it
-					sum.PurgedIDs = append(sum.PurgedIDs, aid)
-				}
-				continue
+			switch {
+			case !c.PurgedAt.Valid:
+				todo = append(todo, c)
+			case c.SubjectsIndexed: // an unindexed purged archive may not have held it
+				sum.PurgedIDs = append(sum.PurgedIDs, uuid.UUID(c.ArchiveID.Bytes))
 			}
-			got, err := r.archivedOf(ctx, tx, r.tables[c.TableName], aid, c.DataKey, c.DataSha256, s.String())
-			if err != nil {
-				return err
-			}
-			read = append(read, aid)
-			lines = append(lines, got...)
 		}
 		for _, spec := range specs {
 			got, err := hotOf(ctx, tx, spec, s.String())
@@ -110,6 +107,15 @@ func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, ac
 	if err != nil {
 		return sum, err
 	}
+	archived, err := r.archivedAll(ctx, todo, s.String())
+	if err != nil {
+		return sum, err
+	}
+	lines = append(lines, archived...)
+	read := make([]uuid.UUID, len(todo))
+	for i, c := range todo {
+		read[i] = c.ArchiveID.Bytes
+	}
 	slices.SortStableFunc(lines, func(a, b SubjectLine) int {
 		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.Table, b.Table), cmp.Compare(a.ord, b.ord))
 	})
@@ -122,9 +128,6 @@ func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, ac
 	}
 	if err := enc.Encode(map[string]SubjectSummary{"summary": sum}); err != nil {
 		return sum, err
-	}
-	if read == nil {
-		read = []uuid.UUID{}
 	}
 	return sum, r.stage(ctx, map[string]any{"actor": actor, "source": "subject", "subject_hash": subject.Hex(hash),
 		"archive_ids": read, "rows": sum.Rows, "at": time.Now().UTC().Format(time.RFC3339Nano)})
@@ -142,16 +145,43 @@ func (r *Reader) subjectSpecs() []archive.TableSpec {
 	return out
 }
 
+// subjectReadParallel is how many archives a subject read fetches and
+// filters at once: their objects are immutable and their filter is a pure
+// function of their lines, so they need neither the ledger's snapshot nor
+// an order; four keep a 2-core machine's store and database busy without
+// holding more than four archives in memory.
+const subjectReadParallel = 4
+
+// archivedAll reads the archives (each verified against its ledger hash)
+// subjectReadParallel at a time and returns their lines whose subject is
+// s, archive by archive in the order given.
+func (r *Reader) archivedAll(ctx context.Context, todo []queries.SubjectArchivesRow, s string) ([]SubjectLine, error) {
+	out := make([][]SubjectLine, len(todo))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(subjectReadParallel)
+	for i, c := range todo {
+		g.Go(func() error {
+			var err error
+			out[i], err = r.archivedOf(gctx, r.tables[c.TableName], c.ArchiveID.Bytes, c.DataKey, c.DataSha256, s)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return slices.Concat(out...), nil
+}
+
 // archivedOf reads one archive (verified against its ledger hash) and
 // returns its lines whose subject is s, as the table's own subject
 // expressions read them.
-func (r *Reader) archivedOf(ctx context.Context, tx pgx.Tx, spec archive.TableSpec, aid uuid.UUID, key, sha, s string) ([]SubjectLine, error) {
+func (r *Reader) archivedOf(ctx context.Context, spec archive.TableSpec, aid uuid.UUID, key, sha, s string) ([]SubjectLine, error) {
 	data, err := r.readData(ctx, aid, key, sha)
 	if err != nil {
 		return nil, err
 	}
 	docs := splitLines(data)
-	rows, err := tx.Query(ctx, archive.DocSubjectSQL(spec), docs, s)
+	rows, err := r.pool.Query(ctx, archive.DocSubjectSQL(spec), docs, s)
 	if err != nil {
 		return nil, fmt.Errorf("subject of archive %s: %w", aid, err)
 	}

@@ -16,9 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/kernel/subject"
 )
 
 // modelSeed is the lifecycle model's fixed seed in CI (-rapid.seed or
@@ -40,6 +42,8 @@ type modelArchive struct {
 	first     time.Time
 	until     *time.Time // UTC date; nil: undated
 	purged    bool
+	// cases are the subjects (case:<n>) its rows are about, as indexed.
+	cases map[int]bool
 }
 
 // modelHold is an active hold: by ids, or by table and record-time range.
@@ -47,9 +51,14 @@ type modelHold struct {
 	id       uuid.UUID
 	ids      []uuid.UUID
 	from, to *time.Time
+	// subject, when not 0, is the case the hold names.
+	subject int
 }
 
 func (h modelHold) covers(a *modelArchive) bool {
+	if h.subject != 0 {
+		return a.cases[h.subject]
+	}
 	if h.ids != nil {
 		for _, id := range h.ids {
 			if id == a.id {
@@ -62,8 +71,10 @@ func (h modelHold) covers(a *modelArchive) bool {
 	return (h.from == nil || !last.Before(*h.from)) && (h.to == nil || a.first.Before(*h.to))
 }
 
-// TestLifecycleModel: random sequences of archives, holds by id
-// and by table and range (covering archives booked later), releases,
+// TestLifecycleModel: random sequences of archives (each about some
+// cases, indexed as a booking indexes them), holds by id, by table and
+// range and by subject in any spelling (covering archives booked later),
+// releases,
 // retention dates with and without the purge scope, purges direct and with
 // approvals by distinct and near-identical subjects, reconciliations and
 // changes of the database's time zone and date style drive a real database
@@ -97,8 +108,9 @@ func TestLifecycleModel(t *testing.T) {
 	raw, err := pgxpool.New(w.ctx, w.db.URL)
 	require.NoError(t, err)
 	t.Cleanup(raw.Close)
-	mgr, err := lifecycle.New(raw, w.st, lifecycle.Config{Service: w.s3.Service, ApprovalsRequired: 1, ObjectLock: true, Tables: []string{"rule_evaluations"}},
-		slog.New(&kerneltest.LogRecorder{}), w.m)
+	key := testKey(t)
+	mgr, err := lifecycle.New(raw, w.st, lifecycle.Config{Service: w.s3.Service, ApprovalsRequired: 1, ObjectLock: true, Tables: []string{"rule_evaluations"},
+		SubjectKey: key, SubjectTables: []string{"rule_evaluations"}}, slog.New(&kerneltest.LogRecorder{}), w.m)
 	require.NoError(t, err)
 	var all []*modelArchive
 	t.Cleanup(func() { unlockAll(w.st, all) })
@@ -139,7 +151,20 @@ func TestLifecycleModel(t *testing.T) {
 					until, ret = &d, "'"+d.Format(time.DateOnly)+"'::date"
 				}
 				m := w.archived(t, days, ret)
-				a := &modelArchive{id: m.ArchiveID, data: m.DataKey, man: m.ManifestKey, first: m.FirstRecordAt, until: until}
+				a := &modelArchive{id: m.ArchiveID, data: m.DataKey, man: m.ManifestKey, first: m.FirstRecordAt, until: until, cases: map[int]bool{}}
+				// Its subjects: some of cases 1..3, indexed as a booking
+				// indexes them (the ledger row first, then the index).
+				var hashes [][]byte
+				for c := 1; c <= 3; c++ {
+					if rapid.Bool().Draw(rt, "case_"+strconv.Itoa(c)) {
+						a.cases[c] = true
+						hashes = append(hashes, key.Hash(caseSubject(c)))
+					}
+				}
+				require.NoError(t, pgx.BeginFunc(w.ctx, w.db.Pool, func(tx pgx.Tx) error {
+					_, err := archive.IndexSubjects(w.ctx, tx, a.id, hashes, true)
+					return err
+				}))
 				archives, all = append(archives, a), append(all, a)
 				// A hold placed before the archive was booked covers it too.
 				_, err := mgr.ReconcileLocks(w.ctx)
@@ -171,6 +196,15 @@ func TestLifecycleModel(t *testing.T) {
 					rt.Fatalf("hold: %v", err)
 				}
 				holds[h.ID] = modelHold{id: h.ID, from: &from, to: &to}
+			},
+			"hold_subject": func(rt *rapid.T) {
+				c := rapid.IntRange(1, 4).Draw(rt, "case") // case 4 is in no archive
+				spelling := rapid.SampledFrom([]string{"case:%d", "CASE:%d", "case:0%d"}).Draw(rt, "spelling")
+				h, err := mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Subjects: []string{fmt.Sprintf(spelling, c)}}, "ops:carol")
+				if err != nil {
+					rt.Fatalf("subject hold: %v", err)
+				}
+				holds[h.ID] = modelHold{id: h.ID, subject: c}
 			},
 			"release": func(rt *rapid.T) {
 				if len(holds) == 0 {
@@ -338,4 +372,13 @@ func unlockAll(st *store.Store, all []*modelArchive) {
 			_ = st.SetLegalHold(context.Background(), key, false)
 		}
 	}
+}
+
+// caseSubject is case:<n>.
+func caseSubject(n int) subject.Subject {
+	s, err := subject.Parse("case:" + strconv.Itoa(n))
+	if err != nil {
+		panic(err)
+	}
+	return s
 }

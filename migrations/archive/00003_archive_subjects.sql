@@ -14,12 +14,15 @@
 -- index says holds one of them, now and booked later.
 
 -- +goose Up
+-- One row per archive, its subjects' hashes in one array with a GIN index:
+-- a booking writes one row (not one per subject: an archive of 1,000 rows
+-- may hold 1,000 cases), and "which archives hold hash H" is one index
+-- lookup (subject_hashes @> ARRAY[H]).
 CREATE TABLE archive_subjects (
-    subject_hash bytea NOT NULL CHECK (octet_length(subject_hash) = 32),
-    archive_id   uuid  NOT NULL REFERENCES archive_ledger (archive_id),
-    PRIMARY KEY (subject_hash, archive_id)
+    archive_id     uuid    PRIMARY KEY REFERENCES archive_ledger (archive_id),
+    subject_hashes bytea[] NOT NULL
 );
-CREATE INDEX archive_subjects_archive_idx ON archive_subjects (archive_id);
+CREATE INDEX archive_subjects_hashes_idx ON archive_subjects USING gin (subject_hashes);
 
 -- The key the index is built with, as a fingerprint (an HMAC of a fixed
 -- text under it, never the key): a service started with another key would
@@ -71,7 +74,7 @@ RETURNS boolean LANGUAGE sql STABLE AS $$
                    AND (h.to_at IS NULL OR p_first < h.to_at))
                OR (cardinality(h.subject_hashes) > 0
                    AND (EXISTS (SELECT 1 FROM archive_subjects AS s
-                                WHERE s.archive_id = p_archive_id AND s.subject_hash = ANY (h.subject_hashes))
+                                WHERE s.archive_id = p_archive_id AND s.subject_hashes && h.subject_hashes)
                         OR NOT EXISTS (SELECT 1 FROM archive_ledger AS l
                                        WHERE l.archive_id = p_archive_id AND l.subjects_indexed)))))
 $$;

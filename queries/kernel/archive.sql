@@ -47,10 +47,9 @@ SELECT pg_advisory_xact_lock_shared(sqlc.arg(key)::bigint);
 -- the subjects its rows are about (migrations/archive 00003), in the
 -- archive's own transaction.
 -- name: InsertArchiveSubjects :exec
-INSERT INTO archive_subjects (subject_hash, archive_id)
-SELECT DISTINCT h.hash, sqlc.arg(archive_id)::uuid
-FROM unnest(sqlc.arg(hashes)::bytea[]) AS h(hash)
-ON CONFLICT DO NOTHING;
+INSERT INTO archive_subjects (archive_id, subject_hashes)
+VALUES (sqlc.arg(archive_id)::uuid, ARRAY(SELECT DISTINCT h.hash FROM unnest(sqlc.arg(hashes)::bytea[]) AS h(hash) ORDER BY h.hash))
+ON CONFLICT (archive_id) DO NOTHING;
 
 -- MarkSubjectsIndexed records that an archive's subjects are all in the
 -- index, then (a second statement: it must see this one) RefreshArchiveHold

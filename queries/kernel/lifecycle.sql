@@ -21,7 +21,7 @@ SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.
                         OR (cardinality(h.subject_hashes) > 0
                             AND (NOT l.subjects_indexed
                                  OR EXISTS (SELECT 1 FROM archive_subjects AS s
-                                            WHERE s.archive_id = l.archive_id AND s.subject_hash = ANY (h.subject_hashes)))))), '{}')::uuid[] AS holds
+                                            WHERE s.archive_id = l.archive_id AND s.subject_hashes && h.subject_hashes))))), '{}')::uuid[] AS holds
 FROM archive_ledger AS l
 WHERE (sqlc.narg(table_name)::text IS NULL OR l.table_name = sqlc.narg(table_name)::text)
   AND (sqlc.narg(held)::boolean IS NULL OR l.legal_hold = sqlc.narg(held)::boolean)
@@ -71,7 +71,7 @@ SELECT h.id, h.title, h.reason, h.table_name, h.from_at, h.to_at, h.archive_ids,
                     OR (cardinality(h.subject_hashes) > 0
                         AND (NOT l.subjects_indexed
                              OR EXISTS (SELECT 1 FROM archive_subjects AS s
-                                        WHERE s.archive_id = l.archive_id AND s.subject_hash = ANY (h.subject_hashes))))), '{}')::uuid[] AS covers
+                                        WHERE s.archive_id = l.archive_id AND s.subject_hashes && h.subject_hashes)))), '{}')::uuid[] AS covers
 FROM archive_holds AS h
 ORDER BY h.created_at DESC, h.id DESC;
 
@@ -262,7 +262,7 @@ SELECT a.archive_id, a.table_name, a.data_key, a.data_sha256, a.record_count, a.
 FROM (
     SELECT l.archive_id, l.table_name, l.data_key, l.data_sha256, l.record_count, l.purged_at, l.subjects_indexed, l.first_record_at
     FROM archive_subjects AS s JOIN archive_ledger AS l ON l.archive_id = s.archive_id
-    WHERE s.subject_hash = sqlc.arg(subject_hash) AND l.table_name = ANY (sqlc.arg(tables)::text[])
+    WHERE s.subject_hashes @> ARRAY[sqlc.arg(subject_hash)::bytea] AND l.table_name = ANY (sqlc.arg(tables)::text[])
     UNION
     SELECT l.archive_id, l.table_name, l.data_key, l.data_sha256, l.record_count, l.purged_at, l.subjects_indexed, l.first_record_at
     FROM archive_ledger AS l
@@ -296,11 +296,11 @@ SELECT l.archive_id,
                WHERE h.released_at IS NULL AND cardinality(h.subject_hashes) > 0
                  AND (NOT l.subjects_indexed
                       OR EXISTS (SELECT 1 FROM archive_subjects AS s
-                                 WHERE s.archive_id = l.archive_id AND s.subject_hash = ANY (h.subject_hashes))))::boolean AS subject_held
+                                 WHERE s.archive_id = l.archive_id AND s.subject_hashes && h.subject_hashes)))::boolean AS subject_held
 FROM archive_ledger AS l
 WHERE l.purged_at IS NULL
   AND (l.archive_id = ANY (sqlc.arg(ids)::uuid[])
-       OR l.archive_id IN (SELECT s.archive_id FROM archive_subjects AS s WHERE s.subject_hash = ANY (sqlc.arg(hashes)::bytea[])))
+       OR l.archive_id IN (SELECT s.archive_id FROM archive_subjects AS s WHERE s.subject_hashes && sqlc.arg(hashes)::bytea[]))
 ORDER BY l.archive_id;
 
 -- HoldSubjects reads a hold's keyed subject hashes.

@@ -103,10 +103,9 @@ func (q *Queries) InsertArchiveLedger(ctx context.Context, arg InsertArchiveLedg
 }
 
 const insertArchiveSubjects = `-- name: InsertArchiveSubjects :exec
-INSERT INTO archive_subjects (subject_hash, archive_id)
-SELECT DISTINCT h.hash, $1::uuid
-FROM unnest($2::bytea[]) AS h(hash)
-ON CONFLICT DO NOTHING
+INSERT INTO archive_subjects (archive_id, subject_hashes)
+VALUES ($1::uuid, ARRAY(SELECT DISTINCT h.hash FROM unnest($2::bytea[]) AS h(hash) ORDER BY h.hash))
+ON CONFLICT (archive_id) DO NOTHING
 `
 
 type InsertArchiveSubjectsParams struct {

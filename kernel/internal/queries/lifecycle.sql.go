@@ -515,7 +515,7 @@ SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.
                         OR (cardinality(h.subject_hashes) > 0
                             AND (NOT l.subjects_indexed
                                  OR EXISTS (SELECT 1 FROM archive_subjects AS s
-                                            WHERE s.archive_id = l.archive_id AND s.subject_hash = ANY (h.subject_hashes)))))), '{}')::uuid[] AS holds
+                                            WHERE s.archive_id = l.archive_id AND s.subject_hashes && h.subject_hashes))))), '{}')::uuid[] AS holds
 FROM archive_ledger AS l
 WHERE ($1::text IS NULL OR l.table_name = $1::text)
   AND ($2::boolean IS NULL OR l.legal_hold = $2::boolean)
@@ -622,7 +622,7 @@ SELECT h.id, h.title, h.reason, h.table_name, h.from_at, h.to_at, h.archive_ids,
                     OR (cardinality(h.subject_hashes) > 0
                         AND (NOT l.subjects_indexed
                              OR EXISTS (SELECT 1 FROM archive_subjects AS s
-                                        WHERE s.archive_id = l.archive_id AND s.subject_hash = ANY (h.subject_hashes))))), '{}')::uuid[] AS covers
+                                        WHERE s.archive_id = l.archive_id AND s.subject_hashes && h.subject_hashes)))), '{}')::uuid[] AS covers
 FROM archive_holds AS h
 ORDER BY h.created_at DESC, h.id DESC
 `
@@ -1026,7 +1026,7 @@ SELECT a.archive_id, a.table_name, a.data_key, a.data_sha256, a.record_count, a.
 FROM (
     SELECT l.archive_id, l.table_name, l.data_key, l.data_sha256, l.record_count, l.purged_at, l.subjects_indexed, l.first_record_at
     FROM archive_subjects AS s JOIN archive_ledger AS l ON l.archive_id = s.archive_id
-    WHERE s.subject_hash = $1 AND l.table_name = ANY ($2::text[])
+    WHERE s.subject_hashes @> ARRAY[$1::bytea] AND l.table_name = ANY ($2::text[])
     UNION
     SELECT l.archive_id, l.table_name, l.data_key, l.data_sha256, l.record_count, l.purged_at, l.subjects_indexed, l.first_record_at
     FROM archive_ledger AS l
@@ -1087,11 +1087,11 @@ SELECT l.archive_id,
                WHERE h.released_at IS NULL AND cardinality(h.subject_hashes) > 0
                  AND (NOT l.subjects_indexed
                       OR EXISTS (SELECT 1 FROM archive_subjects AS s
-                                 WHERE s.archive_id = l.archive_id AND s.subject_hash = ANY (h.subject_hashes))))::boolean AS subject_held
+                                 WHERE s.archive_id = l.archive_id AND s.subject_hashes && h.subject_hashes)))::boolean AS subject_held
 FROM archive_ledger AS l
 WHERE l.purged_at IS NULL
   AND (l.archive_id = ANY ($1::uuid[])
-       OR l.archive_id IN (SELECT s.archive_id FROM archive_subjects AS s WHERE s.subject_hash = ANY ($2::bytea[])))
+       OR l.archive_id IN (SELECT s.archive_id FROM archive_subjects AS s WHERE s.subject_hashes && $2::bytea[]))
 ORDER BY l.archive_id
 `
 

@@ -60,8 +60,8 @@ type ArchiveLifecycleLog struct {
 }
 
 type ArchiveSubject struct {
-	SubjectHash []byte
-	ArchiveID   pgtype.UUID
+	ArchiveID     pgtype.UUID
+	SubjectHashes [][]byte
 }
 
 type ArchiveSubjectKey struct {

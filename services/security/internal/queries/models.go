@@ -90,8 +90,8 @@ type ArchiveRecord struct {
 }
 
 type ArchiveSubject struct {
-	SubjectHash []byte
-	ArchiveID   uuid.UUID
+	ArchiveID     uuid.UUID
+	SubjectHashes [][]byte
 }
 
 type ArchiveSubjectKey struct {
