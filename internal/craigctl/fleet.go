@@ -235,8 +235,10 @@ func (o *options) reportFleet(ws []Windows, vs []Violation) error {
 
 // fetchHolds reads the holds of every archiving service of the fleet
 // (service → holds): those whose /admin/retention has an "archive"
-// section. Any failure fails the check: a 404 from an archiving service
-// (its archive API not served, a wrong URL) is not "no holds".
+// section. An archiving service that answers 404 (its archive API not
+// served) has no holds, and counts as such: a subject hold anywhere else
+// is then reported one-sided, never skipped. Any other failure fails the
+// check.
 func (o *options) fetchHolds(ctx context.Context, ff fleetFile, ws []Windows) (map[string][]hold, error) {
 	cls, err := o.fleetClients(ff)
 	if err != nil {
@@ -251,6 +253,11 @@ func (o *options) fetchHolds(ctx context.Context, ff fleetFile, ws []Windows) (m
 			Holds []hold `json:"holds"`
 		}
 		_, err := cl.do(ctx, http.MethodGet, "/admin/archive/holds", nil, nil, &ans)
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+			out[cl.service] = nil // archive API not served: no hold can be placed there, so any subject hold elsewhere is one-sided
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s holds: %w", cl.service, err)
 		}

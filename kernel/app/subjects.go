@@ -28,7 +28,8 @@ const subjectKeyBindTimeout = 30 * time.Second
 // the zero Key when none is configured) and checks it against the one the
 // database's subject index was built with (archive.BindSubjectKey): a
 // different key is refused, since every subject hold would then cover
-// nothing. The error names the key and its environment variable, never the
+// nothing. It also marks for re-indexing the archives of a table whose
+// subject declaration changed (archive.SyncSubjectDeclarations). The error names the key and its environment variable, never the
 // key.
 func (r *runtime[T]) subjectKey(ctx context.Context, pool *pgxpool.Pool, as archive.Settings) (subject.Key, error) {
 	knob := settings.EnvVar(r.spec.Name, "archive.subject_key_file")
@@ -40,6 +41,14 @@ func (r *runtime[T]) subjectKey(ctx context.Context, pool *pgxpool.Pool, as arch
 	defer cancel()
 	if err := archive.BindSubjectKey(bctx, pool, key); err != nil {
 		return subject.Key{}, fmt.Errorf("archive.subject_key_file (env %s): %w: put the fleet's key back (every subject hold would cover nothing)", knob, err)
+	}
+	marked, err := archive.SyncSubjectDeclarations(bctx, pool, archiveTables(r.spec, r.cfg))
+	if err != nil {
+		return subject.Key{}, err
+	}
+	for table, n := range marked {
+		r.logger.WarnContext(ctx, "a table's subjects changed: its archives must be indexed again; subject holds are refused until they are",
+			slog.String("table", table), slog.Int64("archives", n), slog.String("run", r.spec.Name+" archive index-subjects"))
 	}
 	return key, nil
 }

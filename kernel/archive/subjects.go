@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Subject declares one subject of an archived table (issue 26, ADR-066):
@@ -184,6 +185,9 @@ func BindSubjectKey(ctx context.Context, db prune.DB, key subject.Key) error {
 		return nil
 	}
 	bound, err := queries.New(db).BindSubjectKey(ctx, key.Fingerprint())
+	if errors.Is(err, pgx.ErrNoRows) { // another service bound one after this statement's snapshot
+		bound, err = queries.New(db).SubjectKeyFingerprint(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("bind the subject key: %w", err)
 	}
@@ -191,4 +195,50 @@ func BindSubjectKey(ctx context.Context, db prune.DB, key subject.Key) error {
 		return ErrSubjectKeyChanged
 	}
 	return nil
+}
+
+// Declaration is the text that identifies a spec's subject declaration
+// (its kinds and expressions; "" for none).
+func Declaration(spec TableSpec) string {
+	parts := make([]string, len(spec.Subjects))
+	for i, sub := range spec.Subjects {
+		parts[i] = string(sub.Kind) + "=" + sub.SQL
+	}
+	return strings.Join(parts, "; ")
+}
+
+// SyncSubjectDeclarations records each table's subject declaration and,
+// for a table whose declaration differs from the one recorded (or none was
+// recorded), marks its unpurged archives unindexed: they were indexed by
+// other subjects (a table that gained a subject was indexed by none), so
+// the backfill must read them again, and until it has a subject hold is
+// refused and a subject read reads them. It returns, per table, how many
+// archives it marked.
+func SyncSubjectDeclarations(ctx context.Context, pool *pgxpool.Pool, specs []TableSpec) (map[string]int64, error) {
+	out := map[string]int64{}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		q := queries.New(tx)
+		for _, spec := range specs {
+			decl := Declaration(spec)
+			recorded, err := q.SubjectDeclaration(ctx, spec.Table)
+			switch {
+			case err == nil && recorded == decl:
+				continue
+			case err != nil && !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("subject declaration of %s: %w", spec.Table, err)
+			}
+			n, err := q.UnindexTable(ctx, spec.Table)
+			if err != nil {
+				return fmt.Errorf("unindex %s: %w", spec.Table, err)
+			}
+			if n > 0 {
+				out[spec.Table] = n
+			}
+			if err := q.RecordSubjectDeclaration(ctx, queries.RecordSubjectDeclarationParams{TableName: spec.Table, Declaration: decl}); err != nil {
+				return fmt.Errorf("record the subject declaration of %s: %w", spec.Table, err)
+			}
+		}
+		return nil
+	})
+	return out, err
 }

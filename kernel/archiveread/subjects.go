@@ -107,14 +107,18 @@ func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, ac
 	if err != nil {
 		return sum, err
 	}
-	archived, err := r.archivedAll(ctx, todo, s.String())
+	archived, gone, err := r.archivedAll(ctx, todo, s.String())
 	if err != nil {
 		return sum, err
 	}
 	lines = append(lines, archived...)
-	read := make([]uuid.UUID, len(todo))
-	for i, c := range todo {
-		read[i] = c.ArchiveID.Bytes
+	read := []uuid.UUID{}
+	for _, c := range todo {
+		if id := uuid.UUID(c.ArchiveID.Bytes); gone[id] {
+			sum.PurgedIDs = append(sum.PurgedIDs, id) // purged since the snapshot
+		} else {
+			read = append(read, id)
+		}
 	}
 	slices.SortStableFunc(lines, func(a, b SubjectLine) int {
 		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.Table, b.Table), cmp.Compare(a.ord, b.ord))
@@ -155,21 +159,36 @@ const subjectReadParallel = 4
 // archivedAll reads the archives (each verified against its ledger hash)
 // subjectReadParallel at a time and returns their lines whose subject is
 // s, archive by archive in the order given.
-func (r *Reader) archivedAll(ctx context.Context, todo []queries.SubjectArchivesRow, s string) ([]SubjectLine, error) {
+// An archive purged after the snapshot (its object gone, its ledger row
+// now stamped) is returned in gone, not as corrupt.
+func (r *Reader) archivedAll(ctx context.Context, todo []queries.SubjectArchivesRow, s string) ([]SubjectLine, map[uuid.UUID]bool, error) {
 	out := make([][]SubjectLine, len(todo))
+	purged := make([]bool, len(todo))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(subjectReadParallel)
 	for i, c := range todo {
 		g.Go(func() error {
 			var err error
 			out[i], err = r.archivedOf(gctx, r.tables[c.TableName], c.ArchiveID.Bytes, c.DataKey, c.DataSha256, s)
+			if errors.Is(err, ErrCorrupt) {
+				row, lerr := queries.New(r.pool).GetLedgerRow(gctx, c.ArchiveID)
+				if lerr == nil && row.PurgedAt.Valid {
+					purged[i], err = true, nil
+				}
+			}
 			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return slices.Concat(out...), nil
+	gone := map[uuid.UUID]bool{}
+	for i, p := range purged {
+		if p {
+			gone[todo[i].ArchiveID.Bytes] = true
+		}
+	}
+	return slices.Concat(out...), gone, nil
 }
 
 // archivedOf reads one archive (verified against its ledger hash) and

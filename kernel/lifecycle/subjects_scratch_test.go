@@ -341,3 +341,50 @@ func TestSubjectBackfillGoesPastACorruptArchive(t *testing.T) {
 	require.Equal(t, []uuid.UUID{arch[1]}, rep.Failed)
 	require.Equal(t, int64(1), w.db.Count(t, `SELECT count(*) FROM archive_ledger WHERE NOT subjects_indexed`))
 }
+
+// TestSubjectDeclaredAfterArchiving: a table archived before it declared a
+// subject has archives indexed by nothing; when the declaration changes
+// they are marked unindexed, a subject hold is refused until the backfill
+// has read them, and then it covers exactly the subject's archives, which
+// the purge skips.
+func TestSubjectDeclaredAfterArchiving(t *testing.T) {
+	t.Parallel()
+	w := newSubjectWorld(t)
+	before := evaluationsSpec() // no subjects
+	marked, err := archive.SyncSubjectDeclarations(w.ctx, w.db.Pool, []archive.TableSpec{before})
+	require.NoError(t, err)
+	require.Empty(t, marked)
+	am, err := metrics.NewArchive(prometheus.NewRegistry())
+	require.NoError(t, err)
+	w.eng, err = archive.New(w.db.Pool, w.st, []archive.TableSpec{before},
+		archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep,
+		archive.Config{Service: w.s3.Service, HotWindowDays: 90, BatchSize: 5, MaxBatchBytes: archive.DefaultMaxBatchBytes, LedgerHolds: true, ObjectLock: true, SubjectKey: w.key},
+		slog.New(&kerneltest.LogRecorder{}), am)
+	require.NoError(t, err)
+	arch := w.archives(t)
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_ledger WHERE NOT subjects_indexed`), "indexed by nothing: the table declared nothing")
+
+	marked, err = archive.SyncSubjectDeclarations(w.ctx, w.db.Pool, []archive.TableSpec{subjectSpec()})
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"rule_evaluations": 4}, marked)
+	_, err = w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Subjects: []string{"case:17"}}, "ops:carol")
+	require.ErrorIs(t, err, lifecycle.ErrNotIndexed)
+	_, sum := w.fetch(t, "case:17")
+	require.Equal(t, 4, sum.Summary.ArchivesRead, "unindexed archives are read")
+
+	rep, _, err := w.reader.IndexSubjects(w.ctx, 10, "cli:ops")
+	require.NoError(t, err)
+	require.Equal(t, 4, rep.Indexed)
+	h, err := w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Subjects: []string{"case:17"}}, "ops:carol")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []uuid.UUID{arch[0], arch[3]}, h.Covers)
+	w.db.Exec(t, `UPDATE archive_ledger SET retention_until = (now() AT TIME ZONE 'UTC')::date - 1`)
+	res, err := w.mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []uuid.UUID{arch[1], arch[2]}, res.Purged, "case 17's archives stay")
+	_, err = w.mgr.ReleaseHold(w.ctx, h.ID, "done", "ops:carol")
+	require.NoError(t, err)
+	res, err = w.mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.Len(t, res.Purged, 2)
+}

@@ -37,6 +37,11 @@ func Kinds() []Kind { return []Kind{Case, Person} }
 // (no case system numbers beyond 30 digits; a longer one is input to refuse).
 const MaxDigits = 30
 
+// maxSpelling bounds a number's spelling, leading zeros included (the
+// database's canonical spelling drops any number of them; input this long
+// is refused rather than scanned).
+const maxSpelling = 256
+
 // ErrInvalid is wrapped by every refusal of Parse.
 var ErrInvalid = errors.New("subject: invalid")
 
@@ -69,17 +74,20 @@ func Parse(s string) (Subject, error) {
 	if kind != Case && kind != Person {
 		return Subject{}, fmt.Errorf("%w: unknown kind (one of %v)", ErrInvalid, Kinds())
 	}
-	if num == "" || len(num) > MaxDigits {
-		return Subject{}, fmt.Errorf("%w: the number is 1 to %d ASCII digits", ErrInvalid, MaxDigits)
+	if num == "" || len(num) > maxSpelling {
+		return Subject{}, fmt.Errorf("%w: the number is 1 to %d significant ASCII digits", ErrInvalid, MaxDigits)
 	}
 	for i := 0; i < len(num); i++ {
 		if num[i] < '0' || num[i] > '9' {
-			return Subject{}, fmt.Errorf("%w: the number is 1 to %d ASCII digits", ErrInvalid, MaxDigits)
+			return Subject{}, fmt.Errorf("%w: the number is 1 to %d significant ASCII digits", ErrInvalid, MaxDigits)
 		}
 	}
 	num = strings.TrimLeft(num, "0")
 	if num == "" {
 		num = "0"
+	}
+	if len(num) > MaxDigits {
+		return Subject{}, fmt.Errorf("%w: the number is 1 to %d significant ASCII digits", ErrInvalid, MaxDigits)
 	}
 	return Subject{kind: kind, number: num}, nil
 }

@@ -35,6 +35,17 @@ CREATE TABLE archive_subject_key (
     bound_at    timestamptz NOT NULL DEFAULT now()
 );
 
+-- The subjects each archived table declared when its archives were
+-- indexed (its TableSpec's kinds and expressions): when a table's
+-- declaration changes (a subject added to a table archived before), its
+-- archives are marked unindexed again, so the backfill re-reads them and a
+-- subject hold is refused until it has, instead of covering none of them.
+CREATE TABLE archive_subject_declarations (
+    table_name  text        PRIMARY KEY,
+    declaration text        NOT NULL,
+    declared_at timestamptz NOT NULL DEFAULT now()
+);
+
 ALTER TABLE archive_ledger ADD COLUMN subjects_indexed boolean NOT NULL DEFAULT false;
 CREATE INDEX archive_ledger_unindexed_idx ON archive_ledger (archive_id) WHERE NOT subjects_indexed;
 

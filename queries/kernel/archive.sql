@@ -49,7 +49,7 @@ SELECT pg_advisory_xact_lock_shared(sqlc.arg(key)::bigint);
 -- name: InsertArchiveSubjects :exec
 INSERT INTO archive_subjects (archive_id, subject_hashes)
 VALUES (sqlc.arg(archive_id)::uuid, ARRAY(SELECT DISTINCT h.hash FROM unnest(sqlc.arg(hashes)::bytea[]) AS h(hash) ORDER BY h.hash))
-ON CONFLICT (archive_id) DO NOTHING;
+ON CONFLICT (archive_id) DO UPDATE SET subject_hashes = EXCLUDED.subject_hashes;
 
 -- MarkSubjectsIndexed records that an archive's subjects are all in the
 -- index, then (a second statement: it must see this one) RefreshArchiveHold
@@ -76,3 +76,24 @@ SELECT fingerprint FROM ins
 UNION ALL
 SELECT fingerprint FROM archive_subject_key
 LIMIT 1;
+
+-- SubjectKeyFingerprint reads the bound key's fingerprint (a second
+-- statement after BindSubjectKey found another's insert it could not see).
+-- name: SubjectKeyFingerprint :one
+SELECT fingerprint FROM archive_subject_key;
+
+-- SubjectDeclaration reads the declaration a table's archives were indexed
+-- by.
+-- name: SubjectDeclaration :one
+SELECT declaration FROM archive_subject_declarations WHERE table_name = sqlc.arg(table_name);
+
+-- RecordSubjectDeclaration records a table's current declaration.
+-- name: RecordSubjectDeclaration :exec
+INSERT INTO archive_subject_declarations (table_name, declaration) VALUES (sqlc.arg(table_name), sqlc.arg(declaration))
+ON CONFLICT (table_name) DO UPDATE SET declaration = EXCLUDED.declaration, declared_at = now();
+
+-- UnindexTable marks a table's unpurged archives unindexed (its
+-- declaration changed): the backfill re-indexes them.
+-- name: UnindexTable :execrows
+UPDATE archive_ledger SET subjects_indexed = false
+WHERE table_name = sqlc.arg(table_name) AND subjects_indexed AND purged_at IS NULL;

@@ -105,7 +105,7 @@ func (q *Queries) InsertArchiveLedger(ctx context.Context, arg InsertArchiveLedg
 const insertArchiveSubjects = `-- name: InsertArchiveSubjects :exec
 INSERT INTO archive_subjects (archive_id, subject_hashes)
 VALUES ($1::uuid, ARRAY(SELECT DISTINCT h.hash FROM unnest($2::bytea[]) AS h(hash) ORDER BY h.hash))
-ON CONFLICT (archive_id) DO NOTHING
+ON CONFLICT (archive_id) DO UPDATE SET subject_hashes = EXCLUDED.subject_hashes
 `
 
 type InsertArchiveSubjectsParams struct {
@@ -184,6 +184,22 @@ func (q *Queries) MarkSubjectsIndexed(ctx context.Context, archiveID pgtype.UUID
 	return err
 }
 
+const recordSubjectDeclaration = `-- name: RecordSubjectDeclaration :exec
+INSERT INTO archive_subject_declarations (table_name, declaration) VALUES ($1, $2)
+ON CONFLICT (table_name) DO UPDATE SET declaration = EXCLUDED.declaration, declared_at = now()
+`
+
+type RecordSubjectDeclarationParams struct {
+	TableName   string
+	Declaration string
+}
+
+// RecordSubjectDeclaration records a table's current declaration.
+func (q *Queries) RecordSubjectDeclaration(ctx context.Context, arg RecordSubjectDeclarationParams) error {
+	_, err := q.db.Exec(ctx, recordSubjectDeclaration, arg.TableName, arg.Declaration)
+	return err
+}
+
 const refreshArchiveHold = `-- name: RefreshArchiveHold :one
 UPDATE archive_ledger AS l
 SET legal_hold = archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
@@ -208,4 +224,45 @@ func (q *Queries) RefreshArchiveHold(ctx context.Context, archiveID pgtype.UUID)
 		&i.Purged,
 	)
 	return i, err
+}
+
+const subjectDeclaration = `-- name: SubjectDeclaration :one
+SELECT declaration FROM archive_subject_declarations WHERE table_name = $1
+`
+
+// SubjectDeclaration reads the declaration a table's archives were indexed
+// by.
+func (q *Queries) SubjectDeclaration(ctx context.Context, tableName string) (string, error) {
+	row := q.db.QueryRow(ctx, subjectDeclaration, tableName)
+	var declaration string
+	err := row.Scan(&declaration)
+	return declaration, err
+}
+
+const subjectKeyFingerprint = `-- name: SubjectKeyFingerprint :one
+SELECT fingerprint FROM archive_subject_key
+`
+
+// SubjectKeyFingerprint reads the bound key's fingerprint (a second
+// statement after BindSubjectKey found another's insert it could not see).
+func (q *Queries) SubjectKeyFingerprint(ctx context.Context) ([]byte, error) {
+	row := q.db.QueryRow(ctx, subjectKeyFingerprint)
+	var fingerprint []byte
+	err := row.Scan(&fingerprint)
+	return fingerprint, err
+}
+
+const unindexTable = `-- name: UnindexTable :execrows
+UPDATE archive_ledger SET subjects_indexed = false
+WHERE table_name = $1 AND subjects_indexed AND purged_at IS NULL
+`
+
+// UnindexTable marks a table's unpurged archives unindexed (its
+// declaration changed): the backfill re-indexes them.
+func (q *Queries) UnindexTable(ctx context.Context, tableName string) (int64, error) {
+	result, err := q.db.Exec(ctx, unindexTable, tableName)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

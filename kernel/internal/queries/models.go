@@ -64,6 +64,12 @@ type ArchiveSubject struct {
 	SubjectHashes [][]byte
 }
 
+type ArchiveSubjectDeclaration struct {
+	TableName   string
+	Declaration string
+	DeclaredAt  pgtype.Timestamptz
+}
+
 type ArchiveSubjectKey struct {
 	Singleton   bool
 	Fingerprint []byte

@@ -94,6 +94,12 @@ type ArchiveSubject struct {
 	SubjectHashes [][]byte
 }
 
+type ArchiveSubjectDeclaration struct {
+	TableName   string
+	Declaration string
+	DeclaredAt  time.Time
+}
+
 type ArchiveSubjectKey struct {
 	Singleton   bool
 	Fingerprint []byte
