@@ -120,17 +120,8 @@ func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, ac
 			read = append(read, id)
 		}
 	}
-	slices.SortStableFunc(lines, func(a, b SubjectLine) int {
-		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.Table, b.Table), cmp.Compare(a.ord, b.ord))
-	})
 	sum.ArchivesRead, sum.Rows, sum.PurgedArchives = len(read), len(lines), len(sum.PurgedIDs)
-	enc := json.NewEncoder(w)
-	for _, l := range lines {
-		if err := enc.Encode(l); err != nil {
-			return sum, err
-		}
-	}
-	if err := enc.Encode(map[string]SubjectSummary{"summary": sum}); err != nil {
+	if err := writeSubject(w, lines, sum); err != nil {
 		return sum, err
 	}
 	return sum, r.stage(ctx, map[string]any{"actor": actor, "source": "subject", "subject_hash": subject.Hex(hash),
@@ -376,4 +367,19 @@ func (r *Reader) indexOne(ctx context.Context, id pgtype.UUID, hashes [][]byte, 
 		return r.announceHoldChange(ctx, tx, aid, after.LegalHold, subjAfter, actor)
 	})
 	return moved && err == nil, err
+}
+
+// writeSubject writes a subject's lines in time order (ties by table, then
+// as stored), then its summary.
+func writeSubject(w io.Writer, lines []SubjectLine, sum SubjectSummary) error {
+	slices.SortStableFunc(lines, func(a, b SubjectLine) int {
+		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.Table, b.Table), cmp.Compare(a.ord, b.ord))
+	})
+	enc := json.NewEncoder(w)
+	for _, l := range lines {
+		if err := enc.Encode(l); err != nil {
+			return err
+		}
+	}
+	return enc.Encode(map[string]SubjectSummary{"summary": sum})
 }
