@@ -176,10 +176,25 @@ var errStreamStopped = errors.New("the service stopped the stream")
 // errStreamCut: the stream ended without its summary line.
 var errStreamCut = errors.New("the stream ended without its summary line: it was cut short")
 
-// copyRows copies NDJSON rows until the service's summary line (the last;
-// a stream without one was cut short) or its error line ({"error": …} or
-// {"summary": …} alone, which a row, having an id, never is).
+// copyRows copies a range stream's rows (copyStream) and reads its
+// summary.
 func copyRows(w io.Writer, r io.Reader, sp *progress) (int, *rangeSummary, error) {
+	n, raw, err := copyStream(w, r, sp, nil)
+	if err != nil {
+		return n, nil, err
+	}
+	sum := &rangeSummary{raw: raw}
+	if err := json.Unmarshal(raw, sum); err != nil {
+		return n, nil, fmt.Errorf("the stream's summary: %w", err)
+	}
+	return n, sum, nil
+}
+
+// copyStream copies NDJSON rows (each through edit, when given) until the
+// service's summary line, whose raw value it returns (the last line; a
+// stream without one was cut short), or its error line ({"error": …} or
+// {"summary": …} alone, which a row, having an id or a table, never is).
+func copyStream(w io.Writer, r io.Reader, sp *progress, edit func([]byte) []byte) (int, json.RawMessage, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	n := 0
@@ -191,12 +206,11 @@ func copyRows(w io.Writer, r io.Reader, sp *progress) (int, *rangeSummary, error
 				return n, nil, fmt.Errorf("%w after %d row(s): %s", errStreamStopped, n, sanitize(string(ctl["error"])))
 			}
 			if raw := ctl["summary"]; raw != nil {
-				sum := &rangeSummary{raw: raw}
-				if err := json.Unmarshal(raw, sum); err != nil {
-					return n, nil, fmt.Errorf("the stream's summary: %w", err)
-				}
-				return n, sum, nil
+				return n, raw, nil
 			}
+		}
+		if edit != nil {
+			line = edit(line)
 		}
 		if _, err := w.Write(append(line, '\n')); err != nil {
 			return n, nil, err

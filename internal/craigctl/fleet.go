@@ -144,20 +144,13 @@ func readFleet(path string) (fleetFile, error) {
 // fetchWindows reads every service's Windows; a service that cannot be
 // read fails the check (an unchecked fleet is not a passing one).
 func (o *options) fetchWindows(ctx context.Context, ff fleetFile) ([]Windows, error) {
+	cls, err := o.fleetClients(ff)
+	if err != nil {
+		return nil, err
+	}
 	var out []Windows
-	for _, s := range ff.Services {
-		token, err := o.token()
-		if s.TokenFile != "" {
-			token, err = readToken(s.TokenFile)
-		}
-		if err != nil {
-			return nil, err
-		}
-		base, _ := parseBase(s.URL) // checked by readFleet
-		cl, err := o.client(s.Name, base, token)
-		if err != nil {
-			return nil, err
-		}
+	for i, cl := range cls {
+		s, base := ff.Services[i], cl.base
 		var w Windows
 		if _, err := cl.do(ctx, http.MethodGet, "/admin/retention", nil, nil, &w); err != nil {
 			return nil, fmt.Errorf("%s (%s): %w", s.Name, base, err)

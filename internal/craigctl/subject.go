@@ -1,7 +1,6 @@
 package craigctl
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -147,38 +146,25 @@ func (o *options) fetchSubject(ctx context.Context, s subject.Subject, targets [
 // copySubjectRows copies a subject stream's lines (with "service" first
 // when named) until its summary line.
 func copySubjectRows(w io.Writer, r io.Reader, service string, named bool, sp *progress) (int, *subjectSummary, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
-	prefix := []byte(`{"service":` + quote(service) + `,`)
-	n := 0
-	for sc.Scan() {
-		line := sc.Bytes()
-		var ctl map[string]json.RawMessage
-		if json.Unmarshal(line, &ctl) == nil && len(ctl) == 1 {
-			if ctl["error"] != nil {
-				return n, nil, fmt.Errorf("%w after %d row(s): %s", errStreamStopped, n, sanitize(string(ctl["error"])))
+	var edit func([]byte) []byte
+	if named {
+		prefix := []byte(`{"service":` + quote(service) + `,`)
+		edit = func(line []byte) []byte {
+			if len(line) > 1 && line[0] == '{' {
+				return append(append([]byte{}, prefix...), line[1:]...)
 			}
-			if raw := ctl["summary"]; raw != nil {
-				sum := &subjectSummary{raw: raw}
-				if err := json.Unmarshal(raw, sum); err != nil {
-					return n, nil, fmt.Errorf("the stream's summary: %w", err)
-				}
-				return n, sum, nil
-			}
+			return line
 		}
-		if named && len(line) > 1 && line[0] == '{' {
-			line = append(append([]byte{}, prefix...), line[1:]...)
-		}
-		if _, err := w.Write(append(line, '\n')); err != nil {
-			return n, nil, err
-		}
-		n++
-		sp.add(1)
 	}
-	if err := sc.Err(); err != nil {
+	n, raw, err := copyStream(w, r, sp, edit)
+	if err != nil {
 		return n, nil, err
 	}
-	return n, nil, fmt.Errorf("%w after %d row(s)", errStreamCut, n)
+	sum := &subjectSummary{raw: raw}
+	if err := json.Unmarshal(raw, sum); err != nil {
+		return n, nil, fmt.Errorf("the stream's summary: %w", err)
+	}
+	return n, sum, nil
 }
 
 func quote(s string) string {
