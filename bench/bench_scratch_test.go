@@ -125,7 +125,10 @@ func TestBenchSmoke(t *testing.T) {
 	require.Positive(t, res.Partition.Bloat.PartitionedBytes)
 	require.Positive(t, res.Partition.Bloat.RowDeletedBytes)
 
-	require.Len(t, res.Goals, 15)
+	require.Len(t, res.Goals, 17)
+	require.NotNil(t, res.Read.Subject, "the subject fetch ran")
+	require.Equal(t, res.Read.Subject.Holding, res.Read.Subject.ArchivesRead, "each fetch read exactly the archives holding the subject")
+	require.Positive(t, res.Archive.SubjectIndexCostRatio, "the archive pass ran with and without the subject index")
 	for _, g := range res.Goals {
 		require.NotNil(t, g.Measured, g.What)
 		require.NotNil(t, g.Met, g.What)

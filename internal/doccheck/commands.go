@@ -147,8 +147,8 @@ func (f Facts) checkService(args []string, report reporter) {
 	verb, rest := args[0], args[1:]
 	if verb == "archive" {
 		verb = "archive run"
-		if len(rest) > 0 && rest[0] == "run" {
-			rest = rest[1:]
+		if len(rest) > 0 && (rest[0] == "run" || rest[0] == "index-subjects") {
+			verb, rest = "archive "+rest[0], rest[1:]
 		}
 	}
 	flags, ok := f.Service[verb]

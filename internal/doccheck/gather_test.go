@@ -146,7 +146,7 @@ func serviceCommands(t *testing.T) map[string][]string {
 	var usage bytes.Buffer
 	app.Run(ctx, rules.Spec(), []string{"-h"}, &usage, &usage, nil)
 	out := map[string][]string{}
-	cmd := regexp.MustCompile(`^  ([a-z]+(?: run)?)\b`)
+	cmd := regexp.MustCompile(`^  ([a-z]+(?: run| index-subjects)?)\b`)
 	flag := regexp.MustCompile(`^\s+-([a-z][a-z0-9-]*)`)
 	for line := range strings.Lines(usage.String()) {
 		m := cmd.FindStringSubmatch(line)

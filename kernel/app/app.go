@@ -170,6 +170,10 @@ commands:
   archive run [--budget N] [--json] [--actor NAME]
                                 (archiving services) run one archive pass now; exit 3
                                 when the archiver is disabled
+  archive index-subjects [--limit N] [--json] [--actor NAME]
+                                (archiving services) index by subject the archives booked
+                                before the subject index or without a key; exit 3 without
+                                archive.subject_key_file or a store, 1 when an archive is left
 
 every command accepts --config FILE (YAML); environment variables CRAIG_%[2]s__<KEY> override it.
 `
