@@ -148,7 +148,7 @@ func TestDatabaseFrozen(t *testing.T) {
 
 func engineOn(t *testing.T, w *rulesWorld, pool *pgxpool.Pool) *archive.Engine {
 	t.Helper()
-	return faultyEngine(t, &rulesWorld{World: &faults.World{Pool: pool, Store: w.Store}, db: w.db, bucket: w.bucket, url: w.url}, w.Store)
+	return faultyEngine(t, &rulesWorld{World: &faults.World{Pool: pool, Store: w.Store, SubjectKey: w.SubjectKey}, db: w.db, bucket: w.bucket, url: w.url}, w.Store)
 }
 
 // waitNoEngineSessions waits until the server has ended every terminated

@@ -95,8 +95,11 @@ func faultyEngine(t *testing.T, w *rulesWorld, st *store.Store) *archive.Engine 
 	t.Helper()
 	m, err := metrics.NewArchive(prometheus.NewRegistry())
 	require.NoError(t, err)
+	// As serve's: the kernel's ledger (holds, the subject index) with the
+	// world's subject key.
 	eng, err := archive.New(w.Pool, st, rules.ArchiveTables(), rules.Bookkeep, archive.Config{Service: rules.Name, HotWindowDays: 90,
-		BatchSize: 100, MaxBatchBytes: archive.DefaultSettings().MaxBatchBytes, DBTimeout: engineDBTimeout}, slog.New(slog.NewTextHandler(io.Discard, nil)), m)
+		BatchSize: 100, MaxBatchBytes: archive.DefaultSettings().MaxBatchBytes, DBTimeout: engineDBTimeout,
+		LedgerHolds: true, SubjectKey: w.SubjectKey}, slog.New(slog.NewTextHandler(io.Discard, nil)), m)
 	require.NoError(t, err)
 	return eng
 }
