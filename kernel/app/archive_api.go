@@ -20,6 +20,7 @@ import (
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/auth"
+	"github.com/craig/retention/kernel/courtorder"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/settings"
@@ -50,6 +51,9 @@ type ArchiveAPI struct {
 	// SubjectKeyKnob is archive.subject_key_file's environment variable,
 	// named when a subject call finds no key.
 	SubjectKeyKnob string
+	// Orders carries out court orders (seal, expunge); nil without a
+	// store (the calls answer 503 store_not_configured).
+	Orders *courtorder.Orders
 }
 
 // routes registers the archive API on mux.
@@ -67,6 +71,7 @@ func (a *ArchiveAPI) routes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/archive/gc", a.require(auth.ScopePurge, a.gc))
 	mux.Handle("GET /admin/archive/rows/{table}", a.require(auth.ScopeRead, a.rows))
 	mux.Handle("GET /admin/subjects/{subject}/rows", a.require(auth.ScopeRead, a.subjectRows))
+	a.courtOrderRoutes(mux)
 }
 
 // StreamSilence bounds a stream by silence, not by its length: every write
@@ -112,8 +117,12 @@ func (a *ArchiveAPI) rows(w http.ResponseWriter, r *http.Request, p auth.Princip
 		writeError(w, http.StatusBadRequest, "invalid_request", "from and to are required RFC 3339 times", nil)
 		return
 	}
+	rd, ok := a.reader(w, r, p)
+	if !ok {
+		return
+	}
 	cw := &countingWriter{w: w}
-	sum, err := a.Reader.Range(r.Context(), cw, r.PathValue("table"), from, to, p.Subject)
+	sum, err := rd.Range(r.Context(), cw, r.PathValue("table"), from, to, p.Subject)
 	n := sum.ArchivedRows + sum.HotRows
 	switch {
 	case err == nil && cw.n == 0:
@@ -239,7 +248,11 @@ func (a *ArchiveAPI) row(w http.ResponseWriter, r *http.Request, p auth.Principa
 		writeError(w, http.StatusBadRequest, "invalid_request", "id: not a uuid", nil)
 		return
 	}
-	f, err := a.Reader.Row(r.Context(), r.PathValue("table"), id, p.Subject)
+	rd, ok := a.reader(w, r, p)
+	if !ok {
+		return
+	}
+	f, err := rd.Row(r.Context(), r.PathValue("table"), id, p.Subject)
 	var purged *archiveread.PurgedError
 	switch {
 	case errors.As(err, &purged):

@@ -128,6 +128,11 @@ func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *
 	if err != nil {
 		return nil, nil, err
 	}
+	if api != nil {
+		if api.Orders, err = r.courtOrders(ctx, pool, arch); err != nil {
+			return nil, nil, err
+		}
+	}
 	watch, err := r.ledgerWatch(lm, reg)
 	if err != nil {
 		return nil, nil, err

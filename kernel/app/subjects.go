@@ -77,8 +77,12 @@ func (a *ArchiveAPI) subjectRows(w http.ResponseWriter, r *http.Request, p auth.
 		writeError(w, http.StatusBadRequest, "invalid_request", "subject: "+err.Error(), nil)
 		return
 	}
+	rd, ok := a.reader(w, r, p)
+	if !ok {
+		return
+	}
 	cw := &countingWriter{w: w}
-	_, err = a.Reader.Subject(r.Context(), cw, s, p.Subject)
+	_, err = rd.Subject(r.Context(), cw, s, p.Subject)
 	switch {
 	case err == nil:
 	case cw.n > 0:

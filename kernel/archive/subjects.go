@@ -242,3 +242,18 @@ func SyncSubjectDeclarations(ctx context.Context, pool *pgxpool.Pool, specs []Ta
 	})
 	return out, err
 }
+
+// DocOrdSubjectsSQL selects, of the archived (or to_jsonb) documents $1,
+// each document's ordinal (from 1) and each of its subjects: what a read
+// checks against the sealed subjects and an expungement against its own.
+func DocOrdSubjectsSQL(spec TableSpec) string {
+	return "SELECT craig_d.craig_ord, craig_s.subject FROM " + docsAsRows(spec) + " CROSS JOIN LATERAL " + subjectValues(spec) +
+		" WHERE craig_s.subject IS NOT NULL"
+}
+
+// DocIDAgeSQL selects, of the archived documents $1, each one's ordinal
+// (from 1), id and clamped age: what a rewritten archive's manifest and
+// ledger row are computed from.
+func DocIDAgeSQL(spec TableSpec) string {
+	return "SELECT craig_d.craig_ord, t.id, " + clampedAge(spec) + " FROM " + docsAsRows(spec) + " ORDER BY craig_d.craig_ord"
+}

@@ -53,6 +53,10 @@ type Reader struct {
 	now     func() time.Time
 	// key hashes subjects (WithSubjectKey); zero: no subject reads.
 	key subject.Key
+	// orderRef is the court order of a sealed-access read
+	// (WithSealedAccess); "" for every other read, which leaves sealed
+	// subjects' rows out.
+	orderRef string
 }
 
 // WithClock returns a copy of the reader whose orphan GC measures ages from
@@ -91,18 +95,38 @@ func (r *Reader) Row(ctx context.Context, table string, id uuid.UUID, actor stri
 	var doc string
 	// The table name is one of the service's own specs, quoted: never input.
 	err := r.pool.QueryRow(ctx, "SELECT to_jsonb(t)::text FROM "+pgx.Identifier{spec.Table}.Sanitize()+" AS t WHERE t.id = $1", id).Scan(&doc)
+	var f Found
 	switch {
 	case err == nil:
-		f := Found{Source: "hot", Row: json.RawMessage(doc)}
-		return f, r.announce(ctx, table, id, actor, f)
+		f = Found{Source: "hot", Row: json.RawMessage(doc)}
 	case !errors.Is(err, pgx.ErrNoRows):
 		return Found{}, fmt.Errorf("read %s %s: %w", table, id, err)
+	default:
+		if f, err = r.fromArchives(ctx, table, id); err != nil {
+			return Found{}, err
+		}
 	}
-	f, err := r.fromArchives(ctx, table, id)
-	if err != nil {
+	if err := r.hideSealed(ctx, spec, id, f); err != nil {
 		return Found{}, err
 	}
 	return f, r.announce(ctx, table, id, actor, f)
+}
+
+// hideSealed answers ErrNotFound for a row of a sealed subject, exactly as
+// for a row that does not exist (nothing is announced).
+func (r *Reader) hideSealed(ctx context.Context, spec archive.TableSpec, id uuid.UUID, f Found) error {
+	set, err := r.sealedSet(ctx, r.pool)
+	if err != nil {
+		return err
+	}
+	sealed, err := r.sealedOrds(ctx, r.pool, spec, []string{string(f.Row)}, set)
+	if err != nil {
+		return err
+	}
+	if sealed[1] {
+		return fmt.Errorf("%w: %s %s", ErrNotFound, spec.Table, id)
+	}
+	return nil
 }
 
 // fromArchives looks for id in the ledger's candidate archives of table.
@@ -185,7 +209,7 @@ func (r *Reader) announce(ctx context.Context, table string, id uuid.UUID, actor
 
 // stage stages <service>.archive_read with detail.
 func (r *Reader) stage(ctx context.Context, detail map[string]any) error {
-	payload, err := json.Marshal(detail)
+	payload, err := json.Marshal(r.accessDetail(detail))
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,10 +90,17 @@ func (r *Reader) Range(ctx context.Context, w io.Writer, table string, from, to 
 			sum.Purged = append(sum.Purged, PurgedArchive{ArchiveID: p.ArchiveID.Bytes, FirstRecordAt: p.FirstRecordAt.Time.UTC(),
 				LastRecordAt: p.LastRecordAt.Time.UTC(), RecordCount: int(p.RecordCount), PurgedAt: p.PurgedAt.Time.UTC()})
 		}
+		sealed, err := r.sealedSet(ctx, tx)
+		if err != nil {
+			return err
+		}
 		for _, c := range cands {
 			aid := uuid.UUID(c.ArchiveID.Bytes)
 			data, err := r.readData(ctx, aid, c.DataKey, c.DataSha256)
 			if err != nil {
+				return err
+			}
+			if data, err = r.unsealedData(ctx, tx, spec, data, sealed); err != nil {
 				return err
 			}
 			sum.Archives = append(sum.Archives, aid)
@@ -102,7 +110,7 @@ func (r *Reader) Range(ctx context.Context, w io.Writer, table string, from, to 
 				return err
 			}
 		}
-		sum.HotRows, err = writeHot(ctx, tx, w, spec, from, to)
+		sum.HotRows, err = r.writeHot(ctx, tx, w, spec, from, to, sealed)
 		return err
 	})
 	if err != nil {
@@ -115,10 +123,35 @@ func (r *Reader) Range(ctx context.Context, w io.Writer, table string, from, to 
 	return sum, r.announceRange(ctx, table, from, to, actor, sum.Archives)
 }
 
+// unsealedData is an archive's lines without those of sealed subjects.
+func (r *Reader) unsealedData(ctx context.Context, tx pgx.Tx, spec archive.TableSpec, data []byte, sealed map[string]bool) ([]byte, error) {
+	if len(sealed) == 0 || len(spec.Subjects) == 0 {
+		return data, nil
+	}
+	docs, err := r.withoutSealed(ctx, tx, spec, splitLines(data), sealed)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	for _, d := range docs {
+		b.WriteString(d)
+		b.WriteByte('\n')
+	}
+	return b.Bytes(), nil
+}
+
+// hotChunk is how many hot rows a range read checks against the sealed
+// subjects at once (one statement per chunk).
+const hotChunk = 1000
+
 // writeHot writes the hot table's rows whose age column is in [from, to),
-// oldest first, each as {"hot": row}. The table and its age column are the
-// service's own spec, quoted: never input.
-func writeHot(ctx context.Context, tx pgx.Tx, w io.Writer, spec archive.TableSpec, from, to time.Time) (int, error) {
+// oldest first, each as {"hot": row}, leaving out those of sealed
+// subjects. The table and its age column are the service's own spec,
+// quoted: never input.
+func (r *Reader) writeHot(ctx context.Context, tx pgx.Tx, w io.Writer, spec archive.TableSpec, from, to time.Time, sealed map[string]bool) (int, error) {
+	if len(sealed) > 0 && len(spec.Subjects) > 0 {
+		return r.writeHotUnsealed(ctx, tx, w, spec, from, to, sealed)
+	}
 	tbl, age := pgx.Identifier{spec.Table}.Sanitize(), pgx.Identifier{spec.AgeColumn}.Sanitize()
 	rows, err := tx.Query(ctx, "SELECT to_jsonb(t)::text FROM "+tbl+" AS t WHERE t."+age+" >= $1 AND t."+age+" < $2 ORDER BY t."+age+", t.id", from, to)
 	if err != nil {
@@ -195,4 +228,33 @@ func ageOf(raw json.RawMessage) (at time.Time, finite bool, err error) {
 		at = at.AddDate(1-2*at.Year(), 0, 0)
 	}
 	return at, true, nil
+}
+
+// writeHotUnsealed is writeHot while subjects are sealed: the rows are
+// read in chunks, each checked against the sealed subjects before any of
+// it is written.
+func (r *Reader) writeHotUnsealed(ctx context.Context, tx pgx.Tx, w io.Writer, spec archive.TableSpec, from, to time.Time, sealed map[string]bool) (int, error) {
+	tbl, age := pgx.Identifier{spec.Table}.Sanitize(), pgx.Identifier{spec.AgeColumn}.Sanitize()
+	rows, err := tx.Query(ctx, "SELECT to_jsonb(t)::text FROM "+tbl+" AS t WHERE t."+age+" >= $1 AND t."+age+" < $2 ORDER BY t."+age+", t.id", from, to)
+	if err != nil {
+		return 0, fmt.Errorf("hot rows of %s: %w", spec.Table, err)
+	}
+	docs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("hot rows of %s: %w", spec.Table, err)
+	}
+	n := 0
+	for chunk := range slices.Chunk(docs, hotChunk) {
+		keep, err := r.withoutSealed(ctx, tx, spec, chunk, sealed)
+		if err != nil {
+			return n, err
+		}
+		for _, doc := range keep {
+			if _, err := fmt.Fprintf(w, "{\"hot\": %s}\n", doc); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
 }

@@ -82,7 +82,12 @@ func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, ac
 	hash := r.key.Hash(s)
 	var lines []SubjectLine
 	var todo []queries.SubjectArchivesRow
+	var sealed map[string]bool
 	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		if sealed, err = r.sealedSet(ctx, tx); err != nil || sealed[string(hash)] {
+			return err // a sealed subject answers as one with no rows
+		}
 		cands, err := queries.New(tx).SubjectArchives(ctx, queries.SubjectArchivesParams{SubjectHash: hash, Tables: sum.Tables})
 		if err != nil {
 			return fmt.Errorf("subject index: %w", err)
@@ -112,6 +117,9 @@ func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, ac
 		return sum, err
 	}
 	lines = append(lines, archived...)
+	if lines, err = r.unsealedLines(ctx, lines, sealed); err != nil {
+		return sum, err
+	}
 	read := []uuid.UUID{}
 	for _, c := range todo {
 		if id := uuid.UUID(c.ArchiveID.Bytes); gone[id] {
@@ -126,6 +134,39 @@ func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, ac
 	}
 	return sum, r.stage(ctx, map[string]any{"actor": actor, "source": "subject", "subject_hash": subject.Hex(hash),
 		"archive_ids": read, "rows": sum.Rows, "at": time.Now().UTC().Format(time.RFC3339Nano)})
+}
+
+// unsealedLines are lines without those whose row has a sealed subject
+// (a row about the subject read and also about a sealed one).
+func (r *Reader) unsealedLines(ctx context.Context, lines []SubjectLine, sealed map[string]bool) ([]SubjectLine, error) {
+	if len(sealed) == 0 {
+		return lines, nil
+	}
+	byTable := map[string][]int{}
+	for i, l := range lines {
+		byTable[l.Table] = append(byTable[l.Table], i)
+	}
+	drop := map[int]bool{}
+	for table, idx := range byTable {
+		docs := make([]string, len(idx))
+		for j, i := range idx {
+			docs[j] = string(lines[i].Row)
+		}
+		ords, err := r.sealedOrds(ctx, r.pool, r.tables[table], docs, sealed)
+		if err != nil {
+			return nil, err
+		}
+		for ord := range ords {
+			drop[idx[ord-1]] = true
+		}
+	}
+	out := lines[:0:0]
+	for i, l := range lines {
+		if !drop[i] {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
 
 // subjectSpecs are the service's tables that declare subjects, by name.

@@ -38,6 +38,11 @@ const (
 	ScopeRun   = "archive:run"
 	ScopePurge = "archive:purge"
 	ScopeHold  = "archive:hold"
+	// ScopeSeal seals and unseals subjects (court orders).
+	ScopeSeal = "archive:seal"
+	// ScopeSealedRead reads a sealed subject's rows, with the order that
+	// allows it named in the X-Craig-Order-Ref header.
+	ScopeSealedRead = "archive:sealed-read"
 )
 
 // Leeway is the clock skew allowed on exp, nbf and iat.

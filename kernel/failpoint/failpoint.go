@@ -33,12 +33,28 @@ const (
 	PurgeBeforeStampCommit = "purge.before_stamp_commit"
 	// SweepAfterBatch: a sweep batch's DELETE has committed.
 	SweepAfterBatch = "sweep.after_batch"
+	// ExpungeAfterPut: a rewritten archive's data and manifest are in the
+	// store, nothing is booked.
+	ExpungeAfterPut = "expunge.after_put"
+	// ExpungeBeforeBookCommit: the rewritten archive is booked and the old
+	// one stamped superseded inside the transaction, which has not
+	// committed.
+	ExpungeBeforeBookCommit = "expunge.before_book_commit"
+	// ExpungeAfterBookCommit: the booking committed; the old objects are
+	// not destroyed.
+	ExpungeAfterBookCommit = "expunge.after_book_commit"
+	// ExpungeAfterObjectDestroy: one old object's versions are destroyed.
+	ExpungeAfterObjectDestroy = "expunge.after_object_destroy"
+	// ExpungeBeforeHotCommit: the hot rows are deleted and the hash
+	// replaced inside the transaction, which has not committed.
+	ExpungeBeforeHotCommit = "expunge.before_hot_commit"
 )
 
 // All lists every failpoint.
 func All() []string {
 	return []string{ArchiveAfterDataPut, ArchiveAfterManifestPut, ArchiveBeforeCommit, ArchiveAfterCommit,
-		PurgeAfterManifestDelete, PurgeAfterDataDelete, PurgeBeforeStampCommit, SweepAfterBatch}
+		PurgeAfterManifestDelete, PurgeAfterDataDelete, PurgeBeforeStampCommit, SweepAfterBatch,
+		ExpungeAfterPut, ExpungeBeforeBookCommit, ExpungeAfterBookCommit, ExpungeAfterObjectDestroy, ExpungeBeforeHotCommit}
 }
 
 // Environment variables a failpoints build reads.

@@ -226,3 +226,17 @@ func versionGone(err error) bool {
 	}
 	return false
 }
+
+// VersionCount counts every version and delete marker of exactly key (0:
+// nothing of the object is left); on a store without versions, 1 or 0.
+func (s *Store) VersionCount(ctx context.Context, key string) (int, error) {
+	if s.s3 == nil {
+		ok, err := s.Exists(ctx, key)
+		if ok {
+			return 1, err
+		}
+		return 0, err
+	}
+	vs, ms, err := s.allVersions(ctx, key)
+	return len(vs) + len(ms), err
+}

@@ -158,11 +158,14 @@ WHERE NOT EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.archive_id = u.id);
 
 -- ArchiveCandidates lists the archives of a table whose id range may hold
 -- record id (ranges are MIN/MAX and overlap at batch boundaries), oldest
--- first, with their purge state.
+-- first, with their purge state. An archive an expungement rewrote is not
+-- one: its successor holds its other rows, and the expunged ones are gone
+-- as if they never were (not "purged").
 -- name: ArchiveCandidates :many
 SELECT archive_id, data_key, data_sha256, purged_at
 FROM archive_ledger
 WHERE table_name = sqlc.arg(table_name) AND first_record_id <= sqlc.arg(record_id) AND sqlc.arg(record_id) <= last_record_id
+  AND expunge_id IS NULL
 ORDER BY archived_at, archive_id;
 
 -- LedgerToVerify pages the unpurged ledger rows (by archive_id) with every
@@ -213,11 +216,12 @@ WHERE l.archive_id = ANY (sqlc.arg(ids)::uuid[])
 ORDER BY l.retention_until, l.archived_at, l.archive_id;
 
 -- PurgedArchivesInRange lists the purged archives of a table whose record
--- times overlapped [from, to): what a range read can no longer return.
+-- times overlapped [from, to): what a range read can no longer return
+-- (an archive an expungement rewrote is not: its successor is read).
 -- name: PurgedArchivesInRange :many
 SELECT archive_id, first_record_at, last_record_at, record_count, purged_at
 FROM archive_ledger
-WHERE table_name = sqlc.arg(table_name) AND purged_at IS NOT NULL
+WHERE table_name = sqlc.arg(table_name) AND purged_at IS NOT NULL AND expunge_id IS NULL
   AND first_record_at < sqlc.arg(to_at) AND last_record_at >= sqlc.arg(from_at)
 ORDER BY first_record_at, archive_id;
 
@@ -263,6 +267,7 @@ FROM (
     SELECT l.archive_id, l.table_name, l.data_key, l.data_sha256, l.record_count, l.purged_at, l.subjects_indexed, l.first_record_at
     FROM archive_subjects AS s JOIN archive_ledger AS l ON l.archive_id = s.archive_id
     WHERE s.subject_hashes @> ARRAY[sqlc.arg(subject_hash)::bytea] AND l.table_name = ANY (sqlc.arg(tables)::text[])
+      AND l.expunge_id IS NULL
     UNION
     SELECT l.archive_id, l.table_name, l.data_key, l.data_sha256, l.record_count, l.purged_at, l.subjects_indexed, l.first_record_at
     FROM archive_ledger AS l

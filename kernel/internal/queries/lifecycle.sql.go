@@ -15,6 +15,7 @@ const archiveCandidates = `-- name: ArchiveCandidates :many
 SELECT archive_id, data_key, data_sha256, purged_at
 FROM archive_ledger
 WHERE table_name = $1 AND first_record_id <= $2 AND $2 <= last_record_id
+  AND expunge_id IS NULL
 ORDER BY archived_at, archive_id
 `
 
@@ -32,7 +33,9 @@ type ArchiveCandidatesRow struct {
 
 // ArchiveCandidates lists the archives of a table whose id range may hold
 // record id (ranges are MIN/MAX and overlap at batch boundaries), oldest
-// first, with their purge state.
+// first, with their purge state. An archive an expungement rewrote is not
+// one: its successor holds its other rows, and the expunged ones are gone
+// as if they never were (not "purged").
 func (q *Queries) ArchiveCandidates(ctx context.Context, arg ArchiveCandidatesParams) ([]ArchiveCandidatesRow, error) {
 	rows, err := q.db.Query(ctx, archiveCandidates, arg.TableName, arg.RecordID)
 	if err != nil {
@@ -795,7 +798,7 @@ func (q *Queries) PurgeableAmong(ctx context.Context, ids []pgtype.UUID) ([]pgty
 const purgedArchivesInRange = `-- name: PurgedArchivesInRange :many
 SELECT archive_id, first_record_at, last_record_at, record_count, purged_at
 FROM archive_ledger
-WHERE table_name = $1 AND purged_at IS NOT NULL
+WHERE table_name = $1 AND purged_at IS NOT NULL AND expunge_id IS NULL
   AND first_record_at < $2 AND last_record_at >= $3
 ORDER BY first_record_at, archive_id
 `
@@ -815,7 +818,8 @@ type PurgedArchivesInRangeRow struct {
 }
 
 // PurgedArchivesInRange lists the purged archives of a table whose record
-// times overlapped [from, to): what a range read can no longer return.
+// times overlapped [from, to): what a range read can no longer return
+// (an archive an expungement rewrote is not: its successor is read).
 func (q *Queries) PurgedArchivesInRange(ctx context.Context, arg PurgedArchivesInRangeParams) ([]PurgedArchivesInRangeRow, error) {
 	rows, err := q.db.Query(ctx, purgedArchivesInRange, arg.TableName, arg.ToAt, arg.FromAt)
 	if err != nil {
@@ -1027,6 +1031,7 @@ FROM (
     SELECT l.archive_id, l.table_name, l.data_key, l.data_sha256, l.record_count, l.purged_at, l.subjects_indexed, l.first_record_at
     FROM archive_subjects AS s JOIN archive_ledger AS l ON l.archive_id = s.archive_id
     WHERE s.subject_hashes @> ARRAY[$1::bytea] AND l.table_name = ANY ($2::text[])
+      AND l.expunge_id IS NULL
     UNION
     SELECT l.archive_id, l.table_name, l.data_key, l.data_sha256, l.record_count, l.purged_at, l.subjects_indexed, l.first_record_at
     FROM archive_ledger AS l

@@ -46,6 +46,9 @@ type ArchiveLedger struct {
 	PurgedBy        *string
 	PurgeID         pgtype.UUID
 	SubjectsIndexed bool
+	ExpungeID       pgtype.UUID
+	SupersededBy    pgtype.UUID
+	Supersedes      pgtype.UUID
 }
 
 type ArchiveLifecycleLog struct {
@@ -91,6 +94,27 @@ type EventOutbox struct {
 	LastError   *string
 }
 
+type Expungement struct {
+	ExpungeID      pgtype.UUID
+	Status         string
+	SubjectHash    []byte
+	SubjectBox     []byte
+	SaltBox        []byte
+	Commitment     []byte
+	OrderRef       string
+	Reason         string
+	Holds          []pgtype.UUID
+	Archives       []pgtype.UUID
+	RequestedBy    string
+	RequestedAt    pgtype.Timestamptz
+	ApprovedBy     *string
+	ExecutedAt     pgtype.Timestamptz
+	Rewritten      *int32
+	RowsRemoved    *int64
+	HotRowsRemoved int64
+	CertificateKey *string
+}
+
 type Purge struct {
 	PurgeID        pgtype.UUID
 	Status         string
@@ -111,4 +135,12 @@ type RetentionDetachedPartition struct {
 	Parent     string
 	UpperBound pgtype.Timestamptz
 	DetachedAt pgtype.Timestamptz
+}
+
+type SubjectSeal struct {
+	SubjectHash []byte
+	OrderRef    string
+	Reason      string
+	SealedBy    string
+	SealedAt    pgtype.Timestamptz
 }

@@ -49,6 +49,9 @@ type ArchiveLedger struct {
 	PurgedBy        *string
 	PurgeID         pgtype.UUID
 	SubjectsIndexed bool
+	ExpungeID       pgtype.UUID
+	SupersededBy    pgtype.UUID
+	Supersedes      pgtype.UUID
 }
 
 type ArchiveLifecycleLog struct {
@@ -138,6 +141,27 @@ type EventOutbox struct {
 	LastError   *string
 }
 
+type Expungement struct {
+	ExpungeID      uuid.UUID
+	Status         string
+	SubjectHash    []byte
+	SubjectBox     []byte
+	SaltBox        []byte
+	Commitment     []byte
+	OrderRef       string
+	Reason         string
+	Holds          []uuid.UUID
+	Archives       []uuid.UUID
+	RequestedBy    string
+	RequestedAt    time.Time
+	ApprovedBy     *string
+	ExecutedAt     pgtype.Timestamptz
+	Rewritten      *int32
+	RowsRemoved    *int64
+	HotRowsRemoved int64
+	CertificateKey *string
+}
+
 type Purge struct {
 	PurgeID        uuid.UUID
 	Status         string
@@ -158,4 +182,12 @@ type RetentionDetachedPartition struct {
 	Parent     string
 	UpperBound time.Time
 	DetachedAt time.Time
+}
+
+type SubjectSeal struct {
+	SubjectHash []byte
+	OrderRef    string
+	Reason      string
+	SealedBy    string
+	SealedAt    time.Time
 }

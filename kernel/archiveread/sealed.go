@@ -1,0 +1,103 @@
+package archiveread
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/prune"
+	"github.com/craig/retention/kernel/subject"
+	"github.com/jackc/pgx/v5"
+)
+
+// WithSealedAccess returns a copy of the reader that also returns the rows
+// of sealed subjects, for a caller with archive:sealed-read who names the
+// court order that allows it (orderRef, non-empty); every read it makes is
+// announced with that order reference. The default reader answers for a
+// sealed subject's rows exactly as for rows that do not exist.
+func (r *Reader) WithSealedAccess(orderRef string) *Reader {
+	c := *r
+	c.orderRef = orderRef
+	return &c
+}
+
+// sealedSet is the keyed hashes of the sealed subjects this read must not
+// return (hex → true); nil when there are none or the reader has sealed
+// access. Seals without a key to tell whose rows are whose fail the read
+// (ErrNoSubjectKey) rather than return a sealed row.
+func (r *Reader) sealedSet(ctx context.Context, db prune.DB) (map[string]bool, error) {
+	if r.orderRef != "" {
+		return nil, nil
+	}
+	hashes, err := queries.New(db).SealedHashes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sealed subjects: %w", err)
+	}
+	if len(hashes) == 0 {
+		return nil, nil
+	}
+	if !r.key.Valid() {
+		return nil, fmt.Errorf("%w: subjects are sealed and rows cannot be told apart without it", ErrNoSubjectKey)
+	}
+	set := make(map[string]bool, len(hashes))
+	for _, h := range hashes {
+		set[string(h)] = true
+	}
+	return set, nil
+}
+
+// sealedOrds returns which of docs (rows as to_jsonb text, ordinals from 1)
+// have a sealed subject, as the table's own subject expressions read them.
+func (r *Reader) sealedOrds(ctx context.Context, db prune.DB, spec archive.TableSpec, docs []string, set map[string]bool) (map[int]bool, error) {
+	if len(set) == 0 || len(spec.Subjects) == 0 || len(docs) == 0 {
+		return nil, nil
+	}
+	rows, err := db.Query(ctx, archive.DocOrdSubjectsSQL(spec), docs)
+	if err != nil {
+		return nil, fmt.Errorf("subjects of %s rows: %w", spec.Table, err)
+	}
+	type ordSubject struct {
+		Ord     int64
+		Subject string
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[ordSubject])
+	if err != nil {
+		return nil, fmt.Errorf("subjects of %s rows: %w", spec.Table, err)
+	}
+	out := map[int]bool{}
+	for _, g := range got {
+		s, err := subject.Parse(g.Subject)
+		if err != nil {
+			continue // not a subject: the index never held it either
+		}
+		if set[string(r.key.Hash(s))] {
+			out[int(g.Ord)] = true
+		}
+	}
+	return out, nil
+}
+
+// withoutSealed returns docs without those of a sealed subject.
+func (r *Reader) withoutSealed(ctx context.Context, db prune.DB, spec archive.TableSpec, docs []string, set map[string]bool) ([]string, error) {
+	drop, err := r.sealedOrds(ctx, db, spec, docs, set)
+	if err != nil || len(drop) == 0 {
+		return docs, err
+	}
+	out := make([]string, 0, len(docs)-len(drop))
+	for i, d := range docs {
+		if !drop[i+1] {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// accessDetail adds the order reference of a sealed-access read to its
+// announcement.
+func (r *Reader) accessDetail(detail map[string]any) map[string]any {
+	if r.orderRef != "" {
+		detail["order_ref"], detail["sealed_access"] = r.orderRef, true
+	}
+	return detail
+}
