@@ -77,7 +77,7 @@ func newFleetCmd(o *options) *cobra.Command {
 	var path string
 	check := &cobra.Command{
 		Use:   "check --config fleet.yaml",
-		Short: "Check the fleet: every inbox outlives every outbox, no replay reaches past an inbox, every subject hold is on every archiving service",
+		Short: "Check the fleet: every inbox outlives every outbox, no replay reaches past an inbox, every subject hold and court order is on every archiving service",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if path == "" {
@@ -95,7 +95,12 @@ func newFleetCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			orders, err := o.fetchOrders(cmd.Context(), ff, ws)
+			if err != nil {
+				return err
+			}
 			vs := append(CheckFleet(ws), CheckSubjectKeys(ws)...)
+			vs = append(vs, CheckCourtOrders(orders)...)
 			return o.reportFleet(ws, append(vs, CheckSubjectHolds(holds)...))
 		},
 	}

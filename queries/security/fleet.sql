@@ -80,3 +80,12 @@ WHERE archive_id = ANY (sqlc.arg(archive_ids)::uuid[]) AND source_service = sqlc
 -- stays free for the genuine event, which a forgery must not shadow.
 -- name: ReleaseInboxClaim :exec
 DELETE FROM event_inbox WHERE event_id = sqlc.arg(event_id);
+
+-- ApplyFleetSuperseded stamps the fleet row of an archive an expungement
+-- rewrote: purged by the approver, with the order and its successor.
+-- name: ApplyFleetSuperseded :execrows
+UPDATE archive_records
+SET purged_at = sqlc.arg(purged_at), purged_by = sqlc.arg(purged_by), lifecycle_at = sqlc.arg(purged_at),
+    expunge_id = sqlc.arg(expunge_id), superseded_by = sqlc.narg(superseded_by)
+WHERE archive_id = sqlc.arg(archive_id) AND source_service = sqlc.arg(source_service) AND purged_at IS NULL
+  AND (lifecycle_at IS NULL OR lifecycle_at < sqlc.arg(purged_at));

@@ -122,10 +122,11 @@ func (h *inbound) Handle(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery) er
 
 // isArchiveEvent: the event types whose signature is checked (with trust
 // configured): every `<service>.…archive…` (archives, purges, holds,
-// reads), the fleet ledger's typed events among them.
+// reads, supersessions), the fleet ledger's typed events among them, and
+// every court order (`<service>.subject_…`: seals, expungements).
 func isArchiveEvent(eventType string) bool {
 	_, rest, ok := strings.Cut(eventType, ".")
-	return ok && strings.Contains(rest, "archive")
+	return ok && (strings.Contains(rest, "archive") || strings.HasPrefix(rest, "subject_"))
 }
 
 // claimedSource is the source an archive event speaks for: its type's
@@ -283,6 +284,8 @@ func (h *inbound) applyLifecycle(ctx context.Context, tx pgx.Tx, d rabbitmq.Deli
 	case fleet.KindPurged:
 		n, err = q.ApplyFleetPurged(ctx, queries.ApplyFleetPurgedParams{
 			PurgedAt: at, PurgedBy: &c.PurgedBy, ArchiveIds: c.Purged, SourceService: c.SourceService})
+	case fleet.KindSuperseded:
+		n, err = applySuperseded(ctx, q, c, at)
 	}
 	if err != nil {
 		return o, fmt.Errorf("fleet ledger: %w", err)
@@ -340,4 +343,23 @@ func wrappedDeadLetter(eventType string, payload []byte, reason, refusedAs strin
 	}
 	doc, _ := json.Marshal(wrapped) // strings and a bool: cannot fail
 	return deadLetterRecord{eventType: et, reason: reason, payload: doc}
+}
+
+// applySuperseded stamps each archive an expungement rewrote, with its
+// successor: the fleet ledger's lineage.
+func applySuperseded(ctx context.Context, q *queries.Queries, c fleet.Change, at pgtype.Timestamptz) (int64, error) {
+	var n int64
+	for _, id := range c.Purged {
+		p := queries.ApplyFleetSupersededParams{PurgedAt: at, PurgedBy: &c.PurgedBy, ExpungeID: pgtype.UUID{Bytes: c.ExpungeID, Valid: true},
+			ArchiveID: id, SourceService: c.SourceService}
+		if next := c.SupersededBy[id]; next != nil {
+			p.SupersededBy = pgtype.UUID{Bytes: *next, Valid: true}
+		}
+		m, err := q.ApplyFleetSuperseded(ctx, p)
+		if err != nil {
+			return n, err
+		}
+		n += m
+	}
+	return n, nil
 }

@@ -16,6 +16,9 @@ const (
 	KindHoldPlaced   = "archive_hold_placed"
 	KindHoldReleased = "archive_hold_released"
 	KindPurged       = "archive_purged"
+	// KindSuperseded: archives an expungement rewrote (issue 27): each
+	// destroyed, its rows other than the subject's in its successor.
+	KindSuperseded = "archive_superseded"
 )
 
 // maxLifecycleIDs bounds the archives one lifecycle event may name.
@@ -30,7 +33,7 @@ func LifecycleKind(eventType string) (source, kind string, ok bool) {
 	service, kind, found := strings.Cut(eventType, ".")
 	source, known := sourceServices[service]
 	switch kind {
-	case KindRetentionSet, KindHoldPlaced, KindHoldReleased, KindPurged:
+	case KindRetentionSet, KindHoldPlaced, KindHoldReleased, KindPurged, KindSuperseded:
 		return source, kind, found && known
 	}
 	return "", "", false
@@ -56,6 +59,9 @@ type Change struct {
 	// requester).
 	Purged   []uuid.UUID
 	PurgedBy string
+	// Superseded: the order, and each archive's successor (nil: none).
+	ExpungeID    uuid.UUID
+	SupersededBy map[uuid.UUID]*uuid.UUID
 }
 
 // IDs are the archives the change names.
@@ -86,8 +92,10 @@ type lifecyclePayload struct {
 	RetentionUntil string          `json:"retention_until"`
 	LegalHold      map[string]bool `json:"legal_hold"`
 	SubjectHold    map[string]bool `json:"subject_hold"`
-	ArchiveIDs     []string        `json:"archive_ids"`
-	Approver       *string         `json:"approver"`
+	ArchiveIDs     []string           `json:"archive_ids"`
+	Approver       *string            `json:"approver"`
+	ExpungeID      string             `json:"expunge_id"`
+	SupersededBy   map[string]*string `json:"superseded_by"`
 }
 
 // ValidateLifecycle checks a lifecycle event at time now: its source is
@@ -125,6 +133,11 @@ func ValidateLifecycle(eventType string, body []byte, now time.Time) (Change, er
 		if c.SubjectHold, err = heldMap("subject_hold", p.SubjectHold); err != nil {
 			return Change{}, err
 		}
+	case KindSuperseded:
+		if err := c.superseded(p); err != nil {
+			return Change{}, err
+		}
+		fallthrough
 	case KindPurged:
 		if len(p.ArchiveIDs) > maxLifecycleIDs {
 			return Change{}, refuse(ReasonRecordCount, "archive_ids names %d archives, at most %d", len(p.ArchiveIDs), maxLifecycleIDs)
@@ -159,4 +172,41 @@ func heldMap(key string, in map[string]bool) (map[uuid.UUID]bool, error) {
 		out[id] = held
 	}
 	return out, nil
+}
+
+// superseded validates an archive_superseded event's order and lineage:
+// every archive it names has an entry (its successor or null), and no
+// other.
+func (c *Change) superseded(p lifecyclePayload) error {
+	var err error
+	if c.ExpungeID, err = parseID(p.ExpungeID); err != nil {
+		return refuse(ReasonArchiveID, "expunge_id: %v", err)
+	}
+	if len(p.SupersededBy) != len(p.ArchiveIDs) || len(p.ArchiveIDs) > maxLifecycleIDs {
+		return refuse(ReasonRecordCount, "superseded_by names %d archives, archive_ids %d (at most %d)", len(p.SupersededBy), len(p.ArchiveIDs), maxLifecycleIDs)
+	}
+	c.SupersededBy = make(map[uuid.UUID]*uuid.UUID, len(p.SupersededBy))
+	for old, next := range p.SupersededBy {
+		id, err := parseID(old)
+		if err != nil {
+			return refuse(ReasonArchiveID, "superseded_by: %v", err)
+		}
+		if next == nil {
+			c.SupersededBy[id] = nil
+			continue
+		}
+		n, err := parseID(*next)
+		if err != nil {
+			return refuse(ReasonArchiveID, "superseded_by %s: %v", old, err)
+		}
+		c.SupersededBy[id] = &n
+	}
+	for _, s := range p.ArchiveIDs {
+		if id, err := parseID(s); err == nil {
+			if _, ok := c.SupersededBy[id]; !ok {
+				return refuse(ReasonArchiveID, "archive %s has no superseded_by entry", s)
+			}
+		}
+	}
+	return nil
 }

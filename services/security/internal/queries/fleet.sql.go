@@ -108,6 +108,40 @@ func (q *Queries) ApplyFleetRetention(ctx context.Context, arg ApplyFleetRetenti
 	return result.RowsAffected(), nil
 }
 
+const applyFleetSuperseded = `-- name: ApplyFleetSuperseded :execrows
+UPDATE archive_records
+SET purged_at = $1, purged_by = $2, lifecycle_at = $1,
+    expunge_id = $3, superseded_by = $4
+WHERE archive_id = $5 AND source_service = $6 AND purged_at IS NULL
+  AND (lifecycle_at IS NULL OR lifecycle_at < $1)
+`
+
+type ApplyFleetSupersededParams struct {
+	PurgedAt      pgtype.Timestamptz
+	PurgedBy      *string
+	ExpungeID     pgtype.UUID
+	SupersededBy  pgtype.UUID
+	ArchiveID     uuid.UUID
+	SourceService string
+}
+
+// ApplyFleetSuperseded stamps the fleet row of an archive an expungement
+// rewrote: purged by the approver, with the order and its successor.
+func (q *Queries) ApplyFleetSuperseded(ctx context.Context, arg ApplyFleetSupersededParams) (int64, error) {
+	result, err := q.db.Exec(ctx, applyFleetSuperseded,
+		arg.PurgedAt,
+		arg.PurgedBy,
+		arg.ExpungeID,
+		arg.SupersededBy,
+		arg.ArchiveID,
+		arg.SourceService,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const getArchiveRecord = `-- name: GetArchiveRecord :one
 SELECT archive_id, source_service, table_name, data_key, manifest_key, data_sha256, record_count,
        store_endpoint, store_bucket, first_record_id, last_record_id,

@@ -90,6 +90,8 @@ type ArchiveRecord struct {
 	RecordedAt     time.Time
 	LifecycleAt    pgtype.Timestamptz
 	SubjectHold    bool
+	SupersededBy   pgtype.UUID
+	ExpungeID      pgtype.UUID
 }
 
 type ArchiveSubject struct {
