@@ -27,7 +27,7 @@ const demoTokenTTL = 12 * time.Hour
 const (
 	demoOperator = "demo:operator"
 	demoApprover = "demo:approver"
-	demoScopes   = "archive:read archive:run archive:hold archive:purge"
+	demoScopes   = "archive:read archive:run archive:hold archive:purge archive:seal archive:sealed-read"
 )
 
 // demoCraigctl runs a craigctl session against the demo's serves: the

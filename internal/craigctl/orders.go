@@ -112,7 +112,7 @@ service: each answers its expunge_id and the archives that hold the subject
 identity runs ` + "`craigctl subject approve-expunge --order-ref REF`" + `. A
 service where an order with this reference already awaits approval is not
 asked again. A hold the order does not name blocks it (exit 1, the answer
-naming, the answer names them), and nothing is recorded.`,
+naming them), and nothing is recorded.`,
 		Args: exactArgs(1, "SUBJECT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, err := subject.Parse(args[0])

@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/internal/craigctl"
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/store"
+)
+
+// orderCanary is seeded in every row of the expunged subject: after the
+// order it must be in no row of either service's database, no object of
+// the bucket, no line the services logged.
+const orderCanary = "CANARY-ORDER-QX7734"
+
+// TestCourtOrdersAcrossTheDemoFleet: subjects A (case 7, the demo's own
+// rows plus rows carrying the canary) and B (case 880088) share archives
+// in rules and security, hot and archived. Sealing A on rules alone fails
+// `fleet check` until security has it; expunging A across the fleet
+// (requested by one operator, approved by another) leaves every B row
+// fetching and verifying, A's rows unknown, no version of the objects
+// that held them, and the canary nowhere.
+func TestCourtOrdersAcrossTheDemoFleet(t *testing.T) {
+	t.Parallel()
+	kerneltest.NeedsServer(t, "PostgreSQL, RabbitMQ and the S3 store")
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	d := startDemo(t, root)
+	c := ctl{t: t, env: d.state}
+	approver := ctl{t: t, env: map[string]string{"CRAIG_TOKEN": d.state["SECOND_OPERATOR_TOKEN"],
+		"CRAIG_RULES_URL": d.state["CRAIG_RULES_URL"], "CRAIG_SECURITY_URL": d.state["CRAIG_SECURITY_URL"]}}
+	work := t.TempDir()
+	fleet := filepath.Join(work, "fleet.yaml")
+	copyFile(t, d.state["FLEET_FILE"], fleet, 0o600)
+	seedOrderRows(t, d)
+	c.ok("archive", "run", "--service", "rules")
+	c.ok("archive", "run", "--service", "security")
+	bBefore := fleetRows(t, c, work, "case:880088")
+	require.Len(t, bBefore, 8, "B: 3 archived + 1 hot in rules, 3 archived + 1 hot in security")
+	require.GreaterOrEqual(t, len(fleetRows(t, c, work, "case:7")), 12)
+
+	c.ok("subject", "seal", "case:7", "--service", "rules", "--order-ref", "WIC-781-7", "--reason", "sealed juvenile record", "--yes")
+	code, stdout, _ := c.run("", false, "fleet", "check", "--config", fleet)
+	require.Equal(t, craigctl.ExitFailed, code, stdout)
+	require.Contains(t, stdout, "court_order_everywhere")
+	c.ok("subject", "seal", "case:7", "--fleet", fleet, "--order-ref", "WIC-781-7", "--reason", "sealed juvenile record", "--yes")
+	code, stdout, _ = c.run("", false, "fleet", "check", "--config", fleet)
+	require.Equal(t, craigctl.ExitOK, code, stdout)
+	require.Empty(t, fleetRows(t, c, work, "case:7"), "sealed: no read returns A's rows")
+	c.ok("subject", "unseal", "case:7", "--fleet", fleet, "--order-ref", "WIC-781-7-LIFT", "--reason", "for the expungement", "--yes")
+
+	req := c.ok("subject", "expunge", "case:7", "--fleet", fleet, "--order-ref", "CAPTA-7", "--reason", "unsubstantiated report", "--yes")
+	require.Equal(t, 2, strings.Count(req, "expunge_id"), req)
+	code, _, errOut := c.run("", false, "subject", "approve-expunge", "--fleet", fleet, "--order-ref", "CAPTA-7", "--yes")
+	require.Equal(t, craigctl.ExitAuth, code, "the requester cannot approve: %s", errOut)
+	done := approver.ok("subject", "approve-expunge", "--fleet", fleet, "--order-ref", "CAPTA-7", "--yes")
+	for _, line := range strings.Split(strings.TrimSpace(done), "\n") {
+		var ans struct {
+			Service     string `json:"service"`
+			Rewritten   int    `json:"rewritten"`
+			RowsRemoved int    `json:"rows_removed"`
+			Salt        string `json:"salt"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &ans), line)
+		require.Positive(t, ans.Rewritten, line)
+		require.Len(t, ans.Salt, 64, "the salt, once, for the court's file")
+	}
+	again := approver.ok("subject", "approve-expunge", "--fleet", fleet, "--order-ref", "CAPTA-7", "--yes")
+	require.NotContains(t, again, `"salt"`, "a second approval changes nothing and gives no salt")
+
+	require.ElementsMatch(t, bBefore, fleetRows(t, c, work, "case:880088"), "every B row still fetches (and verifies)")
+	require.Empty(t, fleetRows(t, c, work, "case:7"))
+	c.ok("archive", "verify", "--service", "rules", "--deep")
+	c.ok("archive", "verify", "--service", "security", "--deep")
+	code, stdout, _ = c.run("", false, "fleet", "check", "--config", fleet)
+	require.Equal(t, craigctl.ExitOK, code, stdout)
+	requireCanaryGone(t, d)
+	d.stop(t)
+	require.NotContains(t, d.out.String(), orderCanary, "no log line of the run holds the canary")
+	require.NotContains(t, d.out.String(), "case:7\"", "no log line names the subject")
+}
+
+// seedOrderRows writes aged rows (archived by the next pass) and hot rows
+// of A (with the canary) and B in both services, so they share archives.
+func seedOrderRows(t *testing.T, d *runbookDemo) {
+	t.Helper()
+	ctx := context.Background()
+	for svc, stmts := range map[string][]string{
+		"rules": {`INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+			SELECT now() - interval '400 days' + make_interval(secs => g), 'court-order', jsonb_build_object('case_id', CASE WHEN g % 2 = 0 THEN 7 ELSE 880088 END, 'note', CASE WHEN g % 2 = 0 THEN $1 ELSE 'b' END), '{}'
+			FROM generate_series(1, 6) AS g`,
+			`INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+			VALUES (now(), 'court-order', jsonb_build_object('case_id', 7, 'note', $1::text), '{}'), (now(), 'court-order', '{"case_id": 880088}', '{}')`},
+		"security": {`INSERT INTO audit_log (occurred_at, actor, action, subject_id, detail)
+			SELECT now() - interval '400 days' + make_interval(secs => g), 'court-order', 'viewed', CASE WHEN g % 2 = 0 THEN 'case-7' ELSE 'case-880088' END, jsonb_build_object('note', CASE WHEN g % 2 = 0 THEN $1 ELSE 'b' END)
+			FROM generate_series(1, 6) AS g`,
+			`INSERT INTO audit_log (actor, action, subject_id, detail)
+			VALUES ('court-order', 'viewed', 'case-7', jsonb_build_object('note', $1::text)), ('court-order', 'viewed', 'case-880088', '{}')`},
+	} {
+		conn, err := pgx.Connect(ctx, d.dbURL(t, svc))
+		require.NoError(t, err)
+		for _, s := range stmts {
+			_, err := conn.Exec(ctx, s, orderCanary)
+			require.NoError(t, err, svc)
+		}
+		_ = conn.Close(ctx)
+	}
+}
+
+// fleetRows fetches a subject across the fleet: its lines, verbatim.
+func fleetRows(t *testing.T, c ctl, work, s string) []string {
+	t.Helper()
+	out := filepath.Join(work, strings.ReplaceAll(s, ":", "_")+".ndjson")
+	c.ok("subject", "fetch", s, "--fleet", filepath.Join(work, "fleet.yaml"), "--out", out)
+	raw, err := os.ReadFile(out)
+	require.NoError(t, err)
+	if strings.TrimSpace(string(raw)) == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimSpace(string(raw)), "\n")
+}
+
+// requireCanaryGone: no row of any table of either database holds the
+// canary; no version is left of any object an expungement superseded; no
+// object of the bucket holds the canary.
+func requireCanaryGone(t *testing.T, d *runbookDemo) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, d.in.StoreURL)
+	require.NoError(t, err)
+	defer func() { _ = st.Close() }()
+	for _, svc := range []string{"rules", "security"} {
+		conn, err := pgx.Connect(ctx, d.dbURL(t, svc))
+		require.NoError(t, err)
+		rows, err := conn.Query(ctx, `SELECT quote_ident(table_name) FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`)
+		require.NoError(t, err)
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		for _, tbl := range tables {
+			var n int64
+			require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM `+tbl+` AS t WHERE strpos(t::text, $1) > 0`, orderCanary).Scan(&n))
+			require.Zero(t, n, "%s.%s holds the canary", svc, tbl)
+		}
+		rows, err = conn.Query(ctx, `SELECT data_key FROM archive_ledger WHERE expunge_id IS NOT NULL UNION ALL SELECT manifest_key FROM archive_ledger WHERE expunge_id IS NOT NULL`)
+		require.NoError(t, err)
+		keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.NotEmpty(t, keys, "%s rewrote archives", svc)
+		for _, k := range keys {
+			n, err := st.VersionCount(ctx, k)
+			require.NoError(t, err)
+			require.Zero(t, n, "no version of %s is left", k)
+		}
+		_ = conn.Close(ctx)
+		objs, err := st.ListObjects(ctx, "retention-archives/"+svc+"/")
+		require.NoError(t, err)
+		for _, o := range objs {
+			b, err := st.Get(ctx, o.Key)
+			require.NoError(t, err)
+			require.NotContains(t, string(b), orderCanary, o.Key)
+		}
+	}
+}
