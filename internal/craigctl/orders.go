@@ -347,7 +347,9 @@ func CheckCourtOrders(orders map[string]orderListing) []Violation {
 			}
 		}
 	}
-	report(sealed, func(k string) string { return fmt.Sprintf("a subject (keyed hash %s…) is sealed", k[:min(12, len(k))]) })
+	report(sealed, func(k string) string {
+		return fmt.Sprintf("a subject (keyed hash %s…) is sealed", k[:min(12, len(k))])
+	})
 	report(expunged, func(k string) string { return fmt.Sprintf("order %q is executed", k) })
 	return vs
 }

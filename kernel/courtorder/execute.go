@@ -108,7 +108,7 @@ func (o *Orders) replaceHash(ctx context.Context, tx pgx.Tx, ord *order) error {
 	if err != nil {
 		return fmt.Errorf("replace the log's hash: %w", err)
 	}
-	if _, err := q.ReplaceOutboxHash(ctx, queries.ReplaceOutboxHashParams{OldHex: hexes.OldHex, NewHex: hexes.NewHex}); err != nil {
+	if _, err := q.ReplaceOutboxHash(ctx, queries.ReplaceOutboxHashParams(hexes)); err != nil {
 		return fmt.Errorf("replace the staged events' hash: %w", err)
 	}
 	return o.logOnly(ctx, tx, ord.approver, "insert_only_bypass", map[string]any{"expunge_id": ord.id, "table": "archive_lifecycle_log",

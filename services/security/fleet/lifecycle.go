@@ -86,12 +86,12 @@ func (c Change) IDs() []uuid.UUID {
 
 // lifecyclePayload is the part of a lifecycle event the fleet reads.
 type lifecyclePayload struct {
-	Actor          string          `json:"actor"`
-	At             string          `json:"at"`
-	ArchiveID      string          `json:"archive_id"`
-	RetentionUntil string          `json:"retention_until"`
-	LegalHold      map[string]bool `json:"legal_hold"`
-	SubjectHold    map[string]bool `json:"subject_hold"`
+	Actor          string             `json:"actor"`
+	At             string             `json:"at"`
+	ArchiveID      string             `json:"archive_id"`
+	RetentionUntil string             `json:"retention_until"`
+	LegalHold      map[string]bool    `json:"legal_hold"`
+	SubjectHold    map[string]bool    `json:"subject_hold"`
 	ArchiveIDs     []string           `json:"archive_ids"`
 	Approver       *string            `json:"approver"`
 	ExpungeID      string             `json:"expunge_id"`
