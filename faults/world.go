@@ -35,6 +35,10 @@ type World struct {
 	// SubjectKey is the key the archives are indexed with; zero: the
 	// subject index is not checked.
 	SubjectKey subject.Key
+	// Expunged are seeded rows an expungement was ordered for: once it
+	// completed they must be in no table and no archive; while it may be
+	// interrupted, anywhere or nowhere.
+	Expunged map[uuid.UUID]bool
 }
 
 // Seed inserts rows with query (one INSERT … RETURNING id, to_jsonb(t)::text
@@ -66,6 +70,10 @@ type CheckOptions struct {
 	// archive may have lost one or both objects (the next purge finishes
 	// it; the manifest goes first).
 	PurgeInterrupted bool
+	// ExpungeInterrupted: an expungement was killed, so an archive it
+	// stamped superseded may still have its objects (the next call
+	// destroys them), and the expunged rows may still be anywhere.
+	ExpungeInterrupted bool
 }
 
 // Report is one check: how many facts were checked and every violation.
@@ -98,6 +106,7 @@ type ledgerRow struct {
 	count                int
 	first, last          uuid.UUID
 	purged, due          bool
+	superseded           bool
 }
 
 // Check runs every invariant of the suite:
@@ -121,7 +130,7 @@ func (w *World) Check(ctx context.Context, opt CheckOptions) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	if err := w.checkRows(ctx, ledger, archived, &rep); err != nil {
+	if err := w.checkRows(ctx, ledger, archived, opt, &rep); err != nil {
 		return rep, err
 	}
 	if err := w.checkLocks(ctx, &rep); err != nil {
@@ -135,7 +144,7 @@ func (w *World) Check(ctx context.Context, opt CheckOptions) (Report, error) {
 
 func (w *World) ledger(ctx context.Context) ([]ledgerRow, error) {
 	rows, err := w.Pool.Query(ctx, `SELECT archive_id, data_key, manifest_key, data_sha256, record_count, first_record_id, last_record_id,
-		purged_at IS NOT NULL, (retention_until IS NOT NULL AND retention_until <= CURRENT_DATE AND NOT legal_hold)
+		purged_at IS NOT NULL, (retention_until IS NOT NULL AND retention_until <= CURRENT_DATE AND NOT legal_hold), expunge_id IS NOT NULL
 		FROM archive_ledger ORDER BY archive_id`)
 	if err != nil {
 		return nil, fmt.Errorf("read the ledger: %w", err)
@@ -144,7 +153,7 @@ func (w *World) ledger(ctx context.Context) ([]ledgerRow, error) {
 	var out []ledgerRow
 	for rows.Next() {
 		var l ledgerRow
-		if err := rows.Scan(&l.id, &l.dataKey, &l.manifestKey, &l.sha, &l.count, &l.first, &l.last, &l.purged, &l.due); err != nil {
+		if err := rows.Scan(&l.id, &l.dataKey, &l.manifestKey, &l.sha, &l.count, &l.first, &l.last, &l.purged, &l.due, &l.superseded); err != nil {
 			return nil, err
 		}
 		out = append(out, l)
@@ -168,6 +177,7 @@ func (w *World) checkLedger(ctx context.Context, ledger []ledgerRow, opt CheckOp
 		dok := derr == nil
 		rep.Checks++
 		switch {
+		case l.purged && l.superseded && opt.ExpungeInterrupted:
 		case l.purged && (mok || dok):
 			rep.fail("archive %s is stamped purged but its objects remain (manifest %v, data %v)", l.id, mok, dok)
 		case l.purged:
@@ -212,7 +222,7 @@ func collectLines(data []byte, into map[uuid.UUID]string) (n int, dup uuid.UUID,
 }
 
 // checkRows checks every seeded row against the table and the archives.
-func (w *World) checkRows(ctx context.Context, ledger []ledgerRow, archived map[uuid.UUID]string, rep *Report) error {
+func (w *World) checkRows(ctx context.Context, ledger []ledgerRow, archived map[uuid.UUID]string, opt CheckOptions, rep *Report) error {
 	ids := make([]uuid.UUID, 0, len(w.Aged)+len(w.Hot))
 	for id := range w.Aged {
 		ids = append(ids, id)
@@ -239,12 +249,20 @@ func (w *World) checkRows(ctx context.Context, ledger []ledgerRow, archived map[
 	}
 	for id, doc := range w.Hot {
 		rep.Checks++
+		if w.Expunged[id] {
+			w.checkExpunged(id, hot, archived, opt, rep)
+			continue
+		}
 		if got, ok := hot[id]; !ok || got != doc {
 			rep.fail("must-keep row %s is gone or changed (present %v)", id, ok)
 		}
 	}
 	for id, doc := range w.Aged {
 		rep.Checks++
+		if w.Expunged[id] {
+			w.checkExpunged(id, hot, archived, opt, rep)
+			continue
+		}
 		inTable, inTableOK := hot[id]
 		line, inArchive := archived[id]
 		switch {
@@ -262,6 +280,19 @@ func (w *World) checkRows(ctx context.Context, ledger []ledgerRow, archived map[
 		}
 	}
 	return nil
+}
+
+// checkExpunged: a row whose expungement completed is in no table and no
+// intact archive (while one may be interrupted it may be anywhere).
+func (w *World) checkExpunged(id uuid.UUID, hot, archived map[uuid.UUID]string, opt CheckOptions, rep *Report) {
+	if opt.ExpungeInterrupted {
+		return
+	}
+	_, inTable := hot[id]
+	_, inArchive := archived[id]
+	if inTable || inArchive {
+		rep.fail("expunged row %s is still there (table %v, archive %v)", id, inTable, inArchive)
+	}
 }
 
 func inPurged(ledger []ledgerRow, id uuid.UUID) bool {
