@@ -230,21 +230,8 @@ func (w *World) checkRows(ctx context.Context, ledger []ledgerRow, archived map[
 	for id := range w.Hot {
 		ids = append(ids, id)
 	}
-	hot := map[uuid.UUID]string{}
-	rows, err := w.Pool.Query(ctx, `SELECT t.id, to_jsonb(t)::text FROM `+w.Table+` AS t WHERE t.id = ANY($1)`, ids)
+	hot, err := w.tableRows(ctx, ids)
 	if err != nil {
-		return fmt.Errorf("read %s: %w", w.Table, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id uuid.UUID
-		var doc string
-		if err := rows.Scan(&id, &doc); err != nil {
-			return err
-		}
-		hot[id] = doc
-	}
-	if err := rows.Err(); err != nil {
 		return err
 	}
 	for id, doc := range w.Hot {
@@ -280,6 +267,26 @@ func (w *World) checkRows(ctx context.Context, ledger []ledgerRow, archived map[
 		}
 	}
 	return nil
+}
+
+// tableRows reads the rows of ids still in the world's table (id →
+// to_jsonb text).
+func (w *World) tableRows(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]string, error) {
+	hot := map[uuid.UUID]string{}
+	rows, err := w.Pool.Query(ctx, `SELECT t.id, to_jsonb(t)::text FROM `+w.Table+` AS t WHERE t.id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", w.Table, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var doc string
+		if err := rows.Scan(&id, &doc); err != nil {
+			return nil, err
+		}
+		hot[id] = doc
+	}
+	return hot, rows.Err()
 }
 
 // checkExpunged: a row whose expungement completed is in no table and no
