@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/archive"
@@ -19,6 +21,8 @@ import (
 	"github.com/craig/retention/kernel/courtorder"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/lifecycle"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/store"
 	"github.com/craig/retention/kernel/subject"
 )
 
@@ -71,7 +75,7 @@ func newOrderWorld(t *testing.T) *orderWorld {
 	return w
 }
 
-func mustSubject(t *testing.T, s string) subject.Subject {
+func mustSubject(t testing.TB, s string) subject.Subject {
 	t.Helper()
 	sub, err := subject.Parse(s)
 	require.NoError(t, err)
@@ -312,4 +316,73 @@ func TestSealHidesTheSubject(t *testing.T) {
 	for _, r := range w.logs.Records() {
 		require.NotContains(t, fmt.Sprint(r), "case:17")
 	}
+}
+
+// Expunge benchmark shape: a subject spread over expungeBenchArchives
+// archives of expungeBenchBatch rows, expungeBenchPerArchive rows each.
+const (
+	expungeBenchArchives   = 10
+	expungeBenchBatch      = 1000
+	expungeBenchPerArchive = 10
+)
+
+// BenchmarkExpungeTenArchives times one approved expungement of a subject
+// with rows in 10 archives of 1,000 rows (each rewritten without them,
+// read back, booked, the old versions destroyed) and 10 hot rows, on an
+// Object Lock bucket. The setup (seeding, archiving, the request) is not
+// timed. Run: go test -run '^$' -bench ExpungeTenArchives ./kernel/lifecycle/
+func BenchmarkExpungeTenArchives(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		w := newExpungeBenchWorld(b)
+		req, err := w.orders.RequestExpunge(w.ctx, mustSubject(b, "case:17"), "BENCH-1", "benchmark", nil, "ops:alice")
+		require.NoError(b, err)
+		require.Len(b, req.Archives, expungeBenchArchives)
+		b.StartTimer()
+		res, err := w.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
+		b.StopTimer()
+		require.NoError(b, err)
+		require.Equal(b, expungeBenchArchives, res.Rewritten)
+		require.Equal(b, int64(expungeBenchArchives*expungeBenchPerArchive+10), res.RowsRemoved)
+		b.StartTimer()
+	}
+}
+
+// expungeBench is the benchmark's world.
+type expungeBench struct {
+	ctx    context.Context
+	orders *courtorder.Orders
+}
+
+func newExpungeBenchWorld(b *testing.B) expungeBench {
+	b.Helper()
+	ctx := context.Background()
+	db := kerneltest.NewDB(b, kerneltest.ArchivingFixture()...)
+	s3 := kerneltest.NewS3Scratch(b)
+	st, err := store.Open(ctx, s3.URL)
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = st.Close() })
+	key, err := subject.NewKey([]byte("lifecycle bench subject key, 32 bytes or more"))
+	require.NoError(b, err)
+	every := expungeBenchBatch / expungeBenchPerArchive
+	db.Exec(b, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+		SELECT now() - interval '400 days' + make_interval(secs => g), 'r',
+		       jsonb_build_object('case_id', CASE WHEN g % $2 = 0 THEN 17 ELSE 100000 + g % 500 END, 'n', g, 'amount', 12.5), '{}'
+		FROM generate_series(0, $1 - 1) AS g`, expungeBenchArchives*expungeBenchBatch, every)
+	db.Exec(b, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+		SELECT now() - make_interval(mins => g), 'r', '{"case_id": 17}', '{}' FROM generate_series(1, 10) AS g`)
+	am, err := metrics.NewArchive(prometheus.NewRegistry())
+	require.NoError(b, err)
+	bk := archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep
+	eng, err := archive.New(db.Pool, st, []archive.TableSpec{subjectSpec()}, bk,
+		archive.Config{Service: s3.Service, HotWindowDays: 90, BatchSize: expungeBenchBatch, MaxBatchBytes: archive.DefaultMaxBatchBytes,
+			LedgerHolds: true, ObjectLock: true, SubjectKey: key}, slog.New(&kerneltest.LogRecorder{}), am)
+	require.NoError(b, err)
+	rep, err := eng.RunPass(ctx, expungeBenchArchives+1)
+	require.NoError(b, err)
+	require.NoError(b, rep.Err())
+	orders, err := courtorder.New(db.Pool, st, courtorder.Config{Service: s3.Service, Tables: []archive.TableSpec{subjectSpec()}, Key: key,
+		ObjectLock: true, Bookkeep: bk}, slog.New(&kerneltest.LogRecorder{}))
+	require.NoError(b, err)
+	return expungeBench{ctx: ctx, orders: orders}
 }
