@@ -3,11 +3,16 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
@@ -45,7 +50,8 @@ func TestCourtOrdersAcrossTheDemoFleet(t *testing.T) {
 	c.ok("archive", "run", "--service", "security")
 	bBefore := fleetRows(t, c, work, "case:880088")
 	require.Len(t, bBefore, 8, "B: 3 archived + 1 hot in rules, 3 archived + 1 hot in security")
-	require.GreaterOrEqual(t, len(fleetRows(t, c, work, "case:7")), 12)
+	aRows := fleetRows(t, c, work, "case:7")
+	require.GreaterOrEqual(t, len(aRows), 12)
 
 	c.ok("subject", "seal", "case:7", "--service", "rules", "--order-ref", "WIC-781-7", "--reason", "sealed juvenile record", "--yes")
 	code, stdout, _ := c.run("", false, "fleet", "check", "--config", fleet)
@@ -55,6 +61,7 @@ func TestCourtOrdersAcrossTheDemoFleet(t *testing.T) {
 	code, stdout, _ = c.run("", false, "fleet", "check", "--config", fleet)
 	require.Equal(t, craigctl.ExitOK, code, stdout)
 	require.Empty(t, fleetRows(t, c, work, "case:7"), "sealed: no read returns A's rows")
+	sealedReadMatrix(t, d, aRows)
 	c.ok("subject", "unseal", "case:7", "--fleet", fleet, "--order-ref", "WIC-781-7-LIFT", "--reason", "for the expungement", "--yes")
 
 	req := c.ok("subject", "expunge", "case:7", "--fleet", fleet, "--order-ref", "CAPTA-7", "--reason", "unsubstantiated report", "--yes")
@@ -189,4 +196,94 @@ func withoutArchiveIDs(t *testing.T, lines []string) []string {
 		out = append(out, v.Service+" "+v.Table+" "+v.Source+" "+string(v.Row))
 	}
 	return out
+}
+
+// sealedReadMatrix: while case 7 is sealed on rules, each read path
+// answers for its rows as for rows that do not exist, unless the token has
+// archive:sealed-read AND the request names the order; /metrics names
+// neither the subject nor the canary.
+func sealedReadMatrix(t *testing.T, d *runbookDemo, aRows []string) {
+	t.Helper()
+	secret, err := os.ReadFile(filepath.Join(filepath.Dir(d.state["FLEET_FILE"]), "api.secret"))
+	require.NoError(t, err)
+	tok := func(scope string) string {
+		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "ops:reader", "scope": scope,
+			"exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
+		require.NoError(t, err)
+		return s
+	}
+	var ids []string // rules' rows of case 7, archived and hot
+	for _, l := range aRows {
+		var v struct {
+			Service string `json:"service"`
+			Row     struct {
+				ID string `json:"id"`
+			} `json:"row"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &v))
+		if v.Service == "rules" {
+			ids = append(ids, v.Row.ID)
+		}
+	}
+	require.NotEmpty(t, ids)
+	base := d.state["CRAIG_RULES_URL"] + "/admin"
+	get := func(path, token, ref string) (int, string) {
+		req, err := http.NewRequest(http.MethodGet, base+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		if ref != "" {
+			req.Header.Set("X-Craig-Order-Ref", ref)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	rng := "/archive/rows/rule_evaluations?from=2024-01-01T00:00:00Z&to=2027-06-01T00:00:00Z"
+	for _, m := range []struct {
+		scope, ref string
+		sees       bool
+	}{
+		{"archive:read", "", false},
+		{"archive:read", "WIC-781-7", false},
+		{"archive:read archive:sealed-read", "", false},
+		{"archive:read archive:sealed-read", "WIC-781-7", true},
+	} {
+		token := tok(m.scope)
+		for _, id := range ids {
+			code, body := get("/archive/rows/rule_evaluations/"+id, token, m.ref)
+			if m.sees {
+				require.Equal(t, http.StatusOK, code, body)
+				require.Contains(t, body, id)
+				continue
+			}
+			unknownCode, unknown := get("/archive/rows/rule_evaluations/"+uuid.NewString(), token, m.ref)
+			require.Equal(t, unknownCode, code, "%v: a sealed row answers as an unknown one", m)
+			require.Equal(t, errorCode(t, unknown), errorCode(t, body))
+		}
+		code, body := get(rng, token, m.ref)
+		require.Equal(t, http.StatusOK, code, body)
+		require.Equal(t, m.sees, strings.Contains(body, ids[0]), "%v: the range stream", m)
+		code, body = get("/subjects/case:7/rows", token, m.ref)
+		require.Equal(t, http.StatusOK, code, body)
+		require.Equal(t, m.sees, strings.Contains(body, ids[0]), "%v: the subject stream", m)
+	}
+	resp, err := http.Get(d.state["CRAIG_RULES_URL"] + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.NoError(t, err)
+	require.NotContains(t, string(metrics), "case:7")
+	require.NotContains(t, string(metrics), orderCanary)
+}
+
+func errorCode(t *testing.T, body string) string {
+	t.Helper()
+	var v struct {
+		Error string `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &v), body)
+	return v.Error
 }
