@@ -91,6 +91,7 @@ func TestCourtOrdersAcrossTheDemoFleet(t *testing.T) {
 	code, stdout, _ = c.run("", false, "fleet", "check", "--config", fleet)
 	require.Equal(t, craigctl.ExitOK, code, stdout)
 	requireCanaryGone(t, d)
+	requireFleetLineage(t, d)
 	d.stop(t)
 	require.NotContains(t, d.out.String(), orderCanary, "no log line of the run holds the canary")
 	require.NotContains(t, d.out.String(), "case:7\"", "no log line names the subject")
@@ -286,4 +287,35 @@ func errorCode(t *testing.T, body string) string {
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &v), body)
 	return v.Error
+}
+
+// requireFleetLineage: security's fleet ledger records, for both
+// producers, every archive the expungement superseded (stamped purged,
+// with the order and its successor) once the events have arrived.
+func requireFleetLineage(t *testing.T, d *runbookDemo) {
+	t.Helper()
+	ctx := context.Background()
+	want := map[string]int64{}
+	for svc, source := range map[string]string{"rules": "craig-rules", "security": "craig-security"} {
+		conn, err := pgx.Connect(ctx, d.dbURL(t, svc))
+		require.NoError(t, err)
+		var n int64
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM archive_ledger WHERE expunge_id IS NOT NULL`).Scan(&n))
+		_ = conn.Close(ctx)
+		want[source] = n
+	}
+	conn, err := pgx.Connect(ctx, d.dbURL(t, "security"))
+	require.NoError(t, err)
+	defer func() { _ = conn.Close(ctx) }()
+	eventually(t, "security's fleet ledger records the lineage", func() bool {
+		for source, n := range want {
+			var got int64
+			err := conn.QueryRow(ctx, `SELECT count(*) FROM archive_records WHERE source_service = $1 AND expunge_id IS NOT NULL
+				AND purged_at IS NOT NULL AND (superseded_by IS NULL OR superseded_by IN (SELECT archive_id FROM archive_records))`, source).Scan(&got)
+			if err != nil || got != n {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -25,7 +25,12 @@ func marshal(v any) ([]byte, error) { return json.Marshal(v) }
 // between a booking and its destruction), the certificate written, and
 // the order completed (its sealed subject and salt erased).
 func (o *Orders) execute(ctx context.Context, ord *order) (Executed, error) {
-	rows, err := o.affected(ctx, queries.New(o.pool), ord.hash, ord.holds)
+	q := queries.New(o.pool)
+	n, err := q.CountUnindexed(ctx, o.subjectTables())
+	if err != nil || n > 0 { // booked without the key since the request: it might hold the subject
+		return Executed{}, errors.Join(err, fmt.Errorf("%w: %d archive(s); run `%s archive index-subjects`, then approve again", ErrNotIndexed, n, o.cfg.Service))
+	}
+	rows, err := o.affected(ctx, q, ord.hash, ord.holds)
 	if err != nil {
 		return Executed{}, err
 	}

@@ -236,8 +236,20 @@ func TestValidateLifecycle(t *testing.T) {
 	c, err = fleet.ValidateLifecycle("rules.archive_purged", []byte(`{"actor":"ops:alice","at":"`+at+`","archive_ids":["`+archiveID+`"]}`), now)
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{uuid.MustParse(archiveID)}, c.Purged)
+	next, order := uuid.New(), uuid.New()
+	c, err = fleet.ValidateLifecycle("rules.archive_superseded", []byte(`{"actor":"ops:alice","approver":"ops:bob","at":"`+at+`","archive_ids":["`+archiveID+
+		`"],"expunge_id":"`+order.String()+`","superseded_by":{"`+archiveID+`":"`+next.String()+`"},"commitment":"ab"}`), now)
+	require.NoError(t, err)
+	require.Equal(t, fleet.KindSuperseded, c.Kind)
+	require.Equal(t, "ops:bob", c.PurgedBy, "the approval destroyed it")
+	require.Equal(t, order, c.ExpungeID)
+	require.Equal(t, map[uuid.UUID]*uuid.UUID{uuid.MustParse(archiveID): &next}, c.SupersededBy)
 
 	for name, tt := range map[string]struct{ eventType, body, reason string }{
+		"superseded without its order": {"rules.archive_superseded", `{"actor":"a","at":"` + at + `","archive_ids":["` + archiveID + `"],"superseded_by":{"` + archiveID + `":null}}`, fleet.ReasonArchiveID},
+		"superseded without lineage":   {"rules.archive_superseded", `{"actor":"a","at":"` + at + `","archive_ids":["` + archiveID + `"],"expunge_id":"` + archiveID + `","superseded_by":{}}`, fleet.ReasonRecordCount},
+		"superseded, lineage of another": {"rules.archive_superseded", `{"actor":"a","at":"` + at + `","archive_ids":["` + archiveID + `"],"expunge_id":"` + archiveID +
+			`","superseded_by":{"` + uuid.NewString() + `":null}}`, fleet.ReasonArchiveID},
 		"unknown source": {"evil.archive_purged", `{}`, fleet.ReasonEventType},
 		"not lifecycle":  {"rules.archive_read", `{}`, fleet.ReasonEventType},
 		"no actor":       {"rules.archive_purged", `{"at":"` + at + `","archive_ids":[]}`, fleet.ReasonArchivedBy},
