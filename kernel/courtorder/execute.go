@@ -27,8 +27,11 @@ func marshal(v any) ([]byte, error) { return json.Marshal(v) }
 func (o *Orders) execute(ctx context.Context, ord *order) (Executed, error) {
 	q := queries.New(o.pool)
 	n, err := q.CountUnindexed(ctx, o.subjectTables())
-	if err != nil || n > 0 { // booked without the key since the request: it might hold the subject
-		return Executed{}, errors.Join(err, fmt.Errorf("%w: %d archive(s); run `%s archive index-subjects`, then approve again", ErrNotIndexed, n, o.cfg.Service))
+	switch {
+	case err != nil:
+		return Executed{}, fmt.Errorf("unindexed archives: %w", err)
+	case n > 0: // booked without the key since the request: it might hold the subject
+		return Executed{}, fmt.Errorf("%w: %d archive(s); run `%s archive index-subjects`, then approve again", ErrNotIndexed, n, o.cfg.Service)
 	}
 	rows, err := o.affected(ctx, q, ord.hash, ord.holds)
 	if err != nil {
