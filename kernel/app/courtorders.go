@@ -151,10 +151,14 @@ func (a *ArchiveAPI) orders(w http.ResponseWriter, r *http.Request, _ auth.Princ
 // the subject (the route pattern, never the path).
 func (a *ArchiveAPI) orderFail(w http.ResponseWriter, r *http.Request, err error) {
 	var held *courtorder.HeldError
+	var pending *courtorder.PendingError
 	switch {
 	case errors.As(err, &held):
 		writeJSON(w, http.StatusConflict, map[string]any{"error": "held", "archives": held.Archives, "holds": held.Holds,
 			"message": "an archive holding the subject is under a legal hold the order does not name; nothing was changed"})
+	case errors.As(err, &pending):
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "already_requested", "expunge_id": pending.ExpungeID,
+			"message": "an expungement of the subject is already requested: approve it"})
 	case errors.Is(err, courtorder.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
 	case errors.Is(err, courtorder.ErrNotFound):

@@ -100,8 +100,12 @@ func (r *Reader) Range(ctx context.Context, w io.Writer, table string, from, to 
 			if err != nil {
 				return err
 			}
+			whole := len(data)
 			if data, err = r.unsealedData(ctx, tx, spec, data, sealed); err != nil {
 				return err
+			}
+			if len(data) == 0 && whole > 0 {
+				continue // every row of it is sealed: as if it were not there
 			}
 			sum.Archives = append(sum.Archives, aid)
 			n, err := writeInRange(w, data, spec.AgeColumn, from, to)

@@ -77,6 +77,18 @@ func (e *HeldError) Error() string {
 // Unwrap makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Unwrap() error { return ErrHeld }
 
+// ErrPending is wrapped by PendingError.
+var ErrPending = errors.New("courtorder: an expungement of the subject is already requested and not executed")
+
+// PendingError names the order about the subject that is not executed
+// yet: a second one is refused (approve the first).
+type PendingError struct{ ExpungeID uuid.UUID }
+
+func (e *PendingError) Error() string { return fmt.Sprintf("%v: %s", ErrPending, e.ExpungeID) }
+
+// Unwrap makes errors.Is(err, ErrPending) true.
+func (e *PendingError) Unwrap() error { return ErrPending }
+
 // Bounds of an order's text.
 const (
 	// MaxOrderRef bounds an order reference (a docket number, not a document).

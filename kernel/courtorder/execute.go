@@ -10,6 +10,7 @@ import (
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/store"
 	"github.com/craig/retention/kernel/subject"
 	"github.com/google/uuid"
@@ -33,7 +34,7 @@ func (o *Orders) execute(ctx context.Context, ord *order) (Executed, error) {
 	case n > 0: // booked without the key since the request: it might hold the subject
 		return Executed{}, fmt.Errorf("%w: %d archive(s); run `%s archive index-subjects`, then approve again", ErrNotIndexed, n, o.cfg.Service)
 	}
-	rows, err := o.affected(ctx, q, ord.hash, ord.holds)
+	rows, err := o.affected(ctx, o.pool, ord.subject, ord.holds)
 	if err != nil {
 		return Executed{}, err
 	}
@@ -64,15 +65,22 @@ func (o *Orders) execute(ctx context.Context, ord *order) (Executed, error) {
 	return res, o.complete(ctx, ord, res, lineage)
 }
 
-// deleteHot deletes the subject's hot rows of every table, replaces its
-// keyed hash by the commitment in the index, the holds, the seals and the
-// lifecycle log (the insert-only log through the expungement's bypass, set
+// deleteHot deletes the subject's hot rows of every table (re-checking,
+// ordered with hold placements, that no hold the order does not name keeps
+// them), replaces its keyed hash by the commitment in the index, the holds,
+// the staged events and the lifecycle log (the insert-only log through the expungement's bypass, set
 // for this transaction only), and returns the hot rows deleted by every
 // call of this order so far.
 func (o *Orders) deleteHot(ctx context.Context, ord *order) (int64, error) {
 	var total int64
 	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
+		if err := q.LockHoldsShared(ctx, lease.HoldsKey); err != nil {
+			return err
+		}
+		if _, err := o.affected(ctx, tx, ord.subject, ord.holds); err != nil {
+			return err // a hold placed since the archives were rewritten keeps the hot rows
+		}
 		var n int64
 		for _, spec := range o.subjectSpecs() {
 			tag, err := tx.Exec(ctx, "DELETE FROM "+pgx.Identifier{spec.Table}.Sanitize()+" AS t WHERE "+archive.SubjectMatch(spec, 1), ord.subject.String())
@@ -104,9 +112,6 @@ func (o *Orders) replaceHash(ctx context.Context, tx pgx.Tx, ord *order) error {
 	}
 	if _, err := q.ReplaceHoldHash(ctx, queries.ReplaceHoldHashParams(rep)); err != nil {
 		return fmt.Errorf("replace the holds' hash: %w", err)
-	}
-	if _, err := q.ReplaceSealHash(ctx, queries.ReplaceSealHashParams{OldHash: rep.OldHash, NewHash: rep.NewHash}); err != nil {
-		return fmt.Errorf("replace the seal's hash: %w", err)
 	}
 	if err := q.SetExpungeBypass(ctx, ord.id.String()); err != nil {
 		return fmt.Errorf("open the insert-only bypass: %w", err)

@@ -7,9 +7,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/identity"
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
+	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/subject"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -51,7 +53,14 @@ func (o *Orders) RequestExpunge(ctx context.Context, s subject.Subject, orderRef
 		return Requested{}, err
 	}
 	hash := o.cfg.Key.Hash(s)
-	archives, err := o.affected(ctx, queries.New(o.pool), hash, holds)
+	pending, err := queries.New(o.pool).PendingExpungement(ctx, hash)
+	switch {
+	case err == nil:
+		return Requested{}, &PendingError{ExpungeID: pending.Bytes}
+	case !errors.Is(err, pgx.ErrNoRows):
+		return Requested{}, fmt.Errorf("pending orders: %w", err)
+	}
+	archives, err := o.affected(ctx, o.pool, s, holds)
 	if err != nil {
 		return Requested{}, err
 	}
@@ -101,28 +110,73 @@ func (o *Orders) checkExpunge(ctx context.Context, orderRef, reason string, hold
 	return nil
 }
 
-// affected lists the unpurged archives the index says hold hash; a
-// *HeldError when a hold the order does not name covers one of them.
-func (o *Orders) affected(ctx context.Context, q *queries.Queries, hash []byte, holds []uuid.UUID) ([]queries.ExpungeArchivesRow, error) {
+// affected lists the unpurged archives the index says hold s; a
+// *HeldError when a hold the order does not name (holds) keeps anything of
+// s: an archive of it, s itself (a subject hold), or a hot row of it (a
+// table hold over the row's age).
+func (o *Orders) affected(ctx context.Context, db prune.DB, s subject.Subject, holds []uuid.UUID) ([]queries.ExpungeArchivesRow, error) {
+	q := queries.New(db)
+	hash := o.cfg.Key.Hash(s)
 	rows, err := q.ExpungeArchives(ctx, queries.ExpungeArchivesParams{SubjectHash: hash, Tables: o.subjectTables(), NamedHolds: pgUUIDs(holds)})
 	if err != nil {
 		return nil, fmt.Errorf("archives of the subject: %w", err)
 	}
 	var held HeldError
-	for _, r := range rows {
-		if len(r.BlockingHolds) > 0 {
-			held.Archives = append(held.Archives, r.ArchiveID.Bytes)
-			for _, h := range uuids(r.BlockingHolds) {
-				if !slices.Contains(held.Holds, h) {
-					held.Holds = append(held.Holds, h)
-				}
+	addHolds := func(ids []uuid.UUID) {
+		for _, h := range ids {
+			if !slices.Contains(held.Holds, h) {
+				held.Holds = append(held.Holds, h)
 			}
 		}
 	}
-	if len(held.Archives) > 0 {
+	for _, r := range rows {
+		if len(r.BlockingHolds) > 0 {
+			held.Archives = append(held.Archives, r.ArchiveID.Bytes)
+			addHolds(uuids(r.BlockingHolds))
+		}
+	}
+	subj, err := q.SubjectHoldsOf(ctx, queries.SubjectHoldsOfParams{SubjectHash: hash, NamedHolds: pgUUIDs(holds)})
+	if err != nil {
+		return nil, fmt.Errorf("holds of the subject: %w", err)
+	}
+	addHolds(uuids(subj))
+	hot, err := o.hotHolds(ctx, db, s, holds)
+	if err != nil {
+		return nil, err
+	}
+	addHolds(hot)
+	if len(held.Holds) > 0 {
+		if held.Archives == nil {
+			held.Archives = []uuid.UUID{}
+		}
 		return nil, &held
 	}
 	return rows, nil
+}
+
+// hotHolds are the active table holds, other than holds, whose period
+// covers a hot row of s (a table hold keeps the table's rows of its
+// period, archived or not yet). The table and its age column are the
+// service's own spec, quoted: never input.
+func (o *Orders) hotHolds(ctx context.Context, db prune.DB, s subject.Subject, holds []uuid.UUID) ([]uuid.UUID, error) {
+	var out []uuid.UUID
+	for _, spec := range o.subjectSpecs() {
+		age := "t." + pgx.Identifier{spec.AgeColumn}.Sanitize()
+		rows, err := db.Query(ctx, `SELECT h.id FROM archive_holds AS h
+			WHERE h.released_at IS NULL AND h.table_name = $2 AND NOT (h.id = ANY ($3::uuid[]))
+			  AND EXISTS (SELECT 1 FROM `+pgx.Identifier{spec.Table}.Sanitize()+` AS t WHERE `+archive.SubjectMatch(spec, 1)+`
+			              AND (h.from_at IS NULL OR `+age+` >= h.from_at) AND (h.to_at IS NULL OR `+age+` < h.to_at))
+			ORDER BY h.id`, s.String(), spec.Table, pgUUIDs(holds))
+		if err != nil {
+			return nil, fmt.Errorf("holds over the hot rows of %s: %w", spec.Table, err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return nil, fmt.Errorf("holds over the hot rows of %s: %w", spec.Table, err)
+		}
+		out = append(out, ids...)
+	}
+	return out, nil
 }
 
 func archiveIDs(rows []queries.ExpungeArchivesRow) []uuid.UUID {
@@ -211,15 +265,15 @@ func (o *Orders) start(ctx context.Context, id uuid.UUID, approver string) (*ord
 		if err != nil || row.Status == StatusExecuting {
 			return err
 		}
-		return o.approveOrder(ctx, tx, ord, approver, holdsAllow(ctx, o, q, ord))
+		return o.approveOrder(ctx, tx, ord, approver, holdsAllow(ctx, o, tx, ord))
 	})
 	return ord, done, err
 }
 
 // holdsAllow re-checks, at approval, that no hold the order does not name
-// covers an archive of the subject (nothing is recorded when one does).
-func holdsAllow(ctx context.Context, o *Orders, q *queries.Queries, ord *order) error {
-	_, err := o.affected(ctx, q, ord.hash, ord.holds)
+// keeps anything of the subject (nothing is recorded when one does).
+func holdsAllow(ctx context.Context, o *Orders, tx pgx.Tx, ord *order) error {
+	_, err := o.affected(ctx, tx, ord.subject, ord.holds)
 	return err
 }
 

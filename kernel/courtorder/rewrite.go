@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
@@ -59,7 +60,10 @@ func (o *Orders) rewrite(ctx context.Context, ord *order, old queries.ExpungeArc
 		return fmt.Errorf("archive %s: table %s is not archived by this service", oldID, old.TableName)
 	}
 	f, err := o.store.GetMatching(ctx, old.DataKey, store.SHA256Matches(old.DataSha256))
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrNoMatchingVersion):
+		return &archiveread.CorruptError{ArchiveID: oldID, Key: old.DataKey, Err: err}
+	case err != nil:
 		return fmt.Errorf("archive %s: read %s: %w", oldID, old.DataKey, err)
 	}
 	k, err := o.keep(ctx, spec, ord, f.Data)
@@ -157,13 +161,9 @@ func successorID(expungeID, oldID uuid.UUID) uuid.UUID {
 // reads the data back and checks its sha256.
 func (o *Orders) writeSuccessor(ctx context.Context, ord *order, old queries.ExpungeArchivesRow, spec archive.TableSpec, k kept) (*RewrittenManifest, error) {
 	oldID := uuid.UUID(old.ArchiveID.Bytes)
-	raw, err := o.store.Get(ctx, old.ManifestKey)
+	m, err := o.oldManifest(ctx, old)
 	if err != nil {
-		return nil, fmt.Errorf("archive %s: read its manifest: %w", oldID, err)
-	}
-	var m RewrittenManifest
-	if err := json.Unmarshal(raw, &m.Manifest); err != nil {
-		return nil, fmt.Errorf("archive %s: its manifest: %w", oldID, err)
+		return nil, err
 	}
 	id := successorID(ord.id, oldID)
 	keys, err := store.NewArchiveKeys(o.cfg.Service, spec.Table, old.ArchivedAt.Time, id.String())
@@ -191,6 +191,30 @@ func (o *Orders) writeSuccessor(ctx context.Context, ord *order, old queries.Exp
 		return nil, fmt.Errorf("archive %s: its rewrite %s does not read back as written: %w", oldID, m.DataKey, err)
 	}
 	return &m, nil
+}
+
+// oldManifest is the rewritten archive's manifest as the ledger knows it:
+// the newest stored version that names the archive, its data sha256 and
+// table (an overwritten manifest is not trusted), with every fact the
+// ledger records taken from the ledger; only its columns come from it.
+func (o *Orders) oldManifest(ctx context.Context, old queries.ExpungeArchivesRow) (RewrittenManifest, error) {
+	oldID := uuid.UUID(old.ArchiveID.Bytes)
+	var m RewrittenManifest
+	f, err := o.store.GetMatching(ctx, old.ManifestKey, func(b []byte) bool {
+		var v archive.Manifest
+		return json.Unmarshal(b, &v) == nil && v.ArchiveID == oldID && v.DataSHA256 == old.DataSha256 && v.Table == old.TableName
+	})
+	if err != nil {
+		return m, &archiveread.CorruptError{ArchiveID: oldID, Key: old.ManifestKey, Err: err}
+	}
+	if err := json.Unmarshal(f.Data, &m.Manifest); err != nil {
+		return m, fmt.Errorf("archive %s: its manifest: %w", oldID, err)
+	}
+	m.Format, m.Service, m.Table = archive.Format, o.cfg.Service, old.TableName
+	m.Endpoint, m.Bucket, m.HotWindowDays = old.StoreEndpoint, old.StoreBucket, int(old.HotWindowDays)
+	m.ArchivedAt, m.ArchivedBy = old.ArchivedAt.Time.UTC(), old.ArchivedBy
+	m.Fingerprint = archive.Fingerprint(m.Columns)
+	return m, nil
 }
 
 // putOnce puts an object create-only; an object already there is accepted
@@ -226,7 +250,7 @@ func (o *Orders) book(ctx context.Context, ord *order, old queries.ExpungeArchiv
 		if err := q.LockHoldsShared(ctx, lease.HoldsKey); err != nil {
 			return err
 		}
-		if _, err := o.affected(ctx, q, ord.hash, ord.holds); err != nil {
+		if _, err := o.affected(ctx, tx, ord.subject, ord.holds); err != nil {
 			return err
 		}
 		lock, err := q.LockLedgerRow(ctx, old.ArchiveID)

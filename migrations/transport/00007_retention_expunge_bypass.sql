@@ -4,14 +4,16 @@
 -- log), so that nothing left behind can confirm whom the order was about.
 -- It sets craig.expunge_id with set_config(..., true), which lasts only
 -- until its transaction ends, and records that it did in the lifecycle log
--- of the same transaction. Every other UPDATE is refused as before.
+-- of the same transaction. It opens the lifecycle log only: every other
+-- UPDATE of an insert-only table (the archived tables among them) is
+-- refused as before.
 
 -- +goose Up
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION retention_refuse_update() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF coalesce(current_setting('craig.expunge_id', true), '') <> '' THEN
+    IF TG_TABLE_NAME = 'archive_lifecycle_log' AND coalesce(current_setting('craig.expunge_id', true), '') <> '' THEN
         RAISE LOG 'insert-only table % updated by expungement %', TG_TABLE_NAME, current_setting('craig.expunge_id', true);
         RETURN NULL;
     END IF;

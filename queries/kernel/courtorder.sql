@@ -26,7 +26,7 @@ SELECT subject_hash FROM subject_seals ORDER BY subject_hash;
 -- covers each (such a one blocks the order).
 -- name: ExpungeArchives :many
 SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.record_count,
-       l.hot_window_days, l.archived_at, l.archived_by, l.retention_until, l.legal_hold,
+       l.hot_window_days, l.archived_at, l.archived_by, l.retention_until, l.legal_hold, l.store_endpoint, l.store_bucket,
        COALESCE((SELECT array_agg(h.id ORDER BY h.id) FROM archive_holds AS h
                  WHERE h.released_at IS NULL
                    AND NOT (h.id = ANY (sqlc.arg(named_holds)::uuid[]))
@@ -111,8 +111,9 @@ UPDATE archive_holds
 SET archive_ids = archive_ids || sqlc.arg(successor)::uuid
 WHERE released_at IS NULL AND sqlc.arg(predecessor)::uuid = ANY (archive_ids) AND NOT (sqlc.arg(successor)::uuid = ANY (archive_ids));
 
--- ReplaceSubjectHash replaces a subject's keyed hash by the order's
--- commitment wherever the service keeps it: the index, holds and seals.
+-- ReplaceIndexHash and ReplaceHoldHash replace a subject's keyed hash by
+-- the order's commitment in the index and the holds (a seal stays: the
+-- court's seal outlives the rows, so rows written later stay hidden).
 -- name: ReplaceIndexHash :execrows
 UPDATE archive_subjects
 SET subject_hashes = array_replace(subject_hashes, sqlc.arg(old_hash)::bytea, sqlc.arg(new_hash)::bytea)
@@ -123,8 +124,6 @@ UPDATE archive_holds
 SET subject_hashes = array_replace(subject_hashes, sqlc.arg(old_hash)::bytea, sqlc.arg(new_hash)::bytea)
 WHERE subject_hashes @> ARRAY[sqlc.arg(old_hash)::bytea];
 
--- name: ReplaceSealHash :execrows
-UPDATE subject_seals SET subject_hash = sqlc.arg(new_hash) WHERE subject_hash = sqlc.arg(old_hash);
 
 -- ReplaceLogHash rewrites the lifecycle log's mentions of the subject's
 -- keyed hash (hex) with the commitment's: the insert-only log is updated
@@ -163,3 +162,14 @@ LIMIT 1000;
 UPDATE event_outbox
 SET payload = replace(payload::text, sqlc.arg(old_hex)::text, sqlc.arg(new_hex)::text)::jsonb
 WHERE strpos(payload::text, sqlc.arg(old_hex)::text) > 0;
+
+-- SubjectHoldsOf lists the active holds that name the subject (by keyed
+-- hash) other than the given ones: they block an order about it.
+-- name: SubjectHoldsOf :many
+SELECT id FROM archive_holds
+WHERE released_at IS NULL AND subject_hashes @> ARRAY[sqlc.arg(subject_hash)::bytea] AND NOT (id = ANY (sqlc.arg(named_holds)::uuid[]))
+ORDER BY id;
+
+-- PendingExpungement finds an order about the subject not yet executed.
+-- name: PendingExpungement :one
+SELECT expunge_id FROM expungements WHERE subject_hash = sqlc.arg(subject_hash) AND status <> 'executed' LIMIT 1;

@@ -108,7 +108,7 @@ func (q *Queries) CompleteExpungement(ctx context.Context, arg CompleteExpungeme
 
 const expungeArchives = `-- name: ExpungeArchives :many
 SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.record_count,
-       l.hot_window_days, l.archived_at, l.archived_by, l.retention_until, l.legal_hold,
+       l.hot_window_days, l.archived_at, l.archived_by, l.retention_until, l.legal_hold, l.store_endpoint, l.store_bucket,
        COALESCE((SELECT array_agg(h.id ORDER BY h.id) FROM archive_holds AS h
                  WHERE h.released_at IS NULL
                    AND NOT (h.id = ANY ($1::uuid[]))
@@ -144,6 +144,8 @@ type ExpungeArchivesRow struct {
 	ArchivedBy     string
 	RetentionUntil pgtype.Date
 	LegalHold      bool
+	StoreEndpoint  string
+	StoreBucket    string
 	BlockingHolds  []pgtype.UUID
 }
 
@@ -171,6 +173,8 @@ func (q *Queries) ExpungeArchives(ctx context.Context, arg ExpungeArchivesParams
 			&i.ArchivedBy,
 			&i.RetentionUntil,
 			&i.LegalHold,
+			&i.StoreEndpoint,
+			&i.StoreBucket,
 			&i.BlockingHolds,
 		); err != nil {
 			return nil, err
@@ -455,6 +459,18 @@ func (q *Queries) MarkSuccessor(ctx context.Context, arg MarkSuccessorParams) er
 	return err
 }
 
+const pendingExpungement = `-- name: PendingExpungement :one
+SELECT expunge_id FROM expungements WHERE subject_hash = $1 AND status <> 'executed' LIMIT 1
+`
+
+// PendingExpungement finds an order about the subject not yet executed.
+func (q *Queries) PendingExpungement(ctx context.Context, subjectHash []byte) (pgtype.UUID, error) {
+	row := q.db.QueryRow(ctx, pendingExpungement, subjectHash)
+	var expunge_id pgtype.UUID
+	err := row.Scan(&expunge_id)
+	return expunge_id, err
+}
+
 const replaceHoldHash = `-- name: ReplaceHoldHash :execrows
 UPDATE archive_holds
 SET subject_hashes = array_replace(subject_hashes, $1::bytea, $2::bytea)
@@ -485,8 +501,9 @@ type ReplaceIndexHashParams struct {
 	NewHash []byte
 }
 
-// ReplaceSubjectHash replaces a subject's keyed hash by the order's
-// commitment wherever the service keeps it: the index, holds and seals.
+// ReplaceIndexHash and ReplaceHoldHash replace a subject's keyed hash by
+// the order's commitment in the index and the holds (a seal stays: the
+// court's seal outlives the rows, so rows written later stay hidden).
 func (q *Queries) ReplaceIndexHash(ctx context.Context, arg ReplaceIndexHashParams) (int64, error) {
 	result, err := q.db.Exec(ctx, replaceIndexHash, arg.OldHash, arg.NewHash)
 	if err != nil {
@@ -533,23 +550,6 @@ type ReplaceOutboxHashParams struct {
 // subject's keyed hash (hex): reads and holds announced before the order.
 func (q *Queries) ReplaceOutboxHash(ctx context.Context, arg ReplaceOutboxHashParams) (int64, error) {
 	result, err := q.db.Exec(ctx, replaceOutboxHash, arg.OldHex, arg.NewHex)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const replaceSealHash = `-- name: ReplaceSealHash :execrows
-UPDATE subject_seals SET subject_hash = $1 WHERE subject_hash = $2
-`
-
-type ReplaceSealHashParams struct {
-	NewHash []byte
-	OldHash []byte
-}
-
-func (q *Queries) ReplaceSealHash(ctx context.Context, arg ReplaceSealHashParams) (int64, error) {
-	result, err := q.db.Exec(ctx, replaceSealHash, arg.NewHash, arg.OldHash)
 	if err != nil {
 		return 0, err
 	}
@@ -657,6 +657,39 @@ func (q *Queries) StartExpungement(ctx context.Context, arg StartExpungementPara
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const subjectHoldsOf = `-- name: SubjectHoldsOf :many
+SELECT id FROM archive_holds
+WHERE released_at IS NULL AND subject_hashes @> ARRAY[$1::bytea] AND NOT (id = ANY ($2::uuid[]))
+ORDER BY id
+`
+
+type SubjectHoldsOfParams struct {
+	SubjectHash []byte
+	NamedHolds  []pgtype.UUID
+}
+
+// SubjectHoldsOf lists the active holds that name the subject (by keyed
+// hash) other than the given ones: they block an order about it.
+func (q *Queries) SubjectHoldsOf(ctx context.Context, arg SubjectHoldsOfParams) ([]pgtype.UUID, error) {
+	rows, err := q.db.Query(ctx, subjectHoldsOf, arg.SubjectHash, arg.NamedHolds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []pgtype.UUID
+	for rows.Next() {
+		var id pgtype.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const supersedeArchive = `-- name: SupersedeArchive :execrows
