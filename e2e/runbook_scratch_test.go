@@ -136,6 +136,7 @@ func startDemo(t *testing.T, root string) *runbookDemo {
 	d.in = walkthrough.Instance{Name: prefix + "_rb" + hex.EncodeToString(suffix), StoreURL: kerneltest.S3Bucket(t),
 		RulesAddr: freeAddr(t), SecurityAddr: freeAddr(t), StateFile: filepath.Join(t.TempDir(), "demo.env")}
 	t.Cleanup(func() { d.dropDatabases(t, root) })
+	compileMagefile(t, root)
 	d.cmd = exec.Command("go", "tool", "mage", "demoUp")
 	d.cmd.Dir = root
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -177,6 +178,22 @@ func startDemo(t *testing.T, root string) *runbookDemo {
 		d.state[k] = v
 	}
 	return d
+}
+
+// mageCompiled compiles the magefile once per test binary: demos started
+// in parallel would otherwise each compile it, into one mage_output_file.go.
+var mageCompiled sync.Once
+
+// compileMagefile has mage compile (and cache) the magefile before the
+// first demo starts.
+func compileMagefile(t *testing.T, root string) {
+	t.Helper()
+	mageCompiled.Do(func() {
+		cmd := exec.Command("go", "tool", "mage", "-l")
+		cmd.Dir = root
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "compile the magefile: %s", out)
+	})
 }
 
 // stop sends demoUp's group the SIGINT of a Ctrl-C and waits for it: both
