@@ -110,8 +110,8 @@ func newSubjectExpungeCmd(o *options) *cobra.Command {
 service: each answers its expunge_id and the archives that hold the subject
 (they will be rewritten without its rows). Nothing is removed until another
 identity runs ` + "`craigctl subject approve-expunge --order-ref REF`" + `. A
-service where an order with this reference already awaits approval is not
-asked again. A hold the order does not name blocks it (exit 1, the answer
+service where an order about the subject already awaits approval answers
+with it (nothing filed twice). A hold the order does not name blocks it (exit 1, the answer
 naming them), and nothing is recorded.`,
 		Args: exactArgs(1, "SUBJECT"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -150,20 +150,27 @@ naming them), and nothing is recorded.`,
 	return c
 }
 
-// requestExpunge files the order on one service unless one with its
-// reference already awaits approval there.
-func (o *options) requestExpunge(ctx context.Context, cl *client, s subject.Subject, orderRef string, body any) (expungeRequested, error) {
-	l, err := listOrders(ctx, cl)
-	if err != nil {
-		return expungeRequested{}, err
+// requestExpunge files the order on one service; a service where an
+// order about the same subject already waits answers 409
+// already_requested with its id, which is then the answer (the service
+// knows the subject; craigctl keys nothing by reference alone).
+func (o *options) requestExpunge(ctx context.Context, cl *client, s subject.Subject, _ string, body any) (expungeRequested, error) {
+	var ans expungeRequested
+	_, err := cl.do(ctx, http.MethodPost, "/admin/subjects/"+url.PathEscape(s.String())+"/expunge", nil, body, &ans)
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusConflict || ae.Code != "already_requested" {
+		return ans, err
+	}
+	id, _ := ae.Body["expunge_id"].(string)
+	l, lerr := listOrders(ctx, cl)
+	if lerr != nil {
+		return ans, lerr
 	}
 	for _, e := range l.Expungements {
-		if e.OrderRef == orderRef && e.Status != "executed" {
-			return expungeRequested{ExpungeID: e.ExpungeID, Archives: e.Archives}, nil
+		if e.ExpungeID == id {
+			return expungeRequested{ExpungeID: id, Archives: e.Archives}, nil
 		}
 	}
-	var ans expungeRequested
-	_, err = cl.do(ctx, http.MethodPost, "/admin/subjects/"+url.PathEscape(s.String())+"/expunge", nil, body, &ans)
 	return ans, err
 }
 
@@ -193,8 +200,10 @@ func newSubjectApproveExpungeCmd(o *options) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "approve-expunge --order-ref REF (--service SVC | --fleet fleet.yaml) [--yes]",
 		Short: "Approve and execute a requested expungement on every service (another identity than the requester's)",
-		Long: `Execute the expungement filed under REF on each service, after a typed yes
-to a plan listing each service's affected archives. Each service rewrites
+		Long: `Execute every expungement filed under REF and not executed yet on each
+service (one court order may name several subjects), after a typed yes to
+a plan listing each one's affected archives (as recorded at the request;
+archives booked since are rewritten too). Each service rewrites
 those archives without the subject's rows, deletes its hot rows and writes
 its certificate; one line per service is printed: {"service",
 "expunge_id", "rewritten", "rows_removed", "certificate_key", "salt",
@@ -215,13 +224,15 @@ commitment). Running it again changes nothing and prints no salt.`,
 				return err
 			}
 			for _, cl := range cls {
-				var ans map[string]any
-				if _, err := cl.do(cmd.Context(), http.MethodPost, "/admin/subjects/expungements/"+ids[cl.service]+"/approve", nil, map[string]any{}, &ans); err != nil {
-					return fmt.Errorf("%s: %w", cl.service, err)
-				}
-				ans["service"] = cl.service
-				if err := json.NewEncoder(o.io.Out).Encode(ans); err != nil {
-					return err
+				for _, id := range ids[cl.service] {
+					var ans map[string]any
+					if _, err := cl.do(cmd.Context(), http.MethodPost, "/admin/subjects/expungements/"+id+"/approve", nil, map[string]any{}, &ans); err != nil {
+						return fmt.Errorf("%s: %w", cl.service, err)
+					}
+					ans["service"] = cl.service
+					if err := json.NewEncoder(o.io.Out).Encode(ans); err != nil {
+						return err
+					}
 				}
 			}
 			return nil
@@ -236,24 +247,33 @@ commitment). Running it again changes nothing and prints no salt.`,
 // errNoOrder: a service has no expungement under the reference.
 var errNoOrder = errors.New("no expungement is filed under this order reference: run `craigctl subject expunge` first")
 
-// pendingOrders finds each service's order under ref and the plan that
-// lists each one's affected archives.
-func pendingOrders(ctx context.Context, cls []*client, ref string) (map[string]string, string, error) {
-	ids := map[string]string{}
+// pendingOrders finds, on each service, every order filed under ref that
+// is not executed yet (one court order may name several subjects), and the
+// plan that lists each one's affected archives as recorded at the request
+// (the approval recomputes them: archives booked since are rewritten too).
+func pendingOrders(ctx context.Context, cls []*client, ref string) (map[string][]string, string, error) {
+	ids := map[string][]string{}
 	var b strings.Builder
-	fmt.Fprintf(&b, "execute the expungement under order %q (destroys every version of the archives listed, after writing their successors):\n", ref)
+	fmt.Fprintf(&b, "execute the expungement(s) under order %q (destroys every version of the archives listed, after writing their successors; archives booked since the request are rewritten too):\n", ref)
 	for _, cl := range cls {
 		l, err := listOrders(ctx, cl)
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: %w", cl.service, err)
 		}
+		filed := false
 		for _, e := range l.Expungements {
-			if e.OrderRef == ref && ids[cl.service] == "" {
-				ids[cl.service] = e.ExpungeID
-				fmt.Fprintf(&b, "  %s: %s (%s), %d archive(s): %s\n", cl.service, e.ExpungeID, e.Status, len(e.Archives), strings.Join(e.Archives, ", "))
+			if e.OrderRef != ref {
+				continue
 			}
+			filed = true
+			if e.Status == "executed" {
+				fmt.Fprintf(&b, "  %s: %s already executed\n", cl.service, e.ExpungeID)
+				continue
+			}
+			ids[cl.service] = append(ids[cl.service], e.ExpungeID)
+			fmt.Fprintf(&b, "  %s: %s (%s), %d archive(s): %s\n", cl.service, e.ExpungeID, e.Status, len(e.Archives), strings.Join(e.Archives, ", "))
 		}
-		if ids[cl.service] == "" {
+		if !filed {
 			return nil, "", fmt.Errorf("%s: %w", cl.service, errNoOrder)
 		}
 	}
@@ -314,10 +334,14 @@ func CheckCourtOrders(orders map[string]orderListing) []Violation {
 		for _, s := range l.Seals {
 			mark(sealed, s.SubjectHash, svc)
 		}
+		executed := map[string]int{}
 		for _, e := range l.Expungements {
 			if e.Status == "executed" {
-				mark(expunged, e.OrderRef, svc)
+				executed[e.OrderRef]++
 			}
+		}
+		for ref, n := range executed { // one court order may name several subjects: compared by how many
+			mark(expunged, fmt.Sprintf("%s\x00%d", ref, n), svc)
 		}
 	}
 	services := make([]string, 0, len(orders))
@@ -350,6 +374,9 @@ func CheckCourtOrders(orders map[string]orderListing) []Violation {
 	report(sealed, func(k string) string {
 		return fmt.Sprintf("a subject (keyed hash %s…) is sealed", k[:min(12, len(k))])
 	})
-	report(expunged, func(k string) string { return fmt.Sprintf("order %q is executed", k) })
+	report(expunged, func(k string) string {
+		ref, n, _ := strings.Cut(k, "\x00")
+		return fmt.Sprintf("order %q is executed for %s subject(s)", ref, n)
+	})
 	return vs
 }

@@ -3,11 +3,8 @@ package app
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
-	"unicode"
 
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/auth"
@@ -39,8 +36,8 @@ func (a *ArchiveAPI) reader(w http.ResponseWriter, r *http.Request, p auth.Princ
 	if ref == "" || !p.Has(auth.ScopeSealedRead) {
 		return a.Reader, true
 	}
-	if strings.TrimSpace(ref) == "" || len(ref) > courtorder.MaxOrderRef || strings.IndexFunc(ref, unicode.IsControl) >= 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", fmt.Sprintf("%s: a non-blank order reference of at most %d bytes", OrderRefHeader, courtorder.MaxOrderRef), nil)
+	if err := courtorder.CheckText(OrderRefHeader, ref, courtorder.MaxOrderRef); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
 		return nil, false
 	}
 	return a.Reader.WithSealedAccess(ref), true

@@ -257,3 +257,10 @@ func DocOrdSubjectsSQL(spec TableSpec) string {
 func DocIDAgeSQL(spec TableSpec) string {
 	return "SELECT craig_d.craig_ord, t.id, " + clampedAge(spec) + " FROM " + docsAsRows(spec) + " ORDER BY craig_d.craig_ord"
 }
+
+// SubjectRowsSubjectsSQL selects every subject of spec's rows whose
+// subject is $1 (the other subjects of a row about it too).
+func SubjectRowsSubjectsSQL(spec TableSpec) string {
+	return "SELECT DISTINCT craig_s.subject FROM " + pgx.Identifier{spec.Table}.Sanitize() + " AS t CROSS JOIN LATERAL " + subjectValues(spec) +
+		" WHERE " + SubjectMatch(spec, 1) + " AND craig_s.subject IS NOT NULL"
+}

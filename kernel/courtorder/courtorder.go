@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/internal/queries"
@@ -166,16 +167,16 @@ func (o *Orders) spec(table string) (archive.TableSpec, bool) {
 	return archive.TableSpec{}, false
 }
 
-// checkText validates an order's reference or reason: non-blank, at most
-// max bytes, no control characters (it is logged and stored).
-func checkText(name, v string, max int) error {
+// CheckText validates an order's reference or reason: non-blank UTF-8, at
+// most max bytes, no control characters (it is logged and stored).
+func CheckText(name, v string, max int) error {
 	switch {
 	case strings.TrimSpace(v) == "":
 		return fmt.Errorf("%w: %s is required", ErrInvalid, name)
 	case len(v) > max:
 		return fmt.Errorf("%w: %s is %d bytes, at most %d", ErrInvalid, name, len(v), max)
-	case strings.IndexFunc(v, unicode.IsControl) >= 0:
-		return fmt.Errorf("%w: %s contains a control character", ErrInvalid, name)
+	case !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0:
+		return fmt.Errorf("%w: %s is not UTF-8 text without control characters", ErrInvalid, name)
 	}
 	return nil
 }
@@ -232,10 +233,10 @@ func (o *Orders) checkOrder(orderRef, reason string) error {
 	if !o.cfg.Key.Valid() {
 		return ErrNoSubjectKey
 	}
-	if err := checkText("order_ref", orderRef, MaxOrderRef); err != nil {
+	if err := CheckText("order_ref", orderRef, MaxOrderRef); err != nil {
 		return err
 	}
-	return checkText("reason", reason, MaxReason)
+	return CheckText("reason", reason, MaxReason)
 }
 
 // announce logs an order's act in archive_lifecycle_log and stages it as

@@ -135,7 +135,11 @@ func (o *Orders) affected(ctx context.Context, db prune.DB, s subject.Subject, h
 			addHolds(uuids(r.BlockingHolds))
 		}
 	}
-	subj, err := q.SubjectHoldsOf(ctx, queries.SubjectHoldsOfParams{SubjectHash: hash, NamedHolds: pgUUIDs(holds)})
+	hashes, err := o.hotSubjects(ctx, db, s)
+	if err != nil {
+		return nil, err
+	}
+	subj, err := q.SubjectHoldsOf(ctx, queries.SubjectHoldsOfParams{SubjectHashes: append(hashes, hash), NamedHolds: pgUUIDs(holds)})
 	if err != nil {
 		return nil, fmt.Errorf("holds of the subject: %w", err)
 	}
@@ -152,6 +156,20 @@ func (o *Orders) affected(ctx context.Context, db prune.DB, s subject.Subject, h
 		return nil, &held
 	}
 	return rows, nil
+}
+
+// hotSubjects are the keyed hashes of every subject of s's hot rows (a
+// row about s and another subject: a hold on the other keeps the row).
+func (o *Orders) hotSubjects(ctx context.Context, db prune.DB, s subject.Subject) ([][]byte, error) {
+	var out [][]byte
+	for _, spec := range o.subjectSpecs() {
+		hs, err := archive.Hashes(ctx, db, o.cfg.Key, spec.Table, archive.SubjectRowsSubjectsSQL(spec), s.String())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, hs...)
+	}
+	return out, nil
 }
 
 // hotHolds are the active table holds, other than holds, whose period

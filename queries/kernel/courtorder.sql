@@ -163,11 +163,12 @@ UPDATE event_outbox
 SET payload = replace(payload::text, sqlc.arg(old_hex)::text, sqlc.arg(new_hex)::text)::jsonb
 WHERE strpos(payload::text, sqlc.arg(old_hex)::text) > 0;
 
--- SubjectHoldsOf lists the active holds that name the subject (by keyed
--- hash) other than the given ones: they block an order about it.
+-- SubjectHoldsOf lists the active holds, other than the given ones, whose
+-- subjects (keyed hashes) meet the given ones: the order's own, and the
+-- other subjects of its hot rows. They block an order about it.
 -- name: SubjectHoldsOf :many
 SELECT id FROM archive_holds
-WHERE released_at IS NULL AND subject_hashes @> ARRAY[sqlc.arg(subject_hash)::bytea] AND NOT (id = ANY (sqlc.arg(named_holds)::uuid[]))
+WHERE released_at IS NULL AND subject_hashes && sqlc.arg(subject_hashes)::bytea[] AND NOT (id = ANY (sqlc.arg(named_holds)::uuid[]))
 ORDER BY id;
 
 -- PendingExpungement finds an order about the subject not yet executed.

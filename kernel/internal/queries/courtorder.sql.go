@@ -661,19 +661,20 @@ func (q *Queries) StartExpungement(ctx context.Context, arg StartExpungementPara
 
 const subjectHoldsOf = `-- name: SubjectHoldsOf :many
 SELECT id FROM archive_holds
-WHERE released_at IS NULL AND subject_hashes @> ARRAY[$1::bytea] AND NOT (id = ANY ($2::uuid[]))
+WHERE released_at IS NULL AND subject_hashes && $1::bytea[] AND NOT (id = ANY ($2::uuid[]))
 ORDER BY id
 `
 
 type SubjectHoldsOfParams struct {
-	SubjectHash []byte
-	NamedHolds  []pgtype.UUID
+	SubjectHashes [][]byte
+	NamedHolds    []pgtype.UUID
 }
 
-// SubjectHoldsOf lists the active holds that name the subject (by keyed
-// hash) other than the given ones: they block an order about it.
+// SubjectHoldsOf lists the active holds, other than the given ones, whose
+// subjects (keyed hashes) meet the given ones: the order's own, and the
+// other subjects of its hot rows. They block an order about it.
 func (q *Queries) SubjectHoldsOf(ctx context.Context, arg SubjectHoldsOfParams) ([]pgtype.UUID, error) {
-	rows, err := q.db.Query(ctx, subjectHoldsOf, arg.SubjectHash, arg.NamedHolds)
+	rows, err := q.db.Query(ctx, subjectHoldsOf, arg.SubjectHashes, arg.NamedHolds)
 	if err != nil {
 		return nil, err
 	}

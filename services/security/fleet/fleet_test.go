@@ -237,6 +237,7 @@ func TestValidateLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{uuid.MustParse(archiveID)}, c.Purged)
 	next, order := uuid.New(), uuid.New()
+	otherID := uuid.NewString()
 	c, err = fleet.ValidateLifecycle("rules.archive_superseded", []byte(`{"actor":"ops:alice","approver":"ops:bob","at":"`+at+`","archive_ids":["`+archiveID+
 		`"],"expunge_id":"`+order.String()+`","superseded_by":{"`+archiveID+`":"`+next.String()+`"},"commitment":"ab"}`), now)
 	require.NoError(t, err)
@@ -250,6 +251,12 @@ func TestValidateLifecycle(t *testing.T) {
 		"superseded without lineage":   {"rules.archive_superseded", `{"actor":"a","at":"` + at + `","archive_ids":["` + archiveID + `"],"expunge_id":"` + archiveID + `","superseded_by":{}}`, fleet.ReasonRecordCount},
 		"superseded, lineage of another": {"rules.archive_superseded", `{"actor":"a","at":"` + at + `","archive_ids":["` + archiveID + `"],"expunge_id":"` + archiveID +
 			`","superseded_by":{"` + uuid.NewString() + `":null}}`, fleet.ReasonArchiveID},
+		"superseded by itself": {"rules.archive_superseded", `{"actor":"a","at":"` + at + `","archive_ids":["` + archiveID + `"],"expunge_id":"` + archiveID +
+			`","superseded_by":{"` + archiveID + `":"` + archiveID + `"}}`, fleet.ReasonArchiveID},
+		"superseded in a cycle": {"rules.archive_superseded", `{"actor":"a","at":"` + at + `","archive_ids":["` + archiveID + `","` + otherID + `"],"expunge_id":"` + archiveID +
+			`","superseded_by":{"` + archiveID + `":"` + otherID + `","` + otherID + `":"` + archiveID + `"}}`, fleet.ReasonArchiveID},
+		"superseded named twice": {"rules.archive_superseded", `{"actor":"a","at":"` + at + `","archive_ids":["` + archiveID + `","` + archiveID + `"],"expunge_id":"` + archiveID +
+			`","superseded_by":{"` + archiveID + `":null,"` + otherID + `":null}}`, fleet.ReasonArchiveID},
 		"unknown source": {"evil.archive_purged", `{}`, fleet.ReasonEventType},
 		"not lifecycle":  {"rules.archive_read", `{}`, fleet.ReasonEventType},
 		"no actor":       {"rules.archive_purged", `{"at":"` + at + `","archive_ids":[]}`, fleet.ReasonArchivedBy},

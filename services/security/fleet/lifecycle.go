@@ -186,7 +186,17 @@ func (c *Change) superseded(p lifecyclePayload) error {
 		return refuse(ReasonRecordCount, "superseded_by names %d archives, archive_ids %d (at most %d)", len(p.SupersededBy), len(p.ArchiveIDs), maxLifecycleIDs)
 	}
 	c.SupersededBy = make(map[uuid.UUID]*uuid.UUID, len(p.SupersededBy))
+	named := map[string]bool{}
+	for _, s := range p.ArchiveIDs {
+		if named[s] {
+			return refuse(ReasonArchiveID, "archive %s is named twice", s)
+		}
+		named[s] = true
+	}
 	for old, next := range p.SupersededBy {
+		if next != nil && (*next == old || named[*next]) {
+			return refuse(ReasonArchiveID, "archive %s: its successor %s is itself superseded by the order", old, *next)
+		}
 		id, err := parseID(old)
 		if err != nil {
 			return refuse(ReasonArchiveID, "superseded_by: %v", err)
