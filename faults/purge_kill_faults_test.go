@@ -57,7 +57,7 @@ func TestPurgeKillMatrix(t *testing.T) {
 				clean.stop(t)
 				rep = check(t, w.World, tl, faults.CheckOptions{})
 				require.Zero(t, rep.HalfPurged)
-				require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_ledger WHERE purged_at IS NULL AND retention_until <= CURRENT_DATE`),
+				require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_ledger WHERE purged_at IS NULL AND retention_until <= (now() AT TIME ZONE 'UTC')::date`),
 					"round %d: the next call finished every due archive", round)
 			}
 			tl.write(t)
@@ -74,6 +74,6 @@ func (w *rulesWorld) dueArchives(t *testing.T, bin string, n int) {
 		res := runProcess(t, bin, w.env(), 2*time.Minute, "archive", "run", "--budget", "120")
 		require.Equal(t, 0, res.code, res.stderr)
 	}
-	_, err := w.Pool.Exec(context.Background(), `UPDATE archive_ledger SET retention_until = CURRENT_DATE - 1 WHERE purged_at IS NULL`)
+	_, err := w.Pool.Exec(context.Background(), `UPDATE archive_ledger SET retention_until = (now() AT TIME ZONE 'UTC')::date - 1 WHERE purged_at IS NULL`)
 	require.NoError(t, err)
 }

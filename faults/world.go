@@ -144,7 +144,7 @@ func (w *World) Check(ctx context.Context, opt CheckOptions) (Report, error) {
 
 func (w *World) ledger(ctx context.Context) ([]ledgerRow, error) {
 	rows, err := w.Pool.Query(ctx, `SELECT archive_id, data_key, manifest_key, data_sha256, record_count, first_record_id, last_record_id,
-		purged_at IS NOT NULL, (retention_until IS NOT NULL AND retention_until <= CURRENT_DATE AND NOT legal_hold), expunge_id IS NOT NULL
+		purged_at IS NOT NULL, (retention_until IS NOT NULL AND retention_until <= (now() AT TIME ZONE 'UTC')::date AND NOT legal_hold), expunge_id IS NOT NULL
 		FROM archive_ledger ORDER BY archive_id`)
 	if err != nil {
 		return nil, fmt.Errorf("read the ledger: %w", err)
