@@ -136,8 +136,7 @@ func startDemo(t *testing.T, root string) *runbookDemo {
 	d.in = walkthrough.Instance{Name: prefix + "_rb" + hex.EncodeToString(suffix), StoreURL: kerneltest.S3Bucket(t),
 		RulesAddr: freeAddr(t), SecurityAddr: freeAddr(t), StateFile: filepath.Join(t.TempDir(), "demo.env")}
 	t.Cleanup(func() { d.dropDatabases(t, root) })
-	compileMagefile(t, root)
-	d.cmd = exec.Command("go", "tool", "mage", "demoUp")
+	d.cmd = exec.Command(compileMagefile(t, root), "demoUp")
 	d.cmd.Dir = root
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	d.cmd.Env = append(os.Environ(), walkthrough.EnvName+"="+d.in.Name, walkthrough.EnvStoreURL+"="+d.in.StoreURL,
@@ -180,20 +179,33 @@ func startDemo(t *testing.T, root string) *runbookDemo {
 	return d
 }
 
-// mageCompiled compiles the magefile once per test binary: demos started
-// in parallel would otherwise each compile it, into one mage_output_file.go.
-var mageCompiled sync.Once
+// mageBinary is the magefile compiled once per test binary (mage
+// -compile): demos started in parallel each running `go tool mage` would
+// otherwise each compile it, into one mage_output_file.go.
+var mageBinary struct {
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
 
-// compileMagefile has mage compile (and cache) the magefile before the
-// first demo starts.
-func compileMagefile(t *testing.T, root string) {
+// compileMagefile returns the compiled magefile's path (its targets run
+// like `go tool mage <target>`, from root).
+func compileMagefile(t *testing.T, root string) string {
 	t.Helper()
-	mageCompiled.Do(func() {
-		cmd := exec.Command("go", "tool", "mage", "-l")
+	mageBinary.once.Do(func() {
+		dir, err := os.MkdirTemp("", "craig-e2e-mage-")
+		if err != nil {
+			mageBinary.err = err
+			return
+		}
+		mageBinary.path = filepath.Join(dir, "mage-targets")
+		cmd := exec.Command("go", "tool", "mage", "-compile", mageBinary.path)
 		cmd.Dir = root
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "compile the magefile: %s", out)
+		mageBinary.out, mageBinary.err = cmd.CombinedOutput()
 	})
+	require.NoError(t, mageBinary.err, "compile the magefile: %s", mageBinary.out)
+	return mageBinary.path
 }
 
 // stop sends demoUp's group the SIGINT of a Ctrl-C and waits for it: both
