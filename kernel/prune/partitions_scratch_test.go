@@ -513,3 +513,86 @@ func TestRetireCountsRowsTruthfully(t *testing.T) {
 	require.Equal(t, plan.WouldCap, rep.Capped, "dry run and real run cap alike")
 	require.Equal(t, int64(plan.Batches), int64(rep.Batches), "dry run and real run take the same batches")
 }
+
+// TestRetirePacesDropsBesideAWriter: while another session commits writes,
+// each partition is detached and dropped on its own and the next waits the
+// pace; the rows and partitions retired are the same as alone.
+func TestRetirePacesDropsBesideAWriter(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	partitionOutbox(t, b.db, 40)
+	for d := 35; d <= 38; d++ {
+		insertAt(t, b.db, kindAgedPublished, 5, d, true)
+	}
+	p := b.outbox
+	p.PartitionPace, p.YieldToWriters = 100*time.Millisecond, true
+	wctx, stop := context.WithCancel(ctx)
+	writing, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		var once bool
+		for wctx.Err() == nil {
+			if _, err := b.db.Pool.Exec(wctx, `INSERT INTO event_outbox (event_type, payload) VALUES ('writer', '{}')`); err != nil && wctx.Err() == nil {
+				done <- err
+				return
+			}
+			if !once {
+				once = true
+				close(writing)
+			}
+		}
+		done <- nil
+	}()
+	<-writing
+	start := time.Now()
+	rep, err := prune.PruneTable(ctx, b.db.Pool, p)
+	elapsed := time.Since(start)
+	stop()
+	require.NoError(t, <-done)
+	require.NoError(t, err)
+	require.Len(t, rep.Partitions.Dropped, 7, "a week of old partitions (the cap)")
+	require.Equal(t, int64(20), rep.Partitions.DroppedRows)
+	// The first retirement sees the writer; each of the other six waits
+	// the pace after the one before it.
+	require.GreaterOrEqual(t, elapsed, 5*p.PartitionPace, "retirements were paced")
+	for d := 35; d <= 38; d++ {
+		require.Zero(t, b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = $1", dayName(d)))
+	}
+}
+
+// TestRetireDropsTheFreeWhenOneIsBusy: of the detached tables dropped
+// together, one whose lock is not granted is left for the next call (Busy,
+// still recorded) and the others go in the same commit.
+func TestRetireDropsTheFreeWhenOneIsBusy(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	partitionOutbox(t, b.db, 40)
+	insertAt(t, b.db, kindAgedPublished, 6, 36, true)
+	insertAt(t, b.db, kindAgedPublished, 4, 35, true)
+	for _, d := range []int{36, 35} {
+		b.db.Exec(t, "ALTER TABLE event_outbox DETACH PARTITION "+dayName(d))
+		b.db.Exec(t, "COMMENT ON TABLE "+dayName(d)+" IS 'craig-retention: detached from event_outbox'")
+		b.db.Exec(t, `INSERT INTO retention_detached_partitions (table_oid, schema_name, table_name, parent, upper_bound)
+			VALUES (to_regclass($1)::oid, 'public', $1, 'event_outbox', $2)`, dayName(d), time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1-d))
+	}
+	reader, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = reader.Rollback(context.WithoutCancel(ctx)) }()
+	_, err = reader.Exec(ctx, "SELECT count(*) FROM "+dayName(36)) // holds ACCESS SHARE until it ends
+	require.NoError(t, err)
+
+	p := b.outbox
+	p.PartitionLockTimeout = 50 * time.Millisecond
+	rep, err := prune.PruneTable(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	require.Equal(t, []string{dayName(36)}, rep.Partitions.Busy)
+	require.Contains(t, rep.Partitions.Dropped, dayName(35))
+	require.Equal(t, int64(4), rep.Partitions.DroppedRows, "only the dropped table's rows")
+	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM retention_detached_partitions WHERE table_name = $1", dayName(36)), "still recorded")
+
+	require.NoError(t, reader.Rollback(ctx))
+	rep, err = prune.PruneTable(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	require.Contains(t, rep.Partitions.Dropped, dayName(36), "the next call drops it")
+	require.Equal(t, int64(6), rep.Partitions.DroppedRows)
+	require.Zero(t, b.db.Count(t, "SELECT count(*) FROM retention_detached_partitions"))
+}

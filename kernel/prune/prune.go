@@ -262,6 +262,9 @@ type Bounds struct {
 	// lock waits (0: DefaultPartitionLockTimeout).
 	MaxPartitions        int
 	PartitionLockTimeout time.Duration
+	// PartitionPace is the least time between two retirements while other
+	// sessions commit writes (YieldToWriters; 0: DefaultPartitionPace).
+	PartitionPace time.Duration
 	// Pacing pauses the batch loop for lagging replicas and paces its WAL;
 	// the zero value does neither.
 	Pacing Pacing
@@ -337,6 +340,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("%w: %s: reduced batch size %d outside 0..%d", ErrInvalidPolicy, p.Table, p.ReducedBatchSize, math.MaxInt32)
 	case p.StatementTimeout < 0 || p.LockTimeout < 0:
 		return fmt.Errorf("%w: %s: negative timeout", ErrInvalidPolicy, p.Table)
+	case p.PartitionPace < 0:
+		return fmt.Errorf("%w: %s: negative partition pace", ErrInvalidPolicy, p.Table)
 	}
 	return p.Pacing.problems(p.Table)
 }
@@ -368,6 +373,13 @@ func (p Policy) InvariantName() string {
 		return p.Invariant
 	}
 	return p.Table + "_retention_overrun"
+}
+
+func (p Policy) partitionPace() time.Duration {
+	if p.PartitionPace == 0 {
+		return DefaultPartitionPace
+	}
+	return p.PartitionPace
 }
 
 func (p Policy) cycleCap() int64 {
