@@ -114,7 +114,10 @@ func (r *runner) runArchive(ctx context.Context, tg archiveTarget) (*ArchiveResu
 	}
 	res.summarize()
 	if tg.service == "rules" {
-		if res.BigRows, err = r.archiveBigRows(ctx, tg, st, sets, as); err != nil {
+		if res.BigRows, err = r.archiveBigRows(ctx, tg, st, sets, as, r.cfg.ArchiveBigRows, bigRowBytes); err != nil {
+			return nil, err
+		}
+		if res.HugeRows, err = r.archiveBigRows(ctx, tg, st, sets, as, hugeRows(r.cfg), hugeRowBytes); err != nil {
 			return nil, err
 		}
 	}
@@ -234,33 +237,42 @@ func benchSubjectKey() (string, func(), error) {
 	return f.Name(), func() { _ = os.Remove(f.Name()) }, nil
 }
 
-// Big-row run parameters.
+// Big-row run parameters: the 200 KiB run, and the 20 MiB run (a row of
+// more than half of max_batch_bytes: one row a batch, the pipeline paused).
 const (
 	bigRowBytes  = 200 << 10
+	hugeRowBytes = 20 << 20
 	bigBatchSize = archive.MaxBatchSize
 )
 
-// archiveBigRows runs one `rules archive run` over ArchiveBigRows rows of
-// 200 KiB at batch size 10,000 and the default max_batch_bytes, and reads
-// its peak RSS.
-func (r *runner) archiveBigRows(ctx context.Context, tg archiveTarget, st *store.Store, sets []migrations.Set, as archive.Settings) (*ArchiveBigRows, error) {
-	n := r.cfg.ArchiveBigRows
-	r.cfg.logf("archive: seeding %d aged rule_evaluations of %d KiB", n, bigRowBytes>>10)
-	tpl := r.srv.name("archive_big")
+// hugeRows is the 20 MiB run's rows: 12 (240 MiB), 3 in the smoke run.
+func hugeRows(cfg Config) int {
+	if cfg.Smoke {
+		return 3
+	}
+	return 12
+}
+
+// archiveBigRows runs one `rules archive run` over n rows of rowBytes at
+// batch size 10,000 and the default max_batch_bytes, and reads its peak
+// RSS.
+func (r *runner) archiveBigRows(ctx context.Context, tg archiveTarget, st *store.Store, sets []migrations.Set, as archive.Settings, n, rowBytes int) (*ArchiveBigRows, error) {
+	r.cfg.logf("archive: seeding %d aged rule_evaluations of %d KiB", n, rowBytes>>10)
+	tpl := r.srv.name("archive_big_" + strconv.Itoa(rowBytes>>10))
 	if err := r.buildTemplate(ctx, tpl, sets, func(conn *pgx.Conn) error {
-		if _, err := conn.Exec(ctx, seedBigRuleEvaluations, n, bigRowBytes); err != nil {
+		if _, err := conn.Exec(ctx, seedBigRuleEvaluations, n, rowBytes); err != nil {
 			return fmt.Errorf("seed big rule_evaluations: %w", err)
 		}
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	db, err := r.srv.copyOf(ctx, tpl, "archive_big", 0)
+	db, err := r.srv.copyOf(ctx, tpl, "archive_big_"+strconv.Itoa(rowBytes>>10), 0)
 	if err != nil {
 		return nil, err
 	}
 	defer r.discard(db.name)
-	res := &ArchiveBigRows{Rows: n, RowBytes: bigRowBytes, BatchSize: bigBatchSize, MaxBatchBytes: as.MaxBatchBytes,
+	res := &ArchiveBigRows{Rows: n, RowBytes: rowBytes, BatchSize: bigBatchSize, MaxBatchBytes: as.MaxBatchBytes,
 		RSSGoalMiB: 64 + 2*float64(as.MaxBatchBytes)/(1<<20)}
 	rep, elapsed, rss, err := r.archivePass(ctx, tg, st, db.url, archive.MaxManualBudget, "CRAIG_RULES__ARCHIVE__BATCH_SIZE="+strconv.Itoa(bigBatchSize))
 	if err != nil {
@@ -276,7 +288,7 @@ func (r *runner) archiveBigRows(ctx context.Context, tg archiveTarget, st *store
 	}
 	res.Seconds, res.PeakRSSMiB = elapsed.Seconds(), rss
 	r.cfg.logf("archive big rows: %d rows of %d KiB at batch %d in %d archives, %.1f s, peak RSS %.1f MiB (goal ≤ %.0f)",
-		n, bigRowBytes>>10, bigBatchSize, res.Archives, res.Seconds, res.PeakRSSMiB, res.RSSGoalMiB)
+		n, rowBytes>>10, bigBatchSize, res.Archives, res.Seconds, res.PeakRSSMiB, res.RSSGoalMiB)
 	return res, nil
 }
 

@@ -72,7 +72,8 @@ func TestBenchSmoke(t *testing.T) {
 		require.True(t, run.Samples >= cfg.WriterMinSamples || run.Windows == bench.MaxWriterWindows, "%s round %d: %d samples in %d windows", run.Config, run.Round, run.Samples, run.Windows)
 	}
 	require.Len(t, res.Writer.Configs, 4, "without_sweep, with_drain, with_cpu_load, with_hourly_cycle")
-	require.Len(t, res.Writer.Curve, 4, "yield batch 50, 250, 1000 and none")
+	require.Len(t, res.Writer.Curve, 5, "yield batch 10, 50, 250, 1000 and none")
+	require.Positive(t, res.Writer.VsFloor, "the drain's p99 against the CPU floor, round by round")
 	require.Positive(t, res.Writer.P99Ratio)
 	require.LessOrEqual(t, res.Writer.P99RatioCI[0], res.Writer.P99RatioCI[1])
 
@@ -114,6 +115,7 @@ func TestBenchSmoke(t *testing.T) {
 	for _, run := range res.Partition.Runs {
 		require.Equal(t, run.DeleteRows, run.KernelRows, "round %d: the kernel retires exactly the rows the DELETE deletes", run.Round)
 		require.Positive(t, run.Dropped, "round %d: old partitions without pending rows are dropped", run.Round)
+		require.Positive(t, run.PartmanRows, "round %d: pg_partman dropped partitions", run.Round)
 		if run.Layout == "stuck_one_day_in_8" {
 			require.Positive(t, run.Kept, "round %d: the days with pending rows are kept", run.Round)
 		} else {
@@ -125,7 +127,18 @@ func TestBenchSmoke(t *testing.T) {
 	require.Positive(t, res.Partition.Bloat.PartitionedBytes)
 	require.Positive(t, res.Partition.Bloat.RowDeletedBytes)
 
-	require.Len(t, res.Goals, 17)
+	require.Len(t, res.Goals, 22)
+	require.NotNil(t, res.Archive.HugeRows, "the 20 MiB run ran")
+	require.Equal(t, 20<<20, res.Archive.HugeRows.RowBytes)
+	require.Positive(t, res.Archive.HugeRows.PeakRSSMiB)
+	require.Len(t, res.Partition.Volumes, 2, "two partition sizes")
+	for _, v := range res.Partition.Volumes {
+		require.Positive(t, v.Ratio, "%d rows a partition", v.RowsPerPartition)
+		require.Positive(t, v.PartmanRatio, "%d rows a partition", v.RowsPerPartition)
+	}
+	require.Positive(t, res.Partition.PartmanRatio)
+	require.Positive(t, res.Partition.PartmanPendingLost, "pg_partman drops the stuck days' pending rows the kernel keeps")
+	require.Positive(t, res.Partition.Writer.SamplesPartman)
 	require.NotNil(t, res.Read.Subject, "the subject fetch ran")
 	require.Equal(t, res.Read.Subject.Holding, res.Read.Subject.ArchivesRead, "each fetch read exactly the archives holding the subject")
 	require.Positive(t, res.Archive.SubjectIndexCostRatio, "the archive pass ran with and without the subject index")

@@ -158,3 +158,37 @@ func knee(curve []WriterCurvePoint) int {
 	}
 	return curve[max(pick, 0)].YieldBatch
 }
+
+// floorRatio is the writer's p99 with the drain ÷ its p99 beside one
+// CPU-only backend, each pair from the same round: the median of the
+// rounds' ratios, and its bootstrap 95% interval (every round's two pools
+// resampled on their own, the median of the rounds' ratios taken each
+// time).
+func floorRatio(drain, floor [][]time.Duration) (float64, [2]float64) {
+	type pair struct{ a, b []float64 }
+	var pairs []pair
+	var ratios []float64
+	for i := range min(len(drain), len(floor)) {
+		a, b := sortedMS(drain[i]), sortedMS(floor[i])
+		if len(a) == 0 || len(b) == 0 || rankOf(b, 99) <= 0 {
+			continue
+		}
+		pairs = append(pairs, pair{a, b})
+		ratios = append(ratios, rankOf(a, 99)/rankOf(b, 99))
+	}
+	if len(pairs) == 0 {
+		return 0, [2]float64{}
+	}
+	rng := rand.New(rand.NewPCG(bootstrapSeed, uint64(len(pairs))))
+	vals := make([]float64, 0, bootstrapResamples)
+	round := make([]float64, len(pairs))
+	for range bootstrapResamples {
+		for i, p := range pairs {
+			ra := resample(rng, p.a, make([]int, len(p.a)), nil)
+			rb := resample(rng, p.b, make([]int, len(p.b)), nil)
+			round[i] = rankOf(ra, 99) / max(rankOf(rb, 99), 1e-9)
+		}
+		vals = append(vals, median(round))
+	}
+	return round3(median(ratios)), interval(vals)
+}

@@ -47,7 +47,7 @@ func (r *runner) runPartition(ctx context.Context) (*PartitionResult, error) {
 	res := &PartitionResult{Rows: r.cfg.DrainRows}
 	tpls := map[string][2]string{}
 	for _, layout := range []string{layoutClean, layoutStuck} {
-		plain, daily, err := r.partitionTemplates(ctx, layout)
+		plain, daily, err := r.partitionTemplates(ctx, layout, seedPartitionOutbox, r.cfg.DrainRows, drainOldRows(r.cfg.DrainRows))
 		defer r.discard(plain)
 		defer r.discard(daily)
 		if err != nil {
@@ -55,6 +55,7 @@ func (r *runner) runPartition(ctx context.Context) (*PartitionResult, error) {
 		}
 		tpls[layout] = [2]string{plain, daily}
 	}
+	var err error
 	ratios, walPerRow := map[string][]float64{}, map[string][]float64{}
 	var perPartition []float64
 	for round := range r.cfg.Rounds {
@@ -76,6 +77,10 @@ func (r *runner) runPartition(ctx context.Context) (*PartitionResult, error) {
 	res.Ratio, res.WALBytesPerRow = round3(median(ratios[layoutClean])), round3(median(walPerRow[layoutClean]))
 	res.StuckRatio, res.StuckWALBytesPerRow = round3(median(ratios[layoutStuck])), round3(median(walPerRow[layoutStuck]))
 	res.MSPerDroppedPartition = round3(median(perPartition))
+	res.PartmanRatio, res.PartmanMSPerPartition, res.PartmanPendingLost = partmanFigures(res.Runs)
+	if res.Volumes, err = r.partitionVolumes(ctx); err != nil {
+		return nil, fmt.Errorf("partition volumes: %w", err)
+	}
 	w, err := r.partitionWriter(ctx, tpls[layoutClean][1])
 	if err != nil {
 		return nil, fmt.Errorf("partition writer: %w", err)
@@ -91,7 +96,7 @@ func (r *runner) runPartition(ctx context.Context) (*PartitionResult, error) {
 
 // partitionTemplates builds a layout's unpartitioned and partitioned
 // templates (the same rows).
-func (r *runner) partitionTemplates(ctx context.Context, layout string) (plain, daily string, err error) {
+func (r *runner) partitionTemplates(ctx context.Context, layout, seedSQL string, rows, old int) (plain, daily string, err error) {
 	plain, daily = r.srv.name("partition_plain_"+layout), r.srv.name("partition_daily_"+layout)
 	every := 0
 	if layout == layoutStuck {
@@ -99,7 +104,7 @@ func (r *runner) partitionTemplates(ctx context.Context, layout string) (plain, 
 	}
 	seed := func(convert bool) func(*pgx.Conn) error {
 		return func(conn *pgx.Conn) error {
-			if _, err := conn.Exec(ctx, seedPartitionOutbox, r.cfg.DrainRows, drainOldRows(r.cfg.DrainRows), every); err != nil {
+			if _, err := conn.Exec(ctx, seedSQL, rows, old, every); err != nil {
 				return fmt.Errorf("seed event_outbox: %w", err)
 			}
 			if !convert {
@@ -142,11 +147,18 @@ func (r *runner) partitionRound(ctx context.Context, plain, daily string, round 
 			return run.DeleteRows, err
 		}, &run.DeleteSeconds, &run.DeleteWAL)
 	}
-	steps := []func() error{kernel, unbounded}
-	if round%2 == 1 {
-		steps = []func() error{unbounded, kernel}
+	partman := func() error {
+		var wal int64
+		var whole float64
+		return r.onCopy(ctx, daily, "partman", round, func(conn *pgx.Conn) (int64, error) {
+			p, err := partmanRetire(ctx, conn, r.outbox.WindowDays)
+			run.PartmanRows, run.PartmanDropped, run.PartmanPendingLost, run.PartmanSeconds = p.rows, p.dropped, p.pendingLost, p.seconds
+			return p.rows, err
+		}, &whole, &wal)
 	}
-	for _, s := range steps {
+	steps := []func() error{kernel, unbounded, partman}
+	k := round % len(steps) // the order rotates each round
+	for _, s := range append(append([]func() error{}, steps[k:]...), steps[:k]...) {
 		if err := s(); err != nil {
 			return run, err
 		}

@@ -14,7 +14,7 @@ import (
 func (r *runner) partitionWriter(ctx context.Context, daily string) (PartitionWriter, error) {
 	var out PartitionWriter
 	out.RatePerSec = partitionWriterRate
-	var beside, alone []time.Duration
+	var beside, alone, partman []time.Duration
 	for round := range r.cfg.Rounds {
 		var window time.Duration
 		retire := func(ctx context.Context, kconn *pgx.Conn) error {
@@ -40,13 +40,23 @@ func (r *runner) partitionWriter(ctx context.Context, daily string) (PartitionWr
 			return out, err
 		}
 		alone = append(alone, lat...)
+		dropBlind := func(ctx context.Context, conn *pgx.Conn) error {
+			_, err := partmanRetire(ctx, conn, r.outbox.WindowDays)
+			return err
+		}
+		if lat, _, err = r.writerBeside(ctx, daily, "pw_partman", round, partitionWriterRate, 1, dropBlind); err != nil {
+			return out, err
+		}
+		partman = append(partman, lat...)
 		r.cfg.logf("partition writer round %d/%d: %d samples beside a %.0f ms retirement, %d alone", round+1, r.cfg.Rounds, len(beside), ms(window), len(alone))
 	}
 	out.SamplesRetiring, out.SamplesAlone = len(beside), len(alone)
 	out.RetiringP50MS, out.RetiringP99MS = percentile(beside, 50), percentile(beside, 99)
 	out.AloneP50MS, out.AloneP99MS = percentile(alone, 50), percentile(alone, 99)
+	out.SamplesPartman, out.PartmanP50MS, out.PartmanP99MS = len(partman), percentile(partman, 50), percentile(partman, 99)
 	if out.AloneP99MS > 0 {
 		out.P99Ratio = round3(out.RetiringP99MS / out.AloneP99MS)
+		out.PartmanP99Ratio = round3(out.PartmanP99MS / out.AloneP99MS)
 	}
 	return out, nil
 }

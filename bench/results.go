@@ -23,6 +23,11 @@ type Summary struct {
 	WriterP99Ratio *float64 `json:"writer_p99_ratio"`
 	// WriterP99RatioCI is its bootstrap 95% interval.
 	WriterP99RatioCI *[2]float64 `json:"writer_p99_ratio_ci"`
+	// WriterP99VsFloor is the writer's p99 with the drain ÷ with one
+	// CPU-only backend, in the same round (median of the rounds), and
+	// WriterP99VsFloorCI its bootstrap 95% interval.
+	WriterP99VsFloor   *float64    `json:"writer_p99_vs_floor"`
+	WriterP99VsFloorCI *[2]float64 `json:"writer_p99_vs_floor_ci"`
 	// ArchiveVsCopyRatio is archive rows/s ÷ COPY rows/s.
 	ArchiveVsCopyRatio *float64 `json:"archive_vs_copy_ratio"`
 	// ArchivePeakRSSMiB is the archiving process's peak resident set.
@@ -51,6 +56,13 @@ type Summary struct {
 	// PartitionWriterP99Ratio is a writer's pooled p99 beside the
 	// retirement ÷ the same writer alone.
 	PartitionWriterP99Ratio *float64 `json:"partition_writer_p99_ratio"`
+	// PartitionVsPartmanRatio is the kernel's retirement time ÷ pg_partman's
+	// own retention on the same layout (clean layout, median of rounds).
+	PartitionVsPartmanRatio *float64 `json:"partition_vs_partman_ratio"`
+	// PartitionDrainRatio200k and 1m: partition_drain_ratio at 200,000 and
+	// 1,000,000 rows a partition.
+	PartitionDrainRatio200k *float64 `json:"partition_drain_ratio_200k"`
+	PartitionDrainRatio1m   *float64 `json:"partition_drain_ratio_1m"`
 	// PartitionBloatRatio is the row-deleted outbox's size ÷ the
 	// partitioned one's after 30 simulated days of daily sweeps.
 	PartitionBloatRatio *float64 `json:"partition_bloat_ratio"`
@@ -241,10 +253,14 @@ type WriterResult struct {
 	MinSamples  int `json:"min_samples_per_config_round"`
 	// P99Ratio is the with_drain pool's p99 ÷ the without_sweep pool's,
 	// P99RatioCI its bootstrap 95% interval.
-	P99Ratio   float64            `json:"p99_ratio"`
-	P99RatioCI [2]float64         `json:"p99_ratio_ci95"`
-	Configs    []WriterConfig     `json:"configs"`
-	Curve      []WriterCurvePoint `json:"curve"`
+	P99Ratio   float64    `json:"p99_ratio"`
+	P99RatioCI [2]float64 `json:"p99_ratio_ci95"`
+	// VsFloor is with_drain's p99 ÷ with_cpu_load's in the same round
+	// (median of the rounds), VsFloorCI its bootstrap 95% interval.
+	VsFloor   float64            `json:"p99_vs_floor"`
+	VsFloorCI [2]float64         `json:"p99_vs_floor_ci95"`
+	Configs   []WriterConfig     `json:"configs"`
+	Curve     []WriterCurvePoint `json:"curve"`
 	// KneeYieldBatch is the curve's knee: the fastest drain whose writer
 	// p99 ratio is within 1.2x, or within a tenth of the best ratio when no
 	// point is (0: no yield).
@@ -316,6 +332,8 @@ type ArchiveResult struct {
 	Runs          []ArchiveRun `json:"runs"`
 	// BigRows is the big-row run: 200 KiB rows at batch size 10,000.
 	BigRows *ArchiveBigRows `json:"big_rows,omitempty"`
+	// HugeRows is the 20 MiB run: rows of more than half max_batch_bytes.
+	HugeRows *ArchiveBigRows `json:"huge_rows,omitempty"`
 	// SubjectIndexRowsPS is the median rows/s of the pass with the
 	// subject index (rules: archive.subject_key_file set), and
 	// SubjectIndexCostRatio its per-round ratio to the pass without.
@@ -469,15 +487,27 @@ type ReadRun struct {
 // the clean layout's (no old row pending); the Stuck figures are the layout
 // with one old day in eight holding undelivered events.
 type PartitionResult struct {
-	Rows                  int             `json:"rows"`
-	Ratio                 float64         `json:"partition_drain_ratio"`
-	WALBytesPerRow        float64         `json:"wal_bytes_per_retired_row"`
-	StuckRatio            float64         `json:"stuck_partition_drain_ratio"`
-	StuckWALBytesPerRow   float64         `json:"stuck_wal_bytes_per_retired_row"`
-	MSPerDroppedPartition float64         `json:"ms_per_dropped_partition"`
-	Writer                PartitionWriter `json:"writer"`
-	Bloat                 PartitionBloat  `json:"bloat"`
-	Runs                  []PartitionRun  `json:"runs"`
+	Rows                  int     `json:"rows"`
+	Ratio                 float64 `json:"partition_drain_ratio"`
+	WALBytesPerRow        float64 `json:"wal_bytes_per_retired_row"`
+	StuckRatio            float64 `json:"stuck_partition_drain_ratio"`
+	StuckWALBytesPerRow   float64 `json:"stuck_wal_bytes_per_retired_row"`
+	MSPerDroppedPartition float64 `json:"ms_per_dropped_partition"`
+	// PartmanRatio is the kernel's time ÷ pg_partman's own retention
+	// (run_maintenance with retention set) on the same layout, median of
+	// the clean layout's rounds; PartmanMSPerPartition pg_partman's time per
+	// partition it dropped.
+	PartmanRatio          float64 `json:"partition_vs_partman_ratio"`
+	PartmanMSPerPartition float64 `json:"partman_ms_per_dropped_partition"`
+	// PartmanPendingLost is what pg_partman's blind drop removed of the rows
+	// the kernel keeps (undelivered events) in the stuck layout, per round.
+	PartmanPendingLost int64 `json:"partman_pending_rows_dropped"`
+	// Volumes are the partition scenario at larger partitions (200,000 and
+	// 1,000,000 rows each).
+	Volumes []PartitionVolume `json:"volumes"`
+	Writer  PartitionWriter   `json:"writer"`
+	Bloat   PartitionBloat    `json:"bloat"`
+	Runs    []PartitionRun    `json:"runs"`
 }
 
 // PartitionWriter is a writer beside the retirement, pooled over rounds.
@@ -490,6 +520,30 @@ type PartitionWriter struct {
 	AloneP50MS      float64 `json:"alone_p50_ms"`
 	AloneP99MS      float64 `json:"alone_p99_ms"`
 	P99Ratio        float64 `json:"p99_ratio"`
+	// PartmanP50MS, PartmanP99MS: the same writer beside pg_partman's own
+	// retention of the same layout; PartmanP99Ratio its p99 ÷ alone.
+	SamplesPartman  int     `json:"samples_partman"`
+	PartmanP50MS    float64 `json:"partman_p50_ms"`
+	PartmanP99MS    float64 `json:"partman_p99_ms"`
+	PartmanP99Ratio float64 `json:"partman_p99_ratio"`
+}
+
+// PartitionVolume is the clean layout at one partition size: Partitions
+// old daily partitions of RowsPerPartition rows, retired by the kernel and
+// by pg_partman, and deleted by one unbounded DELETE on the unpartitioned
+// copy; medians over the rounds.
+type PartitionVolume struct {
+	RowsPerPartition int     `json:"rows_per_partition"`
+	Partitions       int     `json:"partitions"`
+	KernelSeconds    float64 `json:"kernel_s"`
+	PartmanSeconds   float64 `json:"partman_s"`
+	DeleteSeconds    float64 `json:"delete_s"`
+	// Ratio is the kernel's rows/s ÷ the unbounded DELETE's (the same rows).
+	Ratio        float64 `json:"partition_drain_ratio"`
+	PartmanRatio float64 `json:"partition_vs_partman_ratio"`
+	// MSPerPartition is the kernel's time per partition of rows.
+	MSPerPartition float64 `json:"ms_per_partition"`
+	Rounds         int     `json:"rounds"`
 }
 
 // PartitionBloat is the table's size after the simulated steady days.
@@ -518,5 +572,10 @@ type PartitionRun struct {
 	DeleteSeconds   float64 `json:"delete_s"`
 	DeleteWAL       int64   `json:"delete_wal_bytes"`
 	DeleteWALPerRow float64 `json:"delete_wal_bytes_per_row"`
-	Ratio           float64 `json:"ratio"`
+	PartmanRows     int64   `json:"partman_rows"`
+	PartmanSeconds  float64 `json:"partman_s"`
+	PartmanDropped  int     `json:"partman_partitions_dropped"`
+	// PartmanPendingLost: rows the kernel keeps that pg_partman dropped.
+	PartmanPendingLost int64   `json:"partman_pending_rows_dropped"`
+	Ratio              float64 `json:"ratio"`
 }

@@ -33,7 +33,7 @@ var writerConfigs = []string{cfgAlone, cfgWithDrain, cfgCPULoad, cfgHourly}
 // curve; 0 is "no yield" (full batches whatever the writers do). The
 // kernel's default is a hundredth of the batch size (50 of 5,000; a
 // twentieth, 250, until the writer curve moved the default).
-var writerCurve = []int{50, 250, 1000, 0}
+var writerCurve = []int{10, 50, 250, 1000, 0}
 
 const (
 	// writerWarmup runs the writer before the measured window opens.
@@ -134,6 +134,7 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 	}
 	res := &WriterResult{RatePerSec: r.cfg.WriterRate, Connections: writerConns, MinSamples: r.cfg.WriterMinSamples}
 	pools := writerPools{}
+	byRound := map[string][][]time.Duration{}
 	for round := range r.cfg.Rounds {
 		for i := range writerConfigs {
 			name := writerConfigs[(i+round)%len(writerConfigs)]
@@ -143,6 +144,7 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 			}
 			run.Order = i + 1
 			pools[name] = append(pools[name], lat...)
+			byRound[name] = append(byRound[name], lat)
 			res.Runs = append(res.Runs, run)
 		}
 	}
@@ -158,6 +160,7 @@ func (r *runner) runWriter(ctx context.Context) (*WriterResult, error) {
 		}
 	}
 	res.summarize(pools)
+	res.VsFloor, res.VsFloorCI = floorRatio(byRound[cfgWithDrain], byRound[cfgCPULoad])
 	return res, nil
 }
 
