@@ -29,15 +29,7 @@ func summarize(res *Results) (Summary, []Goal) {
 		s.SteadyIdleCycleMS = ptr(res.Steady.IdleCycleMS)
 		steadyWhat += " on " + thousands(int64(res.Steady.Rows)) + " rows"
 	}
-	if res.Writer != nil {
-		s.WriterP99Ratio = ptr(res.Writer.P99Ratio)
-		ci := res.Writer.P99RatioCI
-		s.WriterP99RatioCI = &ci
-		if res.Writer.VsFloor > 0 {
-			fci := res.Writer.VsFloorCI
-			s.WriterP99VsFloor, s.WriterP99VsFloorCI = ptr(res.Writer.VsFloor), &fci
-		}
-	}
+	summarizeWriter(res.Writer, &s)
 	rssGoal := "≤ 64 MiB + max_batch_bytes"
 	if res.Archive != nil {
 		s.ArchiveVsCopyRatio = ptr(res.Archive.Ratio)
@@ -63,6 +55,35 @@ func summarize(res *Results) (Summary, []Goal) {
 		goal("inbound signed archive events into archive_records", "≥ 1,000/s", s.FleetEventsPerS, "events/s", func(v float64) bool { return v >= 1000 }),
 		goal("fetch an archived row by id through the API (p99)", "≤ 100 ms", s.FetchByIDP99MS, "ms", func(v float64) bool { return v <= 100 }),
 		goal("deep verify (ratio to GET + sha256 of the same objects)", "≥ 0.7×", s.VerifyDeepVsGetRatio, "×", func(v float64) bool { return v >= 0.7 }),
+		goal("fetch every row of a subject in 5 of 10,000 archives through the API (p99)", "≤ 500 ms", s.SubjectFetchP99MS, "ms", func(v float64) bool { return v <= 500 }),
+		goal("archive pass with the subject index (ratio to without)", "≥ 0.85×", s.SubjectIndexArchiveCostRatio, "×", func(v float64) bool { return v >= 0.85 }))
+	goals = append(goals, scaleGoals(&s)...)
+	for _, big := range bigRowRuns(res.Archive) {
+		goals = append(goals, goal(fmt.Sprintf("archive peak RSS, %d KiB rows at batch size %s", big.RowBytes>>10, thousands(int64(big.BatchSize))),
+			fmt.Sprintf("≤ 64 MiB + 2 × max_batch_bytes (%s MiB)", trim(big.RSSGoalMiB, 0)), ptr(round3(big.PeakRSSMiB)), "MiB",
+			func(v float64) bool { return v <= big.RSSGoalMiB }))
+	}
+	return s, goals
+}
+
+// summarizeWriter fills the summary's writer figures.
+func summarizeWriter(w *WriterResult, s *Summary) {
+	if w == nil {
+		return
+	}
+	s.WriterP99Ratio = ptr(w.P99Ratio)
+	ci := w.P99RatioCI
+	s.WriterP99RatioCI = &ci
+	if w.VsFloor > 0 {
+		fci := w.VsFloorCI
+		s.WriterP99VsFloor, s.WriterP99VsFloorCI = ptr(w.VsFloor), &fci
+	}
+}
+
+// scaleGoals are the partition and writer-floor goals (issue 28's among
+// them).
+func scaleGoals(s *Summary) []Goal {
+	return []Goal{
 		goal("partition retirement (ratio to one unbounded DELETE, unpartitioned)", "≥ 20×", s.PartitionDrainRatio, "×", func(v float64) bool { return v >= 20 }),
 		goal("WAL per retired row, partitioned", "≤ 5 bytes", s.PartitionWALBytesPerRow, "bytes", func(v float64) bool { return v <= 5 }),
 		goal("writer p99 during partition retirement (ratio to none)", "≤ 1.5×", s.PartitionWriterP99Ratio, "×", func(v float64) bool { return v <= 1.5 }),
@@ -70,14 +91,7 @@ func summarize(res *Results) (Summary, []Goal) {
 		goal("partition retirement at 200,000 rows a partition (ratio to one unbounded DELETE)", "≥ 20×", s.PartitionDrainRatio200k, "×", func(v float64) bool { return v >= 20 }),
 		goal("partition retirement at 1,000,000 rows a partition (ratio to one unbounded DELETE)", "≥ 50×", s.PartitionDrainRatio1m, "×", func(v float64) bool { return v >= 50 }),
 		goal("writer p99 during a drain ÷ beside one CPU-only backend (same round)", "≤ 1.2×", s.WriterP99VsFloor, "×", func(v float64) bool { return v <= 1.2 }),
-		goal("fetch every row of a subject in 5 of 10,000 archives through the API (p99)", "≤ 500 ms", s.SubjectFetchP99MS, "ms", func(v float64) bool { return v <= 500 }),
-		goal("archive pass with the subject index (ratio to without)", "≥ 0.85×", s.SubjectIndexArchiveCostRatio, "×", func(v float64) bool { return v >= 0.85 }))
-	for _, big := range bigRowRuns(res.Archive) {
-		goals = append(goals, goal(fmt.Sprintf("archive peak RSS, %d KiB rows at batch size %s", big.RowBytes>>10, thousands(int64(big.BatchSize))),
-			fmt.Sprintf("≤ 64 MiB + 2 × max_batch_bytes (%s MiB)", trim(big.RSSGoalMiB, 0)), ptr(round3(big.PeakRSSMiB)), "MiB",
-			func(v float64) bool { return v <= big.RSSGoalMiB }))
 	}
-	return s, goals
 }
 
 // bigRowRuns are the archive's big-row runs that measured a peak RSS.
