@@ -362,7 +362,11 @@ func TestPartitionedTableInspection(t *testing.T) {
 // TestRetirePartitionsFinishesStrandedDrops: a partition detached for
 // retirement whose drop never ran (the process died between the two
 // transactions) is dropped by the next call, after the keep check once
-// more; a detached table that somehow holds a row that must stay is left.
+// more, its rows counted at the drop (a row written into it by name since
+// counts); a detached table that holds a row that must stay (written into
+// it by name) is attached again with its bounds, its rows back in the
+// service's sight; one recorded before the lower bound was (migration
+// 00008) cannot be, and is reported Failed, left detached.
 func TestRetirePartitionsFinishesStrandedDrops(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t, sweep.TransportConfig{})
@@ -374,9 +378,19 @@ func TestRetirePartitionsFinishesStrandedDrops(t *testing.T) {
 	for _, d := range []int{36, 35} {
 		b.db.Exec(t, "ALTER TABLE event_outbox DETACH PARTITION "+dayName(d))
 		b.db.Exec(t, "COMMENT ON TABLE "+dayName(d)+" IS 'craig-retention: detached from event_outbox'")
-		b.db.Exec(t, `INSERT INTO retention_detached_partitions (table_oid, schema_name, table_name, parent, upper_bound)
-			VALUES (to_regclass($1)::oid, 'public', $1, 'event_outbox', $2)`, dayName(d), time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1-d))
+		day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -d)
+		b.db.Exec(t, `INSERT INTO retention_detached_partitions (table_oid, schema_name, table_name, parent, lower_bound, upper_bound, bound_known)
+			VALUES (to_regclass($1)::oid, 'public', $1, 'event_outbox', $2, $3, true)`, dayName(d), day, day.AddDate(0, 0, 1))
 	}
+	// A record of before migration 00008 (no lower bound), its table
+	// holding a pending row.
+	b.db.Exec(t, "ALTER TABLE event_outbox DETACH PARTITION "+dayName(37))
+	b.db.Exec(t, `INSERT INTO retention_detached_partitions (table_oid, schema_name, table_name, parent, upper_bound)
+		VALUES (to_regclass($1)::oid, 'public', $1, 'event_outbox', $2)`, dayName(37), time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -36))
+	b.db.Exec(t, "INSERT INTO "+dayName(37)+" (event_type, payload, created_at) VALUES ($1, '{}', $2)", kindAgedPending,
+		time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -37).Add(time.Hour))
+	// A published row written by name into the stranded table: counted.
+	b.db.Exec(t, "INSERT INTO "+dayName(36)+" (event_type, payload, created_at, published_at) SELECT event_type, payload, created_at, published_at FROM "+dayName(36)+" LIMIT 1")
 	// Tables the kernel did not record are never its
 	// own, whatever their comment: one in another schema, one detached by
 	// somebody else, a young one recorded with a bound after the cutoff.
@@ -393,14 +407,21 @@ func TestRetirePartitionsFinishesStrandedDrops(t *testing.T) {
 	rep, err := prune.PruneTable(ctx, b.db.Pool, b.outbox)
 	require.NoError(t, err)
 	require.Contains(t, rep.Partitions.Dropped, dayName(36), "the stranded drop is finished")
-	require.Contains(t, rep.Partitions.Kept, dayName(35), "a row that must stay: left")
-	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = $1", dayName(35)))
+	require.Contains(t, rep.Partitions.Kept, dayName(35), "a row that must stay: attached again")
+	require.True(t, partitions(t, b.db)[dayName(35)], "attached again, with its bounds")
+	require.Equal(t, int64(1), countOutbox(t, b.db, kindAgedPending), "its pending row is in the service's sight again")
+	require.Zero(t, b.db.Count(t, "SELECT count(*) FROM retention_detached_partitions WHERE table_name = $1", dayName(35)), "and no longer recorded")
+	require.Len(t, rep.Partitions.Failed, 1)
+	require.Equal(t, dayName(37), rep.Partitions.Failed[0].Partition)
+	require.ErrorContains(t, rep.Partitions.Failed[0].Err, "attach it by hand")
+	require.False(t, partitions(t, b.db)[dayName(37)], "no lower bound on record: left detached")
+	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM "+dayName(37)), "and whole")
 	require.Zero(t, b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = $1", dayName(36)))
 	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = 'event_outbox_p_mine'"))
 	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = 'archive_copy'"), "another schema's table: never")
 	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = $1", dayName(33)), "detached by somebody else: never")
 	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = $1", dayName(5)), "younger than the cutoff: never")
-	require.Equal(t, int64(6), rep.Partitions.DroppedRows, "the stranded table's rows count as dropped")
+	require.Equal(t, int64(7), rep.Partitions.DroppedRows, "the stranded table's rows, counted at its drop, count as dropped")
 }
 
 // TestRetireOnlyByTheAgeColumn: a table
@@ -571,8 +592,9 @@ func TestRetireDropsTheFreeWhenOneIsBusy(t *testing.T) {
 	for _, d := range []int{36, 35} {
 		b.db.Exec(t, "ALTER TABLE event_outbox DETACH PARTITION "+dayName(d))
 		b.db.Exec(t, "COMMENT ON TABLE "+dayName(d)+" IS 'craig-retention: detached from event_outbox'")
-		b.db.Exec(t, `INSERT INTO retention_detached_partitions (table_oid, schema_name, table_name, parent, upper_bound)
-			VALUES (to_regclass($1)::oid, 'public', $1, 'event_outbox', $2)`, dayName(d), time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1-d))
+		day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -d)
+		b.db.Exec(t, `INSERT INTO retention_detached_partitions (table_oid, schema_name, table_name, parent, lower_bound, upper_bound, bound_known)
+			VALUES (to_regclass($1)::oid, 'public', $1, 'event_outbox', $2, $3, true)`, dayName(d), day, day.AddDate(0, 0, 1))
 	}
 	reader, err := b.db.Pool.Begin(ctx)
 	require.NoError(t, err)

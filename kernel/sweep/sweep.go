@@ -548,6 +548,10 @@ func (s *Sweeper) record(g Group, tr *TableReport, r prune.Report, err error) {
 		s.logger.Info("retention retired old partitions", slog.String("table", r.Table), slog.Any("dropped", r.Partitions.Dropped),
 			slog.Int64("dropped_rows", r.Partitions.DroppedRows), slog.Any("kept_holding_rows_that_must_stay", r.Partitions.Kept))
 	}
+	for _, f := range r.Partitions.Failed {
+		s.logger.Error("retention could not drop a detached partition: attached again where its bounds are known", slog.String("table", r.Table),
+			slog.String("partition", f.Partition), slog.Any("error", f.Err))
+	}
 	s.metrics.Duration.WithLabelValues(r.Table).Observe(r.Duration.Seconds())
 	attrs := []any{
 		slog.String("group", g.Name), slog.String("table", r.Table),

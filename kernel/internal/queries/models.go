@@ -135,6 +135,8 @@ type RetentionDetachedPartition struct {
 	Parent     string
 	UpperBound pgtype.Timestamptz
 	DetachedAt pgtype.Timestamptz
+	LowerBound pgtype.Timestamptz
+	BoundKnown bool
 }
 
 type SubjectSeal struct {

@@ -37,4 +37,6 @@ type RetentionDetachedPartition struct {
 	Parent     string
 	UpperBound pgtype.Timestamptz
 	DetachedAt pgtype.Timestamptz
+	LowerBound pgtype.Timestamptz
+	BoundKnown bool
 }

@@ -30,6 +30,8 @@ type RetentionDetachedPartition struct {
 	Parent     string
 	UpperBound pgtype.Timestamptz
 	DetachedAt pgtype.Timestamptz
+	LowerBound pgtype.Timestamptz
+	BoundKnown bool
 }
 
 type SubsidyReconcileQueue struct {

@@ -51,6 +51,8 @@ type RetentionDetachedPartition struct {
 	Parent     string
 	UpperBound time.Time
 	DetachedAt time.Time
+	LowerBound pgtype.Timestamptz
+	BoundKnown bool
 }
 
 type RuleEvaluation struct {

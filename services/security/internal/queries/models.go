@@ -184,6 +184,8 @@ type RetentionDetachedPartition struct {
 	Parent     string
 	UpperBound time.Time
 	DetachedAt time.Time
+	LowerBound pgtype.Timestamptz
+	BoundKnown bool
 }
 
 type SubjectSeal struct {

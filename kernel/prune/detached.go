@@ -1,0 +1,245 @@
+package prune
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Kernel-built SQL of the detached-partition record (transport migrations
+// 00005, 00008): the detach transaction records what it detached, with its
+// bounds; the drop's transaction, or the one attaching it again, forgets
+// it. Every value is a parameter.
+const (
+	recordDetached = `INSERT INTO retention_detached_partitions (table_oid, schema_name, table_name, parent, lower_bound, upper_bound, bound_known)
+VALUES (to_regclass($1)::oid, $2, $3, $4, $5, $6, true)
+ON CONFLICT (table_oid) DO UPDATE SET schema_name = EXCLUDED.schema_name, table_name = EXCLUDED.table_name, parent = EXCLUDED.parent,
+    lower_bound = EXCLUDED.lower_bound, upper_bound = EXCLUDED.upper_bound, bound_known = true, detached_at = now()`
+	forgetDetached = `DELETE FROM retention_detached_partitions WHERE parent = $1 AND schema_name = $2 AND table_name = $3`
+	// strandedOf lists the tables this policy's retirement detached that
+	// still exist, are no longer partitions, and whose upper bound is at
+	// or before the cutoff (a drop a crash or a busy lock left undone),
+	// oldest first: only what the kernel itself recorded, never a table
+	// that merely carries its comment.
+	strandedOf = `
+SELECT r.schema_name, r.table_name, r.lower_bound, r.upper_bound, r.bound_known
+FROM retention_detached_partitions r
+JOIN pg_catalog.pg_class c ON c.oid = r.table_oid AND c.relname = r.table_name AND c.relkind = 'r' AND NOT c.relispartition
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace AND n.nspname = r.schema_name
+WHERE r.parent = $1 AND r.upper_bound <= now() - make_interval(days => $2::int)
+ORDER BY r.upper_bound`
+	// forgetGone forgets recorded tables that no longer exist (dropped by
+	// hand): nothing is left to drop.
+	forgetGone = `DELETE FROM retention_detached_partitions r
+WHERE r.parent = $1 AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = r.table_oid AND c.relname = r.table_name)`
+	// attachStatement renders, on the server, the ATTACH PARTITION that
+	// puts a detached table back with its own bounds (DDL takes no
+	// parameters: the bounds are rendered by the server from the typed
+	// values, in a transaction whose TimeZone and DateStyle boundSettings
+	// pinned, and read back by it alike). A NULL lower bound is MINVALUE.
+	attachStatement = `SELECT format('ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM (%s) TO (%L)',
+    to_regclass($1), to_regclass($2), coalesce(quote_literal($3::timestamptz), 'MINVALUE'), $4::timestamptz)`
+)
+
+// dropStranded finishes the drops a previous call left undone, within the
+// call's partition and row caps.
+func (r *retireRun) dropStranded(ctx context.Context) error {
+	p := r.p
+	window, err := toInt32(int64(p.WindowDays))
+	if err != nil {
+		return err
+	}
+	if _, err := r.db.Exec(ctx, forgetGone, p.Table); err != nil {
+		return fmt.Errorf("prune %s: detached tables: %w", p.Table, err)
+	}
+	rows, err := r.db.Query(ctx, strandedOf, p.Table, window)
+	if err != nil {
+		return fmt.Errorf("prune %s: list detached tables: %w", p.Table, err)
+	}
+	stranded, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (oldPartition, error) {
+		var o oldPartition
+		return o, row.Scan(&o.schema, &o.name, &o.lower, &o.upper, &o.boundKnown)
+	})
+	if err != nil {
+		return fmt.Errorf("prune %s: list detached tables: %w", p.Table, err)
+	}
+	if len(stranded) > r.maxPartitions {
+		stranded, r.rep.Capped = stranded[:r.maxPartitions], true
+	}
+	for _, o := range stranded {
+		r.detached = append(r.detached, detachedPartition{o: o, rows: 0})
+		r.taken++
+	}
+	_, err = r.dropDetached(ctx)
+	return err
+}
+
+// dropDetached drops the tables the call detached (or found detached), in
+// one transaction (one commit flush for all of them), after checking once
+// more, under ACCESS EXCLUSIVE, that no row of each must stay and counting
+// its rows (no writer of the parent reaches them, but one writing to one
+// by name would). Each table runs under a savepoint: one whose lock is not
+// granted in time is left detached for the next call (Busy: busy is then
+// true); one holding a row that must stay (Kept), more rows than the cap
+// leaves (the batch loop takes them), or whose DROP fails otherwise
+// (Failed) is attached again; the others still go.
+func (r *retireRun) dropDetached(ctx context.Context) (busy bool, err error) {
+	if len(r.detached) == 0 {
+		return false, nil
+	}
+	set := r.detached
+	r.detached = nil
+	p := r.p
+	tx, err := beginReadCommitted(ctx, r.db)
+	if err != nil {
+		return false, fmt.Errorf("prune %s: drop: begin: %w", p.Table, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	rep := PartitionReport{DroppedRows: r.rep.DroppedRows}
+	if r.returned == nil {
+		r.returned = map[string]bool{}
+	}
+	left := r.rowCap - r.rep.DroppedRows
+	for _, d := range set {
+		outcome, rows, ferr := r.dropOne(ctx, tx, d.o, left)
+		switch outcome {
+		case retiredDropped:
+			rep.Dropped, rep.DroppedRows, left = append(rep.Dropped, d.o.name), rep.DroppedRows+rows, left-rows
+		case retiredKept:
+			rep.Kept = append(rep.Kept, d.o.name)
+			r.taken, r.returned[d.o.name] = r.taken-1, true
+		case retiredBusy:
+			rep.Busy, busy = append(rep.Busy, d.o.name), true
+		case retiredCapped:
+			r.taken, r.returned[d.o.name] = r.taken-1, true
+		case retiredGone:
+			r.taken--
+		case retiredFailed:
+			rep.Failed = append(rep.Failed, PartitionFailure{Partition: d.o.name, Err: ferr})
+			r.taken, r.returned[d.o.name] = r.taken-1, true
+		}
+		if ferr != nil && outcome != retiredFailed {
+			return false, ferr
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return false, fmt.Errorf("prune %s: drop: commit: %w", p.Table, err)
+	}
+	r.rep.Dropped, r.rep.DroppedRows = append(r.rep.Dropped, rep.Dropped...), rep.DroppedRows
+	r.rep.Kept, r.rep.Busy = append(r.rep.Kept, rep.Kept...), append(r.rep.Busy, rep.Busy...)
+	r.rep.Failed = append(r.rep.Failed, rep.Failed...)
+	return busy, nil
+}
+
+// dropOne is one table of dropDetached, under its own savepoint; left is
+// the rows the call may still remove (when it has a cap). An error that is
+// not retiredFailed's is the call's.
+func (r *retireRun) dropOne(ctx context.Context, tx pgx.Tx, o oldPartition, left int64) (retirement, int64, error) {
+	p := r.p
+	if _, err := tx.Exec(ctx, "SAVEPOINT retention_drop"); err != nil {
+		return 0, 0, fmt.Errorf("prune %s: drop %s: %w", p.Table, o.name, err)
+	}
+	outcome, rows, err := r.dropChecked(ctx, tx, o, left)
+	if err != nil {
+		return 0, 0, err
+	}
+	if outcome == retiredDropped {
+		return outcome, rows, nil
+	}
+	var dropErr error
+	if outcome == retiredFailed {
+		dropErr = fmt.Errorf("prune %s: drop %s: %w", p.Table, o.name, r.lastDropErr)
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT retention_drop"); err != nil {
+		return 0, 0, fmt.Errorf("prune %s: drop %s: %w", p.Table, o.name, err)
+	}
+	switch outcome {
+	case retiredKept, retiredCapped, retiredFailed:
+		// It must not stay detached, out of the service's sight: attach it
+		// again (its rows then go by the batch loop, or stay).
+		if aerr := r.reattach(ctx, tx, o); aerr != nil {
+			return retiredFailed, 0, joinFailure(dropErr, aerr)
+		}
+	}
+	return outcome, 0, dropErr
+}
+
+// dropChecked locks, checks and counts the table and drops it when nothing
+// in it must stay and its rows fit the cap (the savepoint released). A
+// DROP refused for another reason than a lock is retiredFailed, its error
+// kept in lastDropErr.
+func (r *retireRun) dropChecked(ctx context.Context, tx pgx.Tx, o oldPartition, left int64) (retirement, int64, error) {
+	p := r.p
+	c, err := p.lockAndCheck(ctx, tx, o, r.lockTimeout, false)
+	outcome, rows, err := c.outcome(p, o, err)
+	if err != nil || outcome != retiredDropped {
+		return outcome, 0, err
+	}
+	if r.rowCap > 0 && rows > left {
+		return retiredCapped, 0, nil
+	}
+	b := &pgx.Batch{}
+	b.Queue(forgetDetached, p.Table, o.schema, o.name)
+	b.Queue("DROP TABLE " + o.ident())
+	b.Queue("RELEASE SAVEPOINT retention_drop")
+	derr := tx.SendBatch(ctx, b).Close()
+	if derr == nil {
+		return retiredDropped, rows, nil
+	}
+	if outcome, _, err = lockOutcome(p, o, derr); err != nil {
+		r.lastDropErr = derr
+		return retiredFailed, 0, nil
+	}
+	return outcome, 0, nil
+}
+
+// joinFailure is a drop's failure and its re-attach's, the latter named.
+func joinFailure(dropErr, attachErr error) error {
+	if dropErr == nil {
+		return attachErr
+	}
+	return fmt.Errorf("%w; %w", dropErr, attachErr)
+}
+
+// reattach attaches a detached table to the policy's table again with the
+// bounds its record kept, unmarks and forgets it, under a savepoint of the
+// drop's transaction (a failure leaves it detached and recorded: the next
+// call tries again). A table recorded without its lower bound (before
+// transport migration 00008) cannot be: it is left for an operator.
+func (r *retireRun) reattach(ctx context.Context, tx pgx.Tx, o oldPartition) error {
+	p := r.p
+	if !o.boundKnown {
+		return fmt.Errorf("prune %s: %s left detached: its record predates its lower bound (attach it by hand)", p.Table, o.name)
+	}
+	if _, err := tx.Exec(ctx, "SAVEPOINT retention_attach"); err != nil {
+		return fmt.Errorf("prune %s: attach %s again: %w", p.Table, o.name, err)
+	}
+	err := r.attachSteps(ctx, tx, o)
+	if err == nil {
+		_, err = tx.Exec(ctx, "RELEASE SAVEPOINT retention_attach")
+	}
+	if err != nil {
+		_, _ = tx.Exec(ctx, "ROLLBACK TO SAVEPOINT retention_attach")
+		return fmt.Errorf("prune %s: attach %s again: %w", p.Table, o.name, err)
+	}
+	return nil
+}
+
+func (r *retireRun) attachSteps(ctx context.Context, tx pgx.Tx, o oldPartition) error {
+	p := r.p
+	var stmt string
+	b := &pgx.Batch{}
+	b.Queue("SELECT set_config('lock_timeout', $1, true)", fmt.Sprint(r.lockTimeout.Milliseconds()))
+	b.Queue(boundSettings)
+	b.Queue(attachStatement, pgx.Identifier{p.Table}.Sanitize(), o.ident(), o.lower, o.upper).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&stmt)
+	})
+	b.Queue(forgetDetached, p.Table, o.schema, o.name)
+	b.Queue("COMMENT ON TABLE " + o.ident() + " IS NULL")
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, stmt)
+	return err
+}
