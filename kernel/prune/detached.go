@@ -3,6 +3,7 @@ package prune
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -68,7 +69,7 @@ func (r *retireRun) dropStranded(ctx context.Context) error {
 		stranded, r.rep.Capped = stranded[:r.maxPartitions], true
 	}
 	for _, o := range stranded {
-		r.detached = append(r.detached, detachedPartition{o: o, rows: 0})
+		r.detached = append(r.detached, detachedPartition{o: o, rows: -1})
 		r.taken++
 	}
 	_, err = r.dropDetached(ctx)
@@ -77,9 +78,9 @@ func (r *retireRun) dropStranded(ctx context.Context) error {
 
 // dropDetached drops the tables the call detached (or found detached), in
 // one transaction (one commit flush for all of them), after checking once
-// more, under ACCESS EXCLUSIVE, that no row of each must stay and counting
-// its rows (no writer of the parent reaches them, but one writing to one
-// by name would). Each table runs under a savepoint: one whose lock is not
+// more, under ACCESS EXCLUSIVE, that each is still sealed or, if not, that
+// no row of it must stay, counting its rows (no writer of the parent
+// reaches them; one writing to one by name meets the seal). Each table runs under a savepoint: one whose lock is not
 // granted in time is left detached for the next call (Busy: busy is then
 // true); one holding a row that must stay (Kept), more rows than the cap
 // leaves (the batch loop takes them), or whose DROP fails otherwise
@@ -102,7 +103,7 @@ func (r *retireRun) dropDetached(ctx context.Context) (busy bool, err error) {
 	}
 	left := r.rowCap - r.rep.DroppedRows
 	for _, d := range set {
-		outcome, rows, ferr := r.dropOne(ctx, tx, d.o, left)
+		outcome, rows, ferr := r.dropOne(ctx, tx, d, left)
 		switch outcome {
 		case retiredDropped:
 			rep.Dropped, rep.DroppedRows, left = append(rep.Dropped, d.o.name), rep.DroppedRows+rows, left-rows
@@ -135,12 +136,12 @@ func (r *retireRun) dropDetached(ctx context.Context) (busy bool, err error) {
 // dropOne is one table of dropDetached, under its own savepoint; left is
 // the rows the call may still remove (when it has a cap). An error that is
 // not retiredFailed's is the call's.
-func (r *retireRun) dropOne(ctx context.Context, tx pgx.Tx, o oldPartition, left int64) (retirement, int64, error) {
-	p := r.p
+func (r *retireRun) dropOne(ctx context.Context, tx pgx.Tx, d detachedPartition, left int64) (retirement, int64, error) {
+	p, o := r.p, d.o
 	if _, err := tx.Exec(ctx, "SAVEPOINT retention_drop"); err != nil {
 		return 0, 0, fmt.Errorf("prune %s: drop %s: %w", p.Table, o.name, err)
 	}
-	outcome, rows, err := r.dropChecked(ctx, tx, o, left)
+	outcome, rows, err := r.dropChecked(ctx, tx, d, left)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -169,9 +170,9 @@ func (r *retireRun) dropOne(ctx context.Context, tx pgx.Tx, o oldPartition, left
 // in it must stay and its rows fit the cap (the savepoint released). A
 // DROP refused for another reason than a lock is retiredFailed, its error
 // kept in lastDropErr.
-func (r *retireRun) dropChecked(ctx context.Context, tx pgx.Tx, o oldPartition, left int64) (retirement, int64, error) {
-	p := r.p
-	c, err := p.lockAndCheck(ctx, tx, o, r.lockTimeout, false)
+func (r *retireRun) dropChecked(ctx context.Context, tx pgx.Tx, d detachedPartition, left int64) (retirement, int64, error) {
+	p, o := r.p, d.o
+	c, err := p.recheck(ctx, tx, d, r.lockTimeout)
 	outcome, rows, err := c.outcome(p, o, err)
 	if err != nil || outcome != retiredDropped {
 		return outcome, 0, err
@@ -194,6 +195,37 @@ func (r *retireRun) dropChecked(ctx context.Context, tx pgx.Tx, o oldPartition, 
 	return outcome, 0, nil
 }
 
+// recheck takes ACCESS EXCLUSIVE on a detached table and checks that it is
+// still one (a table attached again meanwhile is not this retirement's to
+// drop) and still sealed (sealName): then it holds the rows its detach
+// counted (rows < 0, a stranded table's, are counted) and none that must
+// stay. One that is not sealed is checked and counted again, in one scan.
+// The first pipeline is one round trip; an unsealed table takes another.
+func (p Policy) recheck(ctx context.Context, tx pgx.Tx, d detachedPartition, lockTimeout time.Duration) (c check, err error) {
+	o := d.o
+	var sealed bool
+	b := &pgx.Batch{}
+	lockFirst(b, o, lockTimeout, "on")
+	b.Queue(stillDetached, o.ident()).QueryRow(func(row pgx.Row) error {
+		var still bool
+		err := row.Scan(&still)
+		c.gone = !still
+		return err
+	})
+	b.Queue(isSealed, o.ident(), sealName).QueryRow(func(row pgx.Row) error { return row.Scan(&sealed) })
+	if err := tx.SendBatch(ctx, b).Close(); err != nil || c.gone {
+		return c, err
+	}
+	switch {
+	case sealed && d.rows >= 0:
+		c.rows = d.rows
+		return c, nil
+	case sealed:
+		return c, tx.QueryRow(ctx, "SELECT count(*) FROM "+o.ident()).Scan(&c.rows)
+	}
+	return c, tx.QueryRow(ctx, "SELECT count(*), coalesce(bool_or("+p.keepPredicate()+"), false) FROM "+o.ident()).Scan(&c.rows, &c.keep)
+}
+
 // joinFailure is a drop's failure and its re-attach's, the latter named.
 func joinFailure(dropErr, attachErr error) error {
 	if dropErr == nil {
@@ -203,7 +235,7 @@ func joinFailure(dropErr, attachErr error) error {
 }
 
 // reattach attaches a detached table to the policy's table again with the
-// bounds its record kept, unmarks and forgets it, under a savepoint of the
+// bounds its record kept, unseals, unmarks and forgets it, under a savepoint of the
 // drop's transaction (a failure leaves it detached and recorded: the next
 // call tries again). A table recorded without its lower bound (before
 // transport migration 00008) cannot be: it is left for an operator.
@@ -237,6 +269,7 @@ func (r *retireRun) attachSteps(ctx context.Context, tx pgx.Tx, o oldPartition) 
 	})
 	b.Queue(forgetDetached, p.Table, o.schema, o.name)
 	b.Queue("COMMENT ON TABLE " + o.ident() + " IS NULL")
+	b.Queue("ALTER TABLE " + o.ident() + " DROP CONSTRAINT IF EXISTS " + sealName)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}

@@ -190,9 +190,9 @@ func (r *retireRun) retireOne(ctx context.Context, o oldPartition, paced bool) (
 // on the partition (no write reaches its rows until it ends: a replay that
 // would make a row ineligible waits, or holds the partition first and makes
 // the lock wait), checks that it is still a partition of the table and that
-// no row must stay, marks and records the table with its bounds, and
-// DETACHes it last — which holds the parent, and so the service's writers,
-// only from the DETACH to the commit. It commits asynchronously (no WAL
+// no row must stay, marks and records the table with its bounds, DETACHes
+// it — which holds the parent, and so the service's writers, only from the
+// DETACH to the commit — and seals it (sealName). It commits asynchronously (no WAL
 // flush for the writers to wait behind; a crash that loses the commit
 // leaves the partition attached, whole, and unrecorded). The drop, whose
 // commit unlinks the files and must flush, runs in its own transaction on
@@ -206,7 +206,7 @@ func (p Policy) detach(ctx context.Context, db DB, o oldPartition, lockTimeout t
 		return 0, 0, fmt.Errorf("prune %s: retire %s: begin: %w", p.Table, o.name, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	c, err := p.lockAndCheck(ctx, tx, o, lockTimeout, true)
+	c, err := p.lockAndCheck(ctx, tx, o, lockTimeout)
 	if err != nil || c.keep || c.gone {
 		return c.outcome(p, o, err)
 	}
@@ -217,6 +217,7 @@ func (p Policy) detach(ctx context.Context, db DB, o oldPartition, lockTimeout t
 	b.Queue("COMMENT ON TABLE " + o.ident() + " IS " + p.detachedMark())
 	b.Queue(recordDetached, o.ident(), o.schema, o.name, p.Table, o.lower, o.upper)
 	b.Queue("ALTER TABLE " + pgx.Identifier{p.Table}.Sanitize() + " DETACH PARTITION " + o.ident())
+	b.Queue(sealDetached(o))
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return lockOutcome(p, o, err) // a parent's lock not granted in time: busy
 	}
@@ -246,54 +247,61 @@ func (c check) outcome(p Policy, o oldPartition, err error) (retirement, int64, 
 	return retiredDropped, c.rows, nil
 }
 
-// lockAndCheck sets the transaction's lock timeout (and, for a detach, an
-// asynchronous commit), takes ACCESS EXCLUSIVE on the table and reports
-// whether a row of it must stay and its rows — one pipeline, one round
-// trip, in a READ COMMITTED transaction (beginReadCommitted): each
-// statement after the LOCK reads a snapshot taken after it was granted, so
-// every row committed while it waited is seen. Counted exactly: under the
-// lock, the count is the rows the drop removes (the catalog's estimate,
-// pg_class.reltuples, was cheaper but stale: 4,320 for a partition holding
-// 150,000 let a cycle capped at 20,000 remove 170,000). A detach also
-// checks that the table is still a partition of the policy's table (a
-// racing call may have detached it while this one waited). A lock not
-// granted in time is 55P03 (lockOutcome).
-func (p Policy) lockAndCheck(ctx context.Context, tx pgx.Tx, o oldPartition, lockTimeout time.Duration, detach bool) (c check, err error) {
-	commit := "on"
-	if detach {
-		commit = "off"
-	}
+// lockAndCheck sets the transaction's lock timeout and an asynchronous
+// commit, takes ACCESS EXCLUSIVE on a partition and reports whether it is
+// still a partition of the policy's table (a racing call may have detached
+// it while this one waited), whether a row of it must stay, and its rows —
+// one pipeline, one round trip, in a READ COMMITTED transaction
+// (beginReadCommitted): each statement after the LOCK reads a snapshot
+// taken after it was granted, so every row committed while it waited is
+// seen. Counted exactly: under the lock, the count is the rows the drop
+// removes (the catalog's estimate, pg_class.reltuples, was cheaper but
+// stale: 4,320 for a partition holding 150,000 let a cycle capped at
+// 20,000 remove 170,000). A lock not granted in time is 55P03
+// (lockOutcome).
+func (p Policy) lockAndCheck(ctx context.Context, tx pgx.Tx, o oldPartition, lockTimeout time.Duration) (c check, err error) {
 	b := &pgx.Batch{}
-	b.Queue("SELECT set_config('lock_timeout', $1, true), set_config('synchronous_commit', $2, true)",
-		strconv.FormatInt(lockTimeout.Milliseconds(), 10), commit)
-	b.Queue("LOCK TABLE " + o.ident() + " IN ACCESS EXCLUSIVE MODE")
-	if detach {
-		b.Queue(stillPartition, o.ident(), p.Table).QueryRow(func(row pgx.Row) error {
-			var still bool
-			err := row.Scan(&still)
-			c.gone = !still
-			return err
-		})
-		b.Queue("SELECT EXISTS (SELECT 1 FROM " + o.ident() + " WHERE " + p.keepPredicate() + ")").QueryRow(func(row pgx.Row) error {
-			return row.Scan(&c.keep)
-		})
-		b.Queue("SELECT count(*) FROM " + o.ident()).QueryRow(func(row pgx.Row) error { return row.Scan(&c.rows) })
-	} else {
-		// A detached table: still one (a table attached again meanwhile is
-		// not this retirement's to drop), and one scan for both counts (it
-		// is read whole either way: nothing in it must stay).
-		b.Queue(stillDetached, o.ident()).QueryRow(func(row pgx.Row) error {
-			var still bool
-			err := row.Scan(&still)
-			c.gone = !still
-			return err
-		})
-		b.Queue("SELECT count(*), coalesce(bool_or(" + p.keepPredicate() + "), false) FROM " + o.ident()).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&c.rows, &c.keep)
-		})
-	}
+	lockFirst(b, o, lockTimeout, "off")
+	b.Queue(stillPartition, o.ident(), p.Table).QueryRow(func(row pgx.Row) error {
+		var still bool
+		err := row.Scan(&still)
+		c.gone = !still
+		return err
+	})
+	b.Queue("SELECT EXISTS (SELECT 1 FROM " + o.ident() + " WHERE " + p.keepPredicate() + ")").QueryRow(func(row pgx.Row) error {
+		return row.Scan(&c.keep)
+	})
+	b.Queue("SELECT count(*) FROM " + o.ident()).QueryRow(func(row pgx.Row) error { return row.Scan(&c.rows) })
 	return c, tx.SendBatch(ctx, b).Close()
 }
+
+// lockFirst queues the transaction's lock timeout and commit mode, then
+// the ACCESS EXCLUSIVE lock on the table.
+func lockFirst(b *pgx.Batch, o oldPartition, lockTimeout time.Duration, synchronousCommit string) {
+	b.Queue("SELECT set_config('lock_timeout', $1, true), set_config('synchronous_commit', $2, true)",
+		strconv.FormatInt(lockTimeout.Milliseconds(), 10), synchronousCommit)
+	b.Queue("LOCK TABLE " + o.ident() + " IN ACCESS EXCLUSIVE MODE")
+}
+
+// sealName names the constraint the detach transaction adds to the table
+// it detaches, CHECK (false) NOT VALID: the rows it checked stay (NOT
+// VALID: nothing is scanned), and no INSERT, UPDATE or COPY can put a row
+// into the table until it is dropped (or attached again, which removes
+// it). A table still sealed at its drop holds exactly the rows its detach
+// checked and counted; one that is not (its seal removed by hand, or a
+// table detached before seals were) is checked and counted again.
+const sealName = "craig_retention_detached"
+
+// sealDetached is the seal's DDL (after the DETACH, on the detached table).
+func sealDetached(o oldPartition) string {
+	return "ALTER TABLE " + o.ident() + " DROP CONSTRAINT IF EXISTS " + sealName + ", ADD CONSTRAINT " + sealName + " CHECK (false) NOT VALID"
+}
+
+// isSealed is true while the table carries the detach's seal, unchanged.
+// Kernel-built catalog SQL; the table and the name are parameters.
+const isSealed = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint
+    WHERE conrelid = to_regclass($1) AND conname = $2 AND contype = 'c' AND NOT convalidated
+      AND pg_catalog.pg_get_constraintdef(oid) = 'CHECK (false) NOT VALID')`
 
 // stillPartition is true while the table is a partition of the policy's
 // table. Kernel-built catalog SQL; both names are parameters.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/kerneltest"
@@ -37,11 +38,73 @@ func poolWithSettings(t *testing.T, db *kerneltest.DB, settings map[string]strin
 // (the retirement queued behind the writer).
 func waitForLockWait(ctx context.Context, t *testing.T, db *kerneltest.DB) {
 	t.Helper()
+	waitForLockWaits(ctx, t, db, 1)
+}
+
+// waitForLockWaits blocks until n sessions of the database wait for locks.
+func waitForLockWaits(ctx context.Context, t *testing.T, db *kerneltest.DB, n int64) {
+	t.Helper()
 	require.Eventually(t, func() bool {
-		var n int64
-		err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
-		return err == nil && n > 0
+		var waiting int64
+		err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		return err == nil && waiting >= n
 	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// TestRetireSealsWhatItDetached: a partition the retirement detached, and
+// whose drop a busy lock left for the next call, refuses every write by
+// name (its seal) until it is dropped; the next call drops it with the
+// rows its detach counted.
+func TestRetireSealsWhatItDetached(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t, sweep.TransportConfig{})
+	partitionOutbox(t, b.db, 37)
+	insertAt(t, b.db, kindAgedPublished, 9, 37, true)
+	// The parent alone held: the retirement's DETACH waits, its partition
+	// locked.
+	parent, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = parent.Rollback(context.Background()) })
+	_, err = parent.Exec(ctx, "LOCK TABLE ONLY event_outbox IN ACCESS SHARE MODE")
+	require.NoError(t, err)
+	p := b.outbox
+	p.MaxPartitions, p.PartitionLockTimeout = 1, 3*time.Second
+	done := make(chan prune.Report, 1)
+	go func() {
+		rep, err := prune.PruneTable(ctx, b.db.Pool, p)
+		assert.NoError(t, err)
+		done <- rep
+	}()
+	waitForLockWaits(ctx, t, b.db, 1)
+	// A reader queues for the partition behind the detach: it holds it
+	// once the detach commits, and the drop's lock is not granted.
+	reader, err := b.db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = reader.Rollback(context.Background()) })
+	locked := make(chan error, 1)
+	go func() {
+		_, err := reader.Exec(ctx, "LOCK TABLE "+dayName(37)+" IN ACCESS SHARE MODE")
+		locked <- err
+	}()
+	waitForLockWaits(ctx, t, b.db, 2)
+	require.NoError(t, parent.Rollback(ctx))
+	require.NoError(t, <-locked)
+	rep := <-done
+	require.Equal(t, []string{dayName(37)}, rep.Partitions.Busy, "detached, its drop busy")
+	require.False(t, partitions(t, b.db)[dayName(37)])
+
+	_, err = b.db.Pool.Exec(ctx, "INSERT INTO "+dayName(37)+" (event_type, payload, created_at) VALUES ($1, '{}', $2)",
+		kindAgedPending, time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -37).Add(time.Hour))
+	require.ErrorContains(t, err, "craig_retention_detached", "a write by name into a detached table is refused")
+	_, err = b.db.Pool.Exec(ctx, "UPDATE "+dayName(37)+" SET published_at = NULL")
+	require.ErrorContains(t, err, "craig_retention_detached")
+
+	require.NoError(t, reader.Rollback(ctx))
+	rep, err = prune.PruneTable(ctx, b.db.Pool, p)
+	require.NoError(t, err)
+	require.Equal(t, []string{dayName(37)}, rep.Partitions.Dropped)
+	require.Equal(t, int64(9), rep.Partitions.DroppedRows)
+	require.Zero(t, b.db.Count(t, "SELECT count(*) FROM pg_class WHERE relname = $1", dayName(37)))
 }
 
 // TestRetireSeesRowsCommittedWhileItWaited: a pending row committed into
