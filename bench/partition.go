@@ -94,29 +94,44 @@ func (r *runner) runPartition(ctx context.Context) (*PartitionResult, error) {
 	return res, nil
 }
 
-// partitionTemplates builds a layout's unpartitioned and partitioned
-// templates (the same rows).
+// partitionTemplates builds a layout's unpartitioned template and, from a
+// copy of it, the partitioned one: the very same rows (seeded once, at one
+// instant: two seeds a minute apart put the rows near a midnight on
+// different days, and the stuck layout's pending rows with them).
 func (r *runner) partitionTemplates(ctx context.Context, layout, seedSQL string, rows, old int) (plain, daily string, err error) {
 	plain, daily = r.srv.name("partition_plain_"+layout), r.srv.name("partition_daily_"+layout)
 	every := 0
 	if layout == layoutStuck {
 		every = stuckEvery
 	}
-	seed := func(convert bool) func(*pgx.Conn) error {
-		return func(conn *pgx.Conn) error {
-			if _, err := conn.Exec(ctx, seedSQL, rows, old, every); err != nil {
-				return fmt.Errorf("seed event_outbox: %w", err)
-			}
-			if !convert {
-				return nil
-			}
-			return convertOutbox(ctx, conn)
+	err = r.buildTemplate(ctx, plain, []migrations.Set{migrations.Transport()}, func(conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, seedSQL, rows, old, every); err != nil {
+			return fmt.Errorf("seed event_outbox: %w", err)
 		}
-	}
-	if err := r.buildTemplate(ctx, plain, []migrations.Set{migrations.Transport()}, seed(false)); err != nil {
+		return nil
+	})
+	if err != nil {
 		return plain, daily, err
 	}
-	return plain, daily, r.buildTemplate(ctx, daily, []migrations.Set{migrations.Transport()}, seed(true))
+	start := time.Now()
+	u, err := r.srv.create(ctx, daily, plain)
+	if err != nil {
+		return plain, daily, err
+	}
+	err = withConn(ctx, u, func(conn *pgx.Conn) error {
+		if err := convertOutbox(ctx, conn); err != nil {
+			return err
+		}
+		if _, err := conn.Exec(ctx, "VACUUM (FREEZE, ANALYZE)"); err != nil {
+			return fmt.Errorf("vacuum: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return plain, daily, fmt.Errorf("template %s: %w", daily, err)
+	}
+	r.cfg.logf("template %s (a converted copy of %s) ready in %s", daily, plain, time.Since(start).Round(100*time.Millisecond))
+	return plain, daily, nil
 }
 
 // convertOutbox runs the pg_partman conversion operators run.

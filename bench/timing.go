@@ -47,6 +47,17 @@ func (b *batchTimer) Begin(ctx context.Context) (pgx.Tx, error) {
 	return &timedTx{Tx: tx, start: start, rec: b}, nil
 }
 
+// BeginTx is Begin with options (partition retirement pins READ
+// COMMITTED), timed alike; the wrapped connection always has it.
+func (b *batchTimer) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	start := time.Now()
+	tx, err := b.DB.(*pgx.Conn).BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &timedTx{Tx: tx, start: start, rec: b}, nil
+}
+
 func (b *batchTimer) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	start := time.Now()
 	tag, err := b.DB.Exec(ctx, sql, args...)

@@ -33,12 +33,8 @@ const (
 // PartitionReport is what a retirement did.
 type PartitionReport struct {
 	// Dropped are the partitions detached and dropped, oldest first, and
-	// DroppedRows the rows they held, as the catalog counts them
-	// (pg_class.reltuples, as VACUUM or ANALYZE last left it: exact for a
-	// partition VACUUM has read whole and nothing has written since, which
-	// an old partition usually is; counted row by row where neither has
-	// seen the partition). The drop itself never depends on it: the keep
-	// check does.
+	// DroppedRows the rows they held, counted under the lock that checked
+	// them (the seal keeps them so until the drop).
 	Dropped     []string
 	DroppedRows int64
 	// Kept are the old partitions holding a row that must be kept (their
