@@ -132,7 +132,10 @@ func (r *retireRun) retireOld(ctx context.Context, olds []oldPartition) (err err
 		}
 	}()
 	for _, o := range olds {
-		if r.full() {
+		if r.full() || (r.rowCap > 0 && r.rowsLeft() <= 0) {
+			// The partition cap, or the row cap spent: the next call goes
+			// on (counting a partition only to find it over the cap would
+			// read it for nothing).
 			r.rep.Capped = true
 			return nil
 		}
@@ -154,7 +157,9 @@ func (r *retireRun) retireOld(ctx context.Context, olds []oldPartition) (err err
 }
 
 // retireOne detaches one partition (and drops it at once when paced). It
-// returns the transaction ids it took and whether the call must stop.
+// returns the transaction ids it took (every transaction granted an ACCESS
+// EXCLUSIVE lock takes one: the lock is WAL-logged for standbys) and
+// whether the call must stop.
 func (r *retireRun) retireOne(ctx context.Context, o oldPartition, paced bool) (own int64, stop bool, err error) {
 	outcome, rows, err := r.p.detach(ctx, r.db, o, r.lockTimeout, r.rowsLeft(), r.rowCap > 0)
 	switch {
@@ -173,6 +178,7 @@ func (r *retireRun) retireOne(ctx context.Context, o oldPartition, paced bool) (
 		return 2, busy, err
 	case outcome == retiredKept:
 		r.rep.Kept = append(r.rep.Kept, o.name)
+		return 1, false, nil // the lock's: an ACCESS EXCLUSIVE lock is WAL-logged for standbys, under an xid
 	case outcome == retiredBusy:
 		// Another session holds the table: every further attempt this
 		// cycle would queue the writers behind it again. Next cycle.
@@ -183,7 +189,9 @@ func (r *retireRun) retireOne(ctx context.Context, o oldPartition, paced bool) (
 		// cap, so a partition larger than the cap still goes.
 		return 0, true, nil
 	}
-	return 0, false, nil // kept, or gone (another call retired it)
+	// Gone: another call retired it (its lock, if granted, took an xid;
+	// counting one when it did not misses at most one foreign write).
+	return 1, false, nil
 }
 
 // detach is a partition's detach transaction. It holds ACCESS EXCLUSIVE
