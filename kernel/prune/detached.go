@@ -3,6 +3,7 @@ package prune
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,16 +20,18 @@ ON CONFLICT (table_oid) DO UPDATE SET schema_name = EXCLUDED.schema_name, table_
     lower_bound = EXCLUDED.lower_bound, upper_bound = EXCLUDED.upper_bound, bound_known = true, detached_at = now()`
 	forgetDetached = `DELETE FROM retention_detached_partitions WHERE parent = $1 AND schema_name = $2 AND table_name = $3`
 	// strandedOf lists the tables this policy's retirement detached that
-	// still exist, are no longer partitions, and whose upper bound is at
-	// or before the cutoff (a drop a crash or a busy lock left undone),
-	// oldest first: only what the kernel itself recorded, never a table
-	// that merely carries its comment.
+	// still exist and are no longer partitions (a drop a crash or a busy
+	// lock left undone), oldest first, each with whether its upper bound is
+	// at or before the cutoff: only what the kernel itself recorded, never
+	// a table that merely carries its comment. One that is not (the window
+	// widened since its detach) is attached again, never left out of sight.
 	strandedOf = `
-SELECT r.schema_name, r.table_name, r.lower_bound, r.upper_bound, r.bound_known
+SELECT r.schema_name, r.table_name, r.lower_bound, r.upper_bound, r.bound_known,
+       r.upper_bound <= now() - make_interval(days => $2::int) AS old
 FROM retention_detached_partitions r
 JOIN pg_catalog.pg_class c ON c.oid = r.table_oid AND c.relname = r.table_name AND c.relkind = 'r' AND NOT c.relispartition
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace AND n.nspname = r.schema_name
-WHERE r.parent = $1 AND r.upper_bound <= now() - make_interval(days => $2::int)
+WHERE r.parent = $1
 ORDER BY r.upper_bound`
 	// forgetGone forgets recorded tables that no longer exist (dropped by
 	// hand): nothing is left to drop.
@@ -58,33 +61,43 @@ func (r *retireRun) dropStranded(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("prune %s: list detached tables: %w", p.Table, err)
 	}
-	stranded, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (oldPartition, error) {
-		var o oldPartition
-		return o, row.Scan(&o.schema, &o.name, &o.lower, &o.upper, &o.boundKnown)
+	stranded, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (detachedPartition, error) {
+		d := detachedPartition{rows: -1}
+		var old bool
+		err := row.Scan(&d.o.schema, &d.o.name, &d.o.lower, &d.o.upper, &d.o.boundKnown, &old)
+		d.young = !old
+		return d, err
 	})
 	if err != nil {
 		return fmt.Errorf("prune %s: list detached tables: %w", p.Table, err)
 	}
-	if len(stranded) > r.maxPartitions {
-		stranded, r.rep.Capped = stranded[:r.maxPartitions], true
+	// Within the caps: a chunk at a time, as many as the partition cap
+	// leaves; a table attached again, kept or failed frees its place.
+	for len(stranded) > 0 {
+		if r.full() {
+			r.rep.Capped = true
+			return nil
+		}
+		n := min(len(stranded), r.maxPartitions-r.taken)
+		r.detached, stranded = stranded[:n], stranded[n:]
+		r.taken += n
+		if _, err := r.dropDetached(ctx); err != nil {
+			return err
+		}
 	}
-	for _, o := range stranded {
-		r.detached = append(r.detached, detachedPartition{o: o, rows: -1})
-		r.taken++
-	}
-	_, err = r.dropDetached(ctx)
-	return err
+	return nil
 }
 
 // dropDetached drops the tables the call detached (or found detached), in
 // one transaction (one commit flush for all of them), after checking once
 // more, under ACCESS EXCLUSIVE, that each is still sealed or, if not, that
 // no row of it must stay, counting its rows (no writer of the parent
-// reaches them; one writing to one by name meets the seal). Each table runs under a savepoint: one whose lock is not
-// granted in time is left detached for the next call (Busy: busy is then
-// true); one holding a row that must stay (Kept), more rows than the cap
-// leaves (the batch loop takes them), or whose DROP fails otherwise
-// (Failed) is attached again; the others still go.
+// reaches them; one writing to one by name meets the seal). Each table
+// runs under a savepoint: one whose lock is not granted in time is left
+// detached for the next call (Busy: busy is then true); one holding a row
+// that must stay (Kept), more rows than the cap leaves (the batch loop
+// takes them), younger than the cutoff (Reattached) or whose DROP fails
+// otherwise (Failed) is attached again; the others still go.
 func (r *retireRun) dropDetached(ctx context.Context) (busy bool, err error) {
 	if len(r.detached) == 0 {
 		return false, nil
@@ -104,33 +117,45 @@ func (r *retireRun) dropDetached(ctx context.Context) (busy bool, err error) {
 	left := r.rowCap - r.rep.DroppedRows
 	for _, d := range set {
 		outcome, rows, ferr := r.dropOne(ctx, tx, d, left)
-		switch outcome {
-		case retiredDropped:
-			rep.Dropped, rep.DroppedRows, left = append(rep.Dropped, d.o.name), rep.DroppedRows+rows, left-rows
-		case retiredKept:
-			rep.Kept = append(rep.Kept, d.o.name)
-			r.taken, r.returned[d.o.name] = r.taken-1, true
-		case retiredBusy:
-			rep.Busy, busy = append(rep.Busy, d.o.name), true
-		case retiredCapped:
-			r.taken, r.returned[d.o.name] = r.taken-1, true
-		case retiredGone:
-			r.taken--
-		case retiredFailed:
-			rep.Failed = append(rep.Failed, PartitionFailure{Partition: d.o.name, Err: ferr})
-			r.taken, r.returned[d.o.name] = r.taken-1, true
-		}
 		if ferr != nil && outcome != retiredFailed {
 			return false, ferr
 		}
+		left -= rows
+		busy = r.tally(&rep, d, outcome, rows, ferr) || busy
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return false, fmt.Errorf("prune %s: drop: commit: %w", p.Table, err)
 	}
 	r.rep.Dropped, r.rep.DroppedRows = append(r.rep.Dropped, rep.Dropped...), rep.DroppedRows
 	r.rep.Kept, r.rep.Busy = append(r.rep.Kept, rep.Kept...), append(r.rep.Busy, rep.Busy...)
-	r.rep.Failed = append(r.rep.Failed, rep.Failed...)
+	r.rep.Failed, r.rep.Reattached = append(r.rep.Failed, rep.Failed...), append(r.rep.Reattached, rep.Reattached...)
 	return busy, nil
+}
+
+// tally records one table's outcome in the drop set's report and frees its
+// place under the partition cap when it is no longer off the table (or
+// gone); it reports whether the table was busy.
+func (r *retireRun) tally(rep *PartitionReport, d detachedPartition, outcome retirement, rows int64, ferr error) (busy bool) {
+	name := d.o.name
+	switch outcome {
+	case retiredDropped:
+		rep.Dropped, rep.DroppedRows = append(rep.Dropped, name), rep.DroppedRows+rows
+		return false
+	case retiredBusy:
+		rep.Busy = append(rep.Busy, name)
+		return true
+	case retiredKept:
+		rep.Kept = append(rep.Kept, name)
+	case retiredReturned:
+		rep.Reattached = append(rep.Reattached, name)
+	case retiredFailed:
+		rep.Failed = append(rep.Failed, PartitionFailure{Partition: name, Err: ferr})
+	}
+	r.taken--
+	if outcome != retiredGone {
+		r.returned[name] = true
+	}
+	return false
 }
 
 // dropOne is one table of dropDetached, under its own savepoint; left is
@@ -141,12 +166,16 @@ func (r *retireRun) dropOne(ctx context.Context, tx pgx.Tx, d detachedPartition,
 	if _, err := tx.Exec(ctx, "SAVEPOINT retention_drop"); err != nil {
 		return 0, 0, fmt.Errorf("prune %s: drop %s: %w", p.Table, o.name, err)
 	}
-	outcome, rows, err := r.dropChecked(ctx, tx, d, left)
-	if err != nil {
-		return 0, 0, err
-	}
-	if outcome == retiredDropped {
-		return outcome, rows, nil
+	outcome := retiredReturned // younger than the cutoff: attached again, unread
+	if !d.young {
+		var rows int64
+		var err error
+		if outcome, rows, err = r.dropChecked(ctx, tx, d, left); err != nil {
+			return 0, 0, err
+		}
+		if outcome == retiredDropped {
+			return outcome, rows, nil
+		}
 	}
 	var dropErr error
 	if outcome == retiredFailed {
@@ -156,10 +185,14 @@ func (r *retireRun) dropOne(ctx context.Context, tx pgx.Tx, d detachedPartition,
 		return 0, 0, fmt.Errorf("prune %s: drop %s: %w", p.Table, o.name, err)
 	}
 	switch outcome {
-	case retiredKept, retiredCapped, retiredFailed:
+	case retiredKept, retiredCapped, retiredFailed, retiredReturned:
 		// It must not stay detached, out of the service's sight: attach it
 		// again (its rows then go by the batch loop, or stay).
-		if aerr := r.reattach(ctx, tx, o); aerr != nil {
+		busy, aerr := r.reattach(ctx, tx, o)
+		switch {
+		case busy:
+			return retiredBusy, 0, nil // still detached, sealed, recorded: the next call
+		case aerr != nil:
 			return retiredFailed, 0, joinFailure(dropErr, aerr)
 		}
 	}
@@ -235,44 +268,85 @@ func joinFailure(dropErr, attachErr error) error {
 }
 
 // reattach attaches a detached table to the policy's table again with the
-// bounds its record kept, unseals, unmarks and forgets it, under a savepoint of the
-// drop's transaction (a failure leaves it detached and recorded: the next
-// call tries again). A table recorded without its lower bound (before
-// transport migration 00008) cannot be: it is left for an operator.
-func (r *retireRun) reattach(ctx context.Context, tx pgx.Tx, o oldPartition) error {
+// bounds its record kept, unseals, unmarks and forgets it, under a
+// savepoint of the drop's transaction. Rows of its range that landed in
+// the parent's default partition meanwhile (written through the parent
+// while it was detached) are moved into it first: the ATTACH would be
+// refused otherwise, and they belong to it. A lock not granted in time
+// leaves it detached, sealed and recorded for the next call (busy); any
+// other failure too, with the error. A table recorded without its lower
+// bound (before transport migration 00008) cannot be: it is left for an
+// operator.
+func (r *retireRun) reattach(ctx context.Context, tx pgx.Tx, o oldPartition) (busy bool, err error) {
 	p := r.p
 	if !o.boundKnown {
-		return fmt.Errorf("prune %s: %s left detached: its record predates its lower bound (attach it by hand)", p.Table, o.name)
+		return false, fmt.Errorf("prune %s: %s left detached: its record predates its lower bound (attach it by hand)", p.Table, o.name)
 	}
 	if _, err := tx.Exec(ctx, "SAVEPOINT retention_attach"); err != nil {
-		return fmt.Errorf("prune %s: attach %s again: %w", p.Table, o.name, err)
+		return false, fmt.Errorf("prune %s: attach %s again: %w", p.Table, o.name, err)
 	}
-	err := r.attachSteps(ctx, tx, o)
+	err = r.attachSteps(ctx, tx, o)
 	if err == nil {
 		_, err = tx.Exec(ctx, "RELEASE SAVEPOINT retention_attach")
 	}
-	if err != nil {
-		_, _ = tx.Exec(ctx, "ROLLBACK TO SAVEPOINT retention_attach")
-		return fmt.Errorf("prune %s: attach %s again: %w", p.Table, o.name, err)
+	if err == nil {
+		return false, nil
 	}
-	return nil
+	_, _ = tx.Exec(ctx, "ROLLBACK TO SAVEPOINT retention_attach")
+	if outcome, _, lerr := lockOutcome(p, o, err); lerr == nil && outcome == retiredBusy {
+		return true, nil
+	}
+	return false, fmt.Errorf("prune %s: attach %s again: %w", p.Table, o.name, err)
 }
+
+// defaultPartition names the parent's default partition (” when it has
+// none); tableColumns lists a table's columns a row copy writes (not
+// dropped, not generated), in order. Kernel-built catalog SQL; the tables
+// are parameters.
+const (
+	defaultPartition = `SELECT coalesce((SELECT pt.partdefid::regclass::text FROM pg_catalog.pg_partitioned_table pt
+    WHERE pt.partrelid = to_regclass($1) AND pt.partdefid <> 0), '')`
+	tableColumns = `SELECT coalesce(array_agg(attname::text ORDER BY attnum), '{}') FROM pg_catalog.pg_attribute
+    WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped AND attgenerated = ''`
+)
 
 func (r *retireRun) attachSteps(ctx context.Context, tx pgx.Tx, o oldPartition) error {
 	p := r.p
-	var stmt string
+	var stmt, def string
+	var cols []string
 	b := &pgx.Batch{}
-	b.Queue("SELECT set_config('lock_timeout', $1, true)", fmt.Sprint(r.lockTimeout.Milliseconds()))
+	b.Queue("SELECT set_config('lock_timeout', $1, true)", serverMillis(r.lockTimeout))
 	b.Queue(boundSettings)
+	b.Queue("ALTER TABLE " + o.ident() + " DROP CONSTRAINT IF EXISTS " + sealName)
 	b.Queue(attachStatement, pgx.Identifier{p.Table}.Sanitize(), o.ident(), o.lower, o.upper).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&stmt)
 	})
+	b.Queue(defaultPartition, pgx.Identifier{p.Table}.Sanitize()).QueryRow(func(row pgx.Row) error { return row.Scan(&def) })
+	b.Queue(tableColumns, pgx.Identifier{p.Table}.Sanitize()).QueryRow(func(row pgx.Row) error { return row.Scan(&cols) })
 	b.Queue(forgetDetached, p.Table, o.schema, o.name)
 	b.Queue("COMMENT ON TABLE " + o.ident() + " IS NULL")
-	b.Queue("ALTER TABLE " + o.ident() + " DROP CONSTRAINT IF EXISTS " + sealName)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return err
 	}
+	if def != "" && len(cols) > 0 {
+		if _, err := tx.Exec(ctx, moveFromDefault(def, o, p.AgeColumn, cols), o.lower, o.upper); err != nil {
+			return fmt.Errorf("move the default partition's rows of its range: %w", err)
+		}
+	}
 	_, err := tx.Exec(ctx, stmt)
 	return err
+}
+
+// moveFromDefault moves the rows of a range, [$1, $2) ($1 NULL: from
+// MINVALUE), from the default partition def (a regclass rendering, already
+// quoted) into the detached table o, whole rows, column by column. Kernel-
+// built SQL: identifiers quoted, bounds parameters.
+func moveFromDefault(def string, o oldPartition, ageColumn string, cols []string) string {
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = pgx.Identifier{c}.Sanitize()
+	}
+	list, age := strings.Join(quoted, ", "), pgx.Identifier{ageColumn}.Sanitize()
+	return "WITH moved AS (DELETE FROM " + def + " WHERE ($1::timestamptz IS NULL OR " + age + " >= $1) AND " + age + " < $2::timestamptz RETURNING " + list + ")" +
+		" INSERT INTO " + o.ident() + " (" + list + ") OVERRIDING SYSTEM VALUE SELECT " + list + " FROM moved"
 }

@@ -3,7 +3,6 @@ package prune
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,8 +32,10 @@ const (
 // PartitionReport is what a retirement did.
 type PartitionReport struct {
 	// Dropped are the partitions detached and dropped, oldest first, and
-	// DroppedRows the rows they held, counted under the lock that checked
-	// them (the seal keeps them so until the drop).
+	// DroppedRows the rows they held when they were retired from the table,
+	// counted under the lock that checked them (the seal keeps any row from
+	// being added before the drop; rows deleted from a detached table by
+	// name, by someone else, still count: they left the table with it).
 	Dropped     []string
 	DroppedRows int64
 	// Kept are the old partitions holding a row that must be kept (their
@@ -47,6 +48,10 @@ type PartitionReport struct {
 	// attempt would make the table's writers wait again) and retries next
 	// cycle.
 	Busy []string
+	// Reattached are detached tables found younger than the cutoff (the
+	// window widened since a call detached them and left their drop
+	// undone): attached again, their rows back in the service's sight.
+	Reattached []string
 	// Failed are the detached partitions whose DROP failed for a reason
 	// other than a busy lock (a dependent view, say): each is attached
 	// again where its bounds are known (its rows back in the service's
@@ -209,7 +214,7 @@ func (p Policy) premake(ctx context.Context, db DB, lockTimeout time.Duration) e
 		return fmt.Errorf("prune %s: partition maintenance: %w", p.Table, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", strconv.FormatInt(lockTimeout.Milliseconds(), 10)); err != nil {
+	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", serverMillis(lockTimeout)); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, "SELECT partman.run_maintenance('public.' || $1::text, p_jobmon := false)", p.Table); err != nil {

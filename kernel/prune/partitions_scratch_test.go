@@ -411,8 +411,11 @@ func TestRetirePartitionsFinishesStrandedDrops(t *testing.T) {
 	require.True(t, partitions(t, b.db)[dayName(35)], "attached again, with its bounds")
 	require.Equal(t, int64(1), countOutbox(t, b.db, kindAgedPending), "its pending row is in the service's sight again")
 	require.Zero(t, b.db.Count(t, "SELECT count(*) FROM retention_detached_partitions WHERE table_name = $1", dayName(35)), "and no longer recorded")
-	require.Len(t, rep.Partitions.Failed, 1)
+	// Both records without a lower bound: the old one (a row to keep) and
+	// the young one (to attach again) are left for an operator, reported.
+	require.Len(t, rep.Partitions.Failed, 2)
 	require.Equal(t, dayName(37), rep.Partitions.Failed[0].Partition)
+	require.Equal(t, dayName(5), rep.Partitions.Failed[1].Partition)
 	require.ErrorContains(t, rep.Partitions.Failed[0].Err, "attach it by hand")
 	require.False(t, partitions(t, b.db)[dayName(37)], "no lower bound on record: left detached")
 	require.Equal(t, int64(1), b.db.Count(t, "SELECT count(*) FROM "+dayName(37)), "and whole")

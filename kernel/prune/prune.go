@@ -25,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 
@@ -594,7 +593,7 @@ func (p Policy) runBatch(ctx context.Context, db DB, params BatchParams) (int64,
 		d    time.Duration
 	}{{"statement_timeout", p.StatementTimeout}, {"lock_timeout", p.LockTimeout}} {
 		if st.d > 0 {
-			args = append(args, strconv.FormatInt(st.d.Milliseconds(), 10))
+			args = append(args, serverMillis(st.d))
 			sets = append(sets, fmt.Sprintf("set_config('%s', $%d, true)", st.name, len(args)))
 		}
 	}

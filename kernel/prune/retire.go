@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -59,6 +58,9 @@ const (
 	retiredGone
 	// retiredFailed: the DROP failed for another reason than a lock.
 	retiredFailed
+	// retiredReturned: a detached table younger than the cutoff (the
+	// window widened since its detach), attached again.
+	retiredReturned
 )
 
 // Error codes the retirement tells apart.
@@ -101,6 +103,9 @@ type retireRun struct {
 type detachedPartition struct {
 	o    oldPartition
 	rows int64
+	// young: its upper bound is after the cutoff (a stranded table whose
+	// window widened): attached again, never dropped.
+	young bool
 }
 
 func (r *retireRun) full() bool { return r.taken >= r.maxPartitions }
@@ -287,7 +292,7 @@ func (p Policy) lockAndCheck(ctx context.Context, tx pgx.Tx, o oldPartition, loc
 // the ACCESS EXCLUSIVE lock on the table.
 func lockFirst(b *pgx.Batch, o oldPartition, lockTimeout time.Duration, synchronousCommit string) {
 	b.Queue("SELECT set_config('lock_timeout', $1, true), set_config('synchronous_commit', $2, true)",
-		strconv.FormatInt(lockTimeout.Milliseconds(), 10), synchronousCommit)
+		serverMillis(lockTimeout), synchronousCommit)
 	b.Queue("LOCK TABLE " + o.ident() + " IN ACCESS EXCLUSIVE MODE")
 }
 

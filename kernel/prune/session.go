@@ -29,7 +29,7 @@ func (p Policy) sessionSettings() (names, values []string) {
 		d    time.Duration
 	}{{"statement_timeout", p.StatementTimeout}, {"lock_timeout", p.LockTimeout}} {
 		if st.d > 0 {
-			names, values = append(names, st.name), append(values, strconv.FormatInt(st.d.Milliseconds(), 10))
+			names, values = append(names, st.name), append(values, serverMillis(st.d))
 		}
 	}
 	if p.GenericPlans {
@@ -78,4 +78,15 @@ func (p Policy) setSession(ctx context.Context, s Session) (restore func() error
 		return nil, fmt.Errorf("set session settings: %w", err)
 	}
 	return restore, nil
+}
+
+// serverMillis is a timeout as PostgreSQL's millisecond settings take it,
+// rounded up: a positive duration under a millisecond is 1 ms, never the
+// 0 that means no timeout at all.
+func serverMillis(d time.Duration) string {
+	ms := d.Milliseconds()
+	if d > 0 && time.Duration(ms)*time.Millisecond < d {
+		ms++
+	}
+	return strconv.FormatInt(ms, 10)
 }

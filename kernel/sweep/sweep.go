@@ -544,9 +544,10 @@ func (s *Sweeper) record(g Group, tr *TableReport, r prune.Report, err error) {
 	s.metrics.RowsPruned.WithLabelValues(r.Table).Add(float64(r.Deleted))
 	s.metrics.PartitionsDropped.WithLabelValues(r.Table).Add(float64(len(r.Partitions.Dropped)))
 	s.metrics.PartitionsKept.WithLabelValues(r.Table).Add(float64(len(r.Partitions.Kept)))
-	if len(r.Partitions.Dropped)+len(r.Partitions.Kept) > 0 {
+	if len(r.Partitions.Dropped)+len(r.Partitions.Kept)+len(r.Partitions.Reattached) > 0 {
 		s.logger.Info("retention retired old partitions", slog.String("table", r.Table), slog.Any("dropped", r.Partitions.Dropped),
-			slog.Int64("dropped_rows", r.Partitions.DroppedRows), slog.Any("kept_holding_rows_that_must_stay", r.Partitions.Kept))
+			slog.Int64("dropped_rows", r.Partitions.DroppedRows), slog.Any("kept_holding_rows_that_must_stay", r.Partitions.Kept),
+			slog.Any("attached_again_younger_than_the_window", r.Partitions.Reattached))
 	}
 	for _, f := range r.Partitions.Failed {
 		s.logger.Error("retention could not drop a detached partition: attached again where its bounds are known", slog.String("table", r.Table),
