@@ -376,11 +376,7 @@ func TestRetirePartitionsFinishesStrandedDrops(t *testing.T) {
 	// What the detach transaction leaves, twice; then a pending row lands
 	// in the second table (written to it by name).
 	for _, d := range []int{36, 35} {
-		b.db.Exec(t, "ALTER TABLE event_outbox DETACH PARTITION "+dayName(d))
-		b.db.Exec(t, "COMMENT ON TABLE "+dayName(d)+" IS 'craig-retention: detached from event_outbox'")
-		day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -d)
-		b.db.Exec(t, `INSERT INTO retention_detached_partitions (table_oid, schema_name, table_name, parent, lower_bound, upper_bound, bound_known)
-			VALUES (to_regclass($1)::oid, 'public', $1, 'event_outbox', $2, $3, true)`, dayName(d), day, day.AddDate(0, 0, 1))
+		strand(t, b.db, d)
 	}
 	// A record of before migration 00008 (no lower bound), its table
 	// holding a pending row.
@@ -593,11 +589,7 @@ func TestRetireDropsTheFreeWhenOneIsBusy(t *testing.T) {
 	insertAt(t, b.db, kindAgedPublished, 6, 36, true)
 	insertAt(t, b.db, kindAgedPublished, 4, 35, true)
 	for _, d := range []int{36, 35} {
-		b.db.Exec(t, "ALTER TABLE event_outbox DETACH PARTITION "+dayName(d))
-		b.db.Exec(t, "COMMENT ON TABLE "+dayName(d)+" IS 'craig-retention: detached from event_outbox'")
-		day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -d)
-		b.db.Exec(t, `INSERT INTO retention_detached_partitions (table_oid, schema_name, table_name, parent, lower_bound, upper_bound, bound_known)
-			VALUES (to_regclass($1)::oid, 'public', $1, 'event_outbox', $2, $3, true)`, dayName(d), day, day.AddDate(0, 0, 1))
+		strand(t, b.db, d)
 	}
 	reader, err := b.db.Pool.Begin(ctx)
 	require.NoError(t, err)
