@@ -167,19 +167,16 @@ func (r *retireRun) dropOne(ctx context.Context, tx pgx.Tx, d detachedPartition,
 		return 0, 0, fmt.Errorf("prune %s: drop %s: %w", p.Table, o.name, err)
 	}
 	outcome := retiredReturned // younger than the cutoff: attached again, unread
+	var dropErr error
 	if !d.young {
 		var rows int64
 		var err error
-		if outcome, rows, err = r.dropChecked(ctx, tx, d, left); err != nil {
+		if outcome, rows, dropErr, err = r.dropChecked(ctx, tx, d, left); err != nil {
 			return 0, 0, err
 		}
 		if outcome == retiredDropped {
 			return outcome, rows, nil
 		}
-	}
-	var dropErr error
-	if outcome == retiredFailed {
-		dropErr = fmt.Errorf("prune %s: drop %s: %w", p.Table, o.name, r.lastDropErr)
 	}
 	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT retention_drop"); err != nil {
 		return 0, 0, fmt.Errorf("prune %s: drop %s: %w", p.Table, o.name, err)
@@ -201,17 +198,17 @@ func (r *retireRun) dropOne(ctx context.Context, tx pgx.Tx, d detachedPartition,
 
 // dropChecked locks, checks and counts the table and drops it when nothing
 // in it must stay and its rows fit the cap (the savepoint released). A
-// DROP refused for another reason than a lock is retiredFailed, its error
-// kept in lastDropErr.
-func (r *retireRun) dropChecked(ctx context.Context, tx pgx.Tx, d detachedPartition, left int64) (retirement, int64, error) {
+// DROP refused for another reason than a lock is retiredFailed, with that
+// refusal as dropErr; err is the call's.
+func (r *retireRun) dropChecked(ctx context.Context, tx pgx.Tx, d detachedPartition, left int64) (outcome retirement, rows int64, dropErr, err error) {
 	p, o := r.p, d.o
 	c, err := p.recheck(ctx, tx, d, r.lockTimeout)
-	outcome, rows, err := c.outcome(p, o, err)
+	outcome, rows, err = c.outcome(p, o, err)
 	if err != nil || outcome != retiredDropped {
-		return outcome, 0, err
+		return outcome, 0, nil, err
 	}
 	if r.rowCap > 0 && rows > left {
-		return retiredCapped, 0, nil
+		return retiredCapped, 0, nil, nil
 	}
 	b := &pgx.Batch{}
 	b.Queue(forgetDetached, p.Table, o.schema, o.name)
@@ -219,13 +216,12 @@ func (r *retireRun) dropChecked(ctx context.Context, tx pgx.Tx, d detachedPartit
 	b.Queue("RELEASE SAVEPOINT retention_drop")
 	derr := tx.SendBatch(ctx, b).Close()
 	if derr == nil {
-		return retiredDropped, rows, nil
+		return retiredDropped, rows, nil, nil
 	}
 	if outcome, _, err = lockOutcome(p, o, derr); err != nil {
-		r.lastDropErr = derr
-		return retiredFailed, 0, nil
+		return retiredFailed, 0, fmt.Errorf("prune %s: drop %s: %w", p.Table, o.name, derr), nil
 	}
-	return outcome, 0, nil
+	return outcome, 0, nil, nil
 }
 
 // recheck takes ACCESS EXCLUSIVE on a detached table and checks that it is
@@ -239,12 +235,7 @@ func (p Policy) recheck(ctx context.Context, tx pgx.Tx, d detachedPartition, loc
 	var sealed bool
 	b := &pgx.Batch{}
 	lockFirst(b, o, lockTimeout, "on")
-	b.Queue(stillDetached, o.ident()).QueryRow(func(row pgx.Row) error {
-		var still bool
-		err := row.Scan(&still)
-		c.gone = !still
-		return err
-	})
+	b.Queue(stillDetached, o.ident()).QueryRow(c.scanStill)
 	b.Queue(isSealed, o.ident(), sealName).QueryRow(func(row pgx.Row) error { return row.Scan(&sealed) })
 	if err := tx.SendBatch(ctx, b).Close(); err != nil || c.gone {
 		return c, err

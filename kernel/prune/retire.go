@@ -89,9 +89,6 @@ type retireRun struct {
 	// returned are the tables this call attached again (it must not detach
 	// them once more: their rows go by the batch loop, or stay).
 	returned map[string]bool
-	// lastDropErr is the error of the last DROP refused for another
-	// reason than a lock (retiredFailed).
-	lastDropErr error
 	// taken counts the partitions this call took off the table: dropped,
 	// detached, and detached ones whose drop was busy (they stay detached
 	// until a later call). The partition cap bounds it.
@@ -247,6 +244,15 @@ type check struct {
 	gone bool  // the table is no longer a partition of the policy's table
 }
 
+// scanStill reads whether the table is still what the step expects (a
+// partition of the table, or a detached table): if not, it is gone.
+func (c *check) scanStill(row pgx.Row) error {
+	var still bool
+	err := row.Scan(&still)
+	c.gone = !still
+	return err
+}
+
 // outcome turns a check into the step's outcome.
 func (c check) outcome(p Policy, o oldPartition, err error) (retirement, int64, error) {
 	switch {
@@ -275,12 +281,7 @@ func (c check) outcome(p Policy, o oldPartition, err error) (retirement, int64, 
 func (p Policy) lockAndCheck(ctx context.Context, tx pgx.Tx, o oldPartition, lockTimeout time.Duration) (c check, err error) {
 	b := &pgx.Batch{}
 	lockFirst(b, o, lockTimeout, "off")
-	b.Queue(stillPartition, o.ident(), p.Table).QueryRow(func(row pgx.Row) error {
-		var still bool
-		err := row.Scan(&still)
-		c.gone = !still
-		return err
-	})
+	b.Queue(stillPartition, o.ident(), p.Table).QueryRow(c.scanStill)
 	b.Queue("SELECT EXISTS (SELECT 1 FROM " + o.ident() + " WHERE " + p.keepPredicate() + ")").QueryRow(func(row pgx.Row) error {
 		return row.Scan(&c.keep)
 	})
