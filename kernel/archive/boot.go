@@ -108,7 +108,16 @@ func waitForKey(ctx context.Context, st *store.Store, key string, putErr error) 
 		held, err := st.Get(ctx, key)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return nil // its prober just finished: take the key
+			// Its prober just finished, or a plain DELETE left a delete
+			// marker over the key that the store still counts as taken
+			// (versitygw answers a create-only PUT 412 and a GET 404 then,
+			// forever). Clearing every version of the probe key frees
+			// both; a live prober whose object this removes finds it gone
+			// and tries again.
+			if _, err := st.DeleteIfExists(ctx, key); err != nil {
+				return fmt.Errorf("%w: clear %s: %w", ErrProbe, key, err)
+			}
+			return nil
 		case err != nil:
 			return fmt.Errorf("%w: read %s: %w", ErrProbe, key, err)
 		case probeStale(held, time.Now()):

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob"
 )
 
 const scratchTimeout = 2 * time.Minute
@@ -543,6 +544,21 @@ func TestProbeWaitsForALiveProbeAndClearsLeftovers(t *testing.T) {
 	_, err = env.st.DeleteIfExists(ctx, key) // the other replica finishes
 	require.NoError(t, err)
 	require.NoError(t, archive.Probe(ctx, env.st, env.s3.Service))
+
+	// A plain DELETE (an operator's tool, an archiver from before versioned
+	// buckets) leaves a delete marker over the key, which this store keeps
+	// counting as taken: the probe clears it instead of waiting it out.
+	raw, err := blob.OpenBucket(ctx, env.s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = raw.Close() })
+	require.NoError(t, env.st.PutCreate(ctx, key, []byte("craig retention probe "+time.Now().UTC().Add(-time.Minute).Format(time.RFC3339Nano)+" old"), "text/plain"))
+	require.NoError(t, raw.Delete(ctx, key))
+	within, cancelWithin := context.WithTimeout(ctx, 5*time.Second) // waiting it out takes 15 s and fails
+	require.NoError(t, archive.Probe(within, env.st, env.s3.Service), "a delete marker over the probe key")
+	cancelWithin()
+	n, err := env.st.VersionCount(ctx, key)
+	require.NoError(t, err)
+	require.Zero(t, n, "no version or marker of the probe key is left")
 
 	for _, leftover := range []string{
 		"craig retention probe " + time.Now().UTC().Add(-time.Minute).Format(time.RFC3339Nano) + " crashed",
