@@ -59,3 +59,23 @@ func TestNDJSONStreamsTheEncoding(t *testing.T) {
 		require.ErrorIs(t, err, archive.ErrSeek)
 	}
 }
+
+// TestNDJSONHashSpansItsBuffer: an object several times the hash's buffer,
+// hashed from the middle of a read, hashes whole and rewinds.
+func TestNDJSONHashSpansItsBuffer(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(28, 5))
+	rows := make([]archive.Row, 300)
+	for i := range rows {
+		rows[i].Doc = strings.Repeat(string(rune('a'+rng.IntN(26))), rng.IntN(3000))
+	}
+	want := archive.EncodeNDJSON(rows)
+	require.Greater(t, len(want), 4*64<<10)
+	n := archive.NewNDJSON(rows)
+	_, err := io.CopyN(io.Discard, n, int64(len(want)/3))
+	require.NoError(t, err)
+	require.Equal(t, archive.SHA256Hex(want), n.SHA256Hex())
+	got, err := io.ReadAll(n)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "SHA256Hex leaves the position at the start")
+}
