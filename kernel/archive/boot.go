@@ -61,14 +61,15 @@ func Probe(ctx context.Context, st *store.Store, service string) error {
 		return fmt.Errorf("%w: %w", ErrProbe, err)
 	}
 	deadline := time.Now().Add(probeWait)
+	held := heldByProber
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 && time.Now().After(deadline) {
-			return fmt.Errorf("%w: %s stayed held by other probers for %v", ErrProbe, key, probeWait)
+			return fmt.Errorf("%w: %s stayed %s for %v", ErrProbe, key, held, probeWait)
 		}
 		want := []byte(probePrefix + time.Now().UTC().Format(time.RFC3339Nano) + " " + uuid.NewString())
 		err := st.PutCreate(ctx, key, want, "text/plain")
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrAlreadyExists) {
-			if err := waitForKey(ctx, st, key, err); err != nil {
+			if held, err = waitForKey(ctx, st, key, err); err != nil {
 				return err
 			}
 			continue
@@ -99,13 +100,23 @@ func Probe(ctx context.Context, st *store.Store, service string) error {
 	}
 }
 
+// What held the probe key, for the error when it stayed held.
+const (
+	heldByProber = "held by other probers"
+	heldByMarker = "taken for a create-only put while reading as absent (a delete marker or a write the clears did not free)"
+)
+
 // waitForKey handles a probe write that found the key taken (putErr is
 // ErrConflict or ErrAlreadyExists): another replica's write or delete in
 // flight, or its live probe, is waited for; a leftover of an interrupted
-// boot is removed; a key freed meanwhile is retried at once.
-func waitForKey(ctx context.Context, st *store.Store, key string, putErr error) error {
+// boot, or a delete marker over the key, is cleared. Every outcome pauses
+// before the next attempt (a marker the store keeps would otherwise be
+// retried as fast as the store answers, by every replica); held says what
+// held the key.
+func waitForKey(ctx context.Context, st *store.Store, key string, putErr error) (held string, err error) {
+	held = heldByProber
 	if errors.Is(putErr, store.ErrAlreadyExists) {
-		held, err := st.Get(ctx, key)
+		content, err := st.Get(ctx, key)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			// Its prober just finished, or a plain DELETE left a delete
@@ -115,22 +126,21 @@ func waitForKey(ctx context.Context, st *store.Store, key string, putErr error) 
 			// both; a live prober whose object this removes finds it gone
 			// and tries again.
 			if _, err := st.DeleteIfExists(ctx, key); err != nil {
-				return fmt.Errorf("%w: clear %s: %w", ErrProbe, key, err)
+				return held, fmt.Errorf("%w: clear %s: %w", ErrProbe, key, err)
 			}
-			return nil
+			held = heldByMarker
 		case err != nil:
-			return fmt.Errorf("%w: read %s: %w", ErrProbe, key, err)
-		case probeStale(held, time.Now()):
+			return held, fmt.Errorf("%w: read %s: %w", ErrProbe, key, err)
+		case probeStale(content, time.Now()):
 			if _, err := st.DeleteIfExists(ctx, key); err != nil {
-				return fmt.Errorf("%w: clear leftover %s: %w", ErrProbe, key, err)
+				return held, fmt.Errorf("%w: clear leftover %s: %w", ErrProbe, key, err)
 			}
-			return nil
 		}
 	}
 	if err := probePause(ctx); err != nil {
-		return fmt.Errorf("%w: waiting for %s: %w", ErrProbe, key, err)
+		return held, fmt.Errorf("%w: waiting for %s: %w", ErrProbe, key, err)
 	}
-	return nil
+	return held, nil
 }
 
 // probePause sleeps a jittered probeBackoff..4×probeBackoff.

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/metrics"
@@ -570,5 +572,60 @@ func TestProbeWaitsForALiveProbeAndClearsLeftovers(t *testing.T) {
 		require.NoError(t, archive.Probe(ctx, env.st, env.s3.Service), leftover)
 		_, err := env.st.Get(ctx, key)
 		require.ErrorIs(t, err, store.ErrNotFound, leftover)
+	}
+}
+
+// TestProbeReplicasOverDeleteMarkers: eight replicas, each with its own
+// client, boot together over a probe key that plain DELETEs left one to
+// three delete markers on (over a leftover every other round): every one
+// of them starts, and nothing of the key is left. The clears race each
+// other there (the store refuses a version another delete took first, and
+// lists for a moment one it has just deleted); before the destroy settled
+// its races, about one run in two had a replica refuse to boot.
+func TestProbeReplicasOverDeleteMarkers(t *testing.T) {
+	t.Parallel()
+	ctx, env := newScratchEnv(t)
+	key, err := store.ProbeKey(env.s3.Service)
+	require.NoError(t, err)
+	raw, err := blob.OpenBucket(ctx, env.s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = raw.Close() })
+	var client *s3.Client // plain DELETEs, as an operator's tool sends them (blob's Delete refuses a key that reads as absent)
+	require.True(t, raw.As(&client))
+	bucket, err := url.Parse(env.s3.URL)
+	require.NoError(t, err)
+	const rounds, replicas = 6, 8
+	for round := range rounds {
+		if round%2 == 1 {
+			leftover := "craig retention probe " + time.Now().UTC().Add(-time.Minute).Format(time.RFC3339Nano) + " crashed"
+			require.NoError(t, raw.WriteAll(ctx, key, []byte(leftover), nil))
+		}
+		for range 1 + round%3 {
+			_, err := client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket.Host), Key: aws.String(key)})
+			require.NoError(t, err) // a delete marker (over the leftover, or over the last one)
+		}
+		errs := make([]error, replicas)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range replicas {
+			wg.Go(func() {
+				<-start
+				st, err := store.Open(ctx, env.s3.URL)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				defer func() { _ = st.Close() }()
+				errs[i] = archive.Probe(ctx, st, env.s3.Service)
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			require.NoError(t, err, "round %d replica %d", round, i)
+		}
+		n, err := env.st.VersionCount(ctx, key)
+		require.NoError(t, err)
+		require.Zero(t, n, "round %d: no version or marker of the probe key is left", round)
 	}
 }

@@ -65,10 +65,23 @@ func (s *Store) SetLegalHold(ctx context.Context, key string, on bool) error {
 	return nil
 }
 
+// destroyPasses bounds the rounds of a destroy (delete the versions, list
+// again). Concurrent destroyers of one key (replicas clearing their probe
+// key together) race the store's promotion of an older version to current:
+// versitygw answers 400 InvalidArgument for a version another delete took
+// first, and a listing right after can still show a version deleted a
+// moment before. A second pass settles both (the hostile round saw 8
+// replicas fail without it); the third is for a store slow to settle.
+const destroyPasses = 3
+
 // DestroyAllVersions deletes every version and delete marker of key, so
 // nothing of the object is left in a versioned bucket; false when it had
 // none. A version under a legal hold fails the call with ErrLocked (the
-// versions deleted before it stay deleted).
+// versions deleted before it stay deleted). It reports success only when a
+// listing after its deletes shows none of them: a version whose delete was
+// answered with an error the store gives a concurrent destroyer
+// (InvalidArgument, NotFound) is deleted again in the next pass if it is
+// still listed.
 func (s *Store) DestroyAllVersions(ctx context.Context, key string) (bool, error) {
 	if err := ValidateKey(key); err != nil {
 		return false, err
@@ -80,59 +93,79 @@ func (s *Store) DestroyAllVersions(ctx context.Context, key string) (bool, error
 	if err != nil {
 		return false, err
 	}
-	var ids []*string
 	existed := len(versions) > 0
+	ids := make([]string, 0, len(versions)+len(markers))
 	for _, v := range versions {
-		ids = append(ids, v.VersionId)
+		ids = append(ids, aws.ToString(v.VersionId))
 	}
 	for _, m := range markers {
-		ids = append(ids, m.VersionId)
+		ids = append(ids, aws.ToString(m.VersionId))
 	}
+	pending := ids
+	var raced error
+	for pass := 1; ; pass++ {
+		if raced, err = s.deleteVersions(ctx, key, pending); err != nil {
+			return false, err
+		}
+		if pending, err = s.stillListed(ctx, key, ids); err != nil || len(pending) == 0 {
+			return existed && err == nil, err
+		}
+		if pass == destroyPasses {
+			if raced != nil {
+				return false, fmt.Errorf("store: destroy %s: %d version(s) or marker(s) still there after %d passes of deletes (last refusal: %w)", key, len(pending), destroyPasses, raced)
+			}
+			return false, fmt.Errorf("store: destroy %s: %d version(s) or marker(s) still there after %d passes of deletes", key, len(pending), destroyPasses)
+		}
+	}
+}
+
+// deleteVersions deletes each version id of key. A delete answered as a
+// concurrent destroyer's is (NotFound; InvalidArgument, versitygw's answer
+// for a version id another delete took first) is left to the listing that
+// follows; the last such answer is returned as raced.
+func (s *Store) deleteVersions(ctx context.Context, key string, ids []string) (raced, err error) {
 	for _, id := range ids {
 		dctx, cancel := s.bound(ctx) // each delete its own bound: an object may have thousands of versions
-		_, err := s.s3.DeleteObject(dctx, &s3.DeleteObjectInput{Bucket: aws.String(s.identity.Bucket), Key: aws.String(key), VersionId: id})
+		_, err := s.s3.DeleteObject(dctx, &s3.DeleteObjectInput{Bucket: aws.String(s.identity.Bucket), Key: aws.String(key), VersionId: aws.String(id)})
 		err = timedOut(dctx, err)
 		cancel()
 		var ae smithy.APIError
-		if errors.As(err, &ae) && ae.ErrorCode() == "AccessDenied" {
-			return false, fmt.Errorf("store: destroy %s: %w: %w", key, ErrLocked, err)
-		}
-		if httpStatus(err) == http.StatusNotFound {
-			continue // a concurrent delete took this version first
-		}
-		if err != nil {
-			return false, fmt.Errorf("store: destroy %s version %s: %w", key, aws.ToString(id), err)
+		switch {
+		case err == nil:
+		case errors.As(err, &ae) && ae.ErrorCode() == "AccessDenied":
+			return nil, fmt.Errorf("store: destroy %s: %w: %w", key, ErrLocked, err)
+		case httpStatus(err) == http.StatusNotFound, errors.As(err, &ae) && ae.ErrorCode() == "InvalidArgument":
+			raced = err
+		default:
+			return nil, fmt.Errorf("store: destroy %s version %s: %w", key, id, err)
 		}
 	}
-	return existed, s.checkDestroyed(ctx, key, ids)
+	return raced, nil
 }
 
-// checkDestroyed re-checks a destroy: none of the versions it deleted is
-// left (a version written meanwhile by somebody else is not its own).
-func (s *Store) checkDestroyed(ctx context.Context, key string, ids []*string) error {
+// stillListed is which of ids a listing of key still shows (a version
+// written meanwhile by somebody else is not the destroy's own).
+func (s *Store) stillListed(ctx context.Context, key string, ids []string) ([]string, error) {
 	left, markers, err := s.allVersions(ctx, key)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	deleted := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		deleted[aws.ToString(id)] = true
+		deleted[id] = true
 	}
-	still := 0
+	var still []string
 	for _, v := range left {
-		if deleted[aws.ToString(v.VersionId)] {
-			still++
+		if id := aws.ToString(v.VersionId); deleted[id] {
+			still = append(still, id)
 		}
 	}
 	for _, m := range markers {
-		if deleted[aws.ToString(m.VersionId)] {
-			still++
+		if id := aws.ToString(m.VersionId); deleted[id] {
+			still = append(still, id)
 		}
 	}
-	if still > 0 {
-		return fmt.Errorf("store: destroy %s: %d version(s) or marker(s) still there after their deletes", key, still)
-	}
-	return nil
+	return still, nil
 }
 
 // versioned reports (once, then cached) whether the bucket keeps versions:

@@ -4,11 +4,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob"
 
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/store"
@@ -44,4 +47,51 @@ func TestPutCreateSHA256WrongDigestS3(t *testing.T) {
 	require.NotErrorIs(t, err, store.ErrAlreadyExists)
 	_, err = s.Get(ctx, keys.Data)
 	require.ErrorIs(t, err, store.ErrNotFound, "nothing stored")
+}
+
+// TestDestroyAllVersionsRacingDestroyersS3: eight clients destroy the same
+// key, of several versions and a delete marker, at once (replicas clearing
+// their probe key together): each succeeds and nothing of the key is left.
+// The store refuses a version another delete took first (400
+// InvalidArgument on versitygw) and can list for a moment a version just
+// deleted; the destroy settles both by listing again, and fails only if
+// what it deleted is still listed after its passes.
+func TestDestroyAllVersionsRacingDestroyersS3(t *testing.T) {
+	bucketURL := kerneltest.S3URL(t)
+	s := openURL(t, bucketURL)
+	ctx := t.Context()
+	raw, err := blob.OpenBucket(ctx, bucketURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = raw.Close() })
+	const rounds, destroyers = 5, 8
+	for round := range rounds {
+		key := "retention-archives/test-destroy/" + uuid.NewString() + "/object"
+		for v := range 3 + round {
+			require.NoError(t, raw.WriteAll(ctx, key, fmt.Appendf(nil, "version %d", v), nil))
+		}
+		require.NoError(t, raw.Delete(ctx, key)) // a delete marker on top
+		errs := make([]error, destroyers)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range destroyers {
+			wg.Go(func() {
+				<-start
+				st, err := store.Open(ctx, bucketURL)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				defer func() { _ = st.Close() }()
+				_, errs[i] = st.DestroyAllVersions(ctx, key)
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			require.NoError(t, err, "round %d destroyer %d", round, i)
+		}
+		n, err := s.VersionCount(ctx, key)
+		require.NoError(t, err)
+		require.Zero(t, n, "round %d: nothing of the key is left", round)
+	}
 }
