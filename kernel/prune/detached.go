@@ -123,7 +123,7 @@ func (r *retireRun) dropDetached(ctx context.Context) (busy bool, err error) {
 		left -= rows
 		busy = r.tally(&rep, d, outcome, rows, ferr) || busy
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := commitDestroyed(ctx, tx); err != nil {
 		return false, fmt.Errorf("prune %s: drop: commit: %w", p.Table, err)
 	}
 	r.rep.Dropped, r.rep.DroppedRows = append(r.rep.Dropped, rep.Dropped...), rep.DroppedRows

@@ -291,6 +291,7 @@ func TestConvertOutboxKeepsEveryRow(t *testing.T) {
 	before := b.db.Count(t, `SELECT count(*) FROM event_outbox`)
 	tx, err := b.db.Pool.Begin(ctx)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // a failed conversion must not hold the pool's close
 	_, err = tx.Exec(ctx, migrations.PartitionOutboxSQL())
 	require.NoError(t, err, "the conversion (pg_partman installed: .ci/run installs postgresql-<version>-partman)")
 	require.NoError(t, tx.Commit(ctx))

@@ -604,7 +604,7 @@ func (p Policy) runBatch(ctx context.Context, db DB, params BatchParams) (int64,
 	if err != nil {
 		return 0, err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := commitDestroyed(ctx, tx); err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
 	}
 	return n, nil

@@ -442,6 +442,7 @@ func TestPruneRunsOnEveryDBKind(t *testing.T) {
 
 	tx, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
 	require.Equal(t, int64(1), run(tx))
 	require.NoError(t, tx.Commit(ctx))
 

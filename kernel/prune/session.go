@@ -12,6 +12,24 @@ import (
 // server, short enough not to hold up a shutdown.
 const sessionRestoreTimeout = 5 * time.Second
 
+// destroyCommitTimeout bounds the COMMIT of a transaction that destroyed
+// rows (a batch's DELETE, a drop's), once its statements are done: the
+// call's cancel no longer interrupts it, so a cancel arriving while the
+// COMMIT is in flight cannot leave rows gone that no report counts. Long
+// enough for a drop's commit of several large partitions (91 ms a partition
+// of 1,000,000 rows measured), short enough that a server that stops
+// answering cannot hold a shutdown for long.
+const destroyCommitTimeout = 30 * time.Second
+
+// commitDestroyed commits a transaction whose destroying statements are
+// done, whatever happens to the call's context meanwhile (within
+// destroyCommitTimeout): the rows it removed are then the call's to report.
+func commitDestroyed(ctx context.Context, tx interface{ Commit(context.Context) error }) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyCommitTimeout)
+	defer cancel()
+	return tx.Commit(cctx)
+}
+
 // Statements of the session path (reviewed like queries/: names and values
 // are bound parameters, the names are the kernel's own constants).
 const (
