@@ -63,11 +63,7 @@ func (t *cancelAtCommitTx) Commit(ctx context.Context) error {
 // row it dropped; nothing is left detached or recorded.
 func TestRetireCancelAtTheDropsCommit(t *testing.T) {
 	t.Parallel()
-	ctx, b := setup(t, sweep.TransportConfig{})
-	partitionOutbox(t, b.db, 40)
-	for d := 35; d <= 38; d++ {
-		insertAt(t, b.db, kindAgedPublished, 5, d, true)
-	}
+	ctx, b := oldWeekPartitioned(t)
 	p := b.outbox
 	p.YieldToWriters = false // the detached partitions are dropped together, at the end of the call
 	cctx, cancel := context.WithCancel(ctx)
@@ -127,22 +123,7 @@ func TestRetireCancelAnywhere(t *testing.T) {
 			}
 			insertAt(t, b.db, kindAgedPending, 1, 35, false)
 			total -= 35 // day 35's published rows go by batches, not with its partition
-			wctx, stopWriter := context.WithCancel(ctx)
-			writer := make(chan error, 1)
-			writing := make(chan struct{})
-			go func() {
-				for i := 0; wctx.Err() == nil; i++ {
-					if _, err := b.db.Pool.Exec(wctx, `INSERT INTO event_outbox (event_type, payload) VALUES ('writer', '{}')`); err != nil && wctx.Err() == nil {
-						writer <- err
-						return
-					}
-					if i == 0 {
-						close(writing)
-					}
-				}
-				writer <- nil
-			}()
-			<-writing
+			stopWriter := startWriter(ctx, t, b)
 			p := b.outbox
 			p.PartitionPace, p.YieldToWriters, p.MaxPartitions = 60*time.Millisecond, true, 20
 			var reported int64
@@ -163,8 +144,7 @@ func TestRetireCancelAnywhere(t *testing.T) {
 				count(rep)
 			}
 			rep, err := prune.PruneTable(ctx, b.db.Pool, p)
-			stopWriter()
-			require.NoError(t, <-writer)
+			require.NoError(t, stopWriter())
 			require.NoError(t, err)
 			count(rep)
 			for n, k := range seen {

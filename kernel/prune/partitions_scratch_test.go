@@ -535,40 +535,54 @@ func TestRetireCountsRowsTruthfully(t *testing.T) {
 	require.Equal(t, int64(plan.Batches), int64(rep.Batches), "dry run and real run take the same batches")
 }
 
-// TestRetirePacesDropsBesideAWriter: while another session commits writes,
-// each partition is detached and dropped on its own and the next waits the
-// pace; the rows and partitions retired are the same as alone.
-func TestRetirePacesDropsBesideAWriter(t *testing.T) {
-	t.Parallel()
+// oldWeekPartitioned is a partitioned outbox with 40 days of partitions
+// and 5 published rows on each of days 35 to 38: a call under the default
+// cap retires a week of old partitions (7) and 20 rows.
+func oldWeekPartitioned(t *testing.T) (context.Context, *testBundle) {
+	t.Helper()
 	ctx, b := setup(t, sweep.TransportConfig{})
 	partitionOutbox(t, b.db, 40)
 	for d := 35; d <= 38; d++ {
 		insertAt(t, b.db, kindAgedPublished, 5, d, true)
 	}
-	p := b.outbox
-	p.PartitionPace, p.YieldToWriters = 100*time.Millisecond, true
-	wctx, stop := context.WithCancel(ctx)
+	return ctx, b
+}
+
+// startWriter commits one-row inserts into the outbox, back to back, from
+// another session until stop; it returns once the first has committed.
+func startWriter(ctx context.Context, t *testing.T, b *testBundle) (stop func() error) {
+	t.Helper()
+	wctx, cancel := context.WithCancel(ctx)
 	writing, done := make(chan struct{}), make(chan error, 1)
 	go func() {
-		var once bool
-		for wctx.Err() == nil {
+		for i := 0; wctx.Err() == nil; i++ {
 			if _, err := b.db.Pool.Exec(wctx, `INSERT INTO event_outbox (event_type, payload) VALUES ('writer', '{}')`); err != nil && wctx.Err() == nil {
 				done <- err
 				return
 			}
-			if !once {
-				once = true
+			if i == 0 {
 				close(writing)
 			}
 		}
 		done <- nil
 	}()
 	<-writing
+	return func() error { cancel(); return <-done }
+}
+
+// TestRetirePacesDropsBesideAWriter: while another session commits writes,
+// each partition is detached and dropped on its own and the next waits the
+// pace; the rows and partitions retired are the same as alone.
+func TestRetirePacesDropsBesideAWriter(t *testing.T) {
+	t.Parallel()
+	ctx, b := oldWeekPartitioned(t)
+	p := b.outbox
+	p.PartitionPace, p.YieldToWriters = 100*time.Millisecond, true
+	stop := startWriter(ctx, t, b)
 	start := time.Now()
 	rep, err := prune.PruneTable(ctx, b.db.Pool, p)
 	elapsed := time.Since(start)
-	stop()
-	require.NoError(t, <-done)
+	require.NoError(t, stop())
 	require.NoError(t, err)
 	require.Len(t, rep.Partitions.Dropped, 7, "a week of old partitions (the cap)")
 	require.Equal(t, int64(20), rep.Partitions.DroppedRows)
