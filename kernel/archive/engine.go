@@ -317,6 +317,9 @@ func (p *pass) step(ctx context.Context, i int, spec TableSpec) error {
 	p.budget--
 	prep, err := p.e.prepare(ctx, i, spec, &p.states[i], &p.rep.Tables[i])
 	p.land(ctx)
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr // cancelled: the prepared (or half-read) batch is dropped, not a table failure
+	}
 	switch {
 	case p.rep.Tables[i].Err != nil:
 		p.budget++ // the table's batch in flight failed: this one is dropped unread
@@ -451,6 +454,10 @@ func (e *Engine) upload(ctx context.Context, conn *pgx.Conn, p *prepared) error 
 // log, or the failure that stops its table.
 func (e *Engine) landed(ctx context.Context, p *prepared, err error, st *tableState, tr *TableReport) {
 	spec := e.specs[p.table]
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		st.active = false // the pass was cancelled under the flight: nothing landed, nothing failed
+		return
+	}
 	if err != nil {
 		e.stop(ctx, spec, st, tr, err)
 		return
@@ -576,11 +583,21 @@ func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, p *p
 		return fail(ErrBookkeep, spec.Table, stepErr(ctx, err))
 	}
 	failpoint.Inject(failpoint.ArchiveBeforeCommit)
-	if err := tx.Commit(ctx); err != nil {
-		return fail(ErrDB, spec.Table, fmt.Errorf("commit: %w", stepErr(ctx, err)))
+	if err := e.commitBooked(ctx, tx); err != nil {
+		return fail(ErrDB, spec.Table, fmt.Errorf("commit: %w", err))
 	}
 	failpoint.Inject(failpoint.ArchiveAfterCommit)
 	return nil
+}
+
+// commitBooked commits a batch's delete-and-book transaction whatever
+// happens to the pass's context meanwhile, within DBTimeout: once its
+// statements have run, a cancel arriving while the COMMIT is on its way
+// must not leave rows archived and deleted that the pass reports as failed.
+func (e *Engine) commitBooked(ctx context.Context, tx pgx.Tx) error {
+	cctx, cancel := e.dbStep(context.WithoutCancel(ctx))
+	defer cancel()
+	return stepErr(cctx, tx.Commit(cctx))
 }
 
 // ObjectLock reports whether the engine locks archives booked under a hold.

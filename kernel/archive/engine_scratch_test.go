@@ -439,6 +439,30 @@ func TestCancellationBetweenBatches(t *testing.T) {
 	require.Equal(t, int64(4), env.db.Count(t, `SELECT count(*) FROM items`))
 }
 
+// TestCancellationAtTheCommit: a cancel arriving once a batch's delete and
+// booking have run does not stop its COMMIT: the batch is archived, booked
+// and reported, and the pass stops before the next one.
+func TestCancellationAtTheCommit(t *testing.T) {
+	t.Parallel()
+	ctx, env := newScratchEnv(t, "items")
+	seedItems(t, env.db, "items", 6, 100, 10)
+	passCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	bookThenCancel := func(ctx context.Context, tx pgx.Tx, m archive.Manifest, by string) error {
+		err := ledgerBookkeep(ctx, tx, m, by)
+		cancel() // the transaction's statements are done; its COMMIT is next
+		return err
+	}
+	eng := env.engine(t, []archive.TableSpec{itemsSpec("items")}, bookThenCancel, func(c *archive.Config) { c.BatchSize = 2 })
+	rep, err := eng.RunPass(passCtx, 10)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, int64(2), rep.Tables[0].Archived, "the batch whose COMMIT was under way is reported")
+	require.NoError(t, rep.Tables[0].Err)
+	require.Equal(t, int64(1), env.db.Count(t, `SELECT count(*) FROM test_ledger`))
+	require.Equal(t, int64(4), env.db.Count(t, `SELECT count(*) FROM items`))
+	require.Empty(t, env.logs.Entries(slog.LevelError, "archive batch failed"))
+}
+
 // TestWorkerRunsScheduledPasses: the worker's passes archive the backlog and
 // stamp the success gauge; cancelling its context stops it cleanly.
 func TestWorkerRunsScheduledPasses(t *testing.T) {
