@@ -112,8 +112,10 @@ SET archive_ids = archive_ids || sqlc.arg(successor)::uuid
 WHERE released_at IS NULL AND sqlc.arg(predecessor)::uuid = ANY (archive_ids) AND NOT (sqlc.arg(successor)::uuid = ANY (archive_ids));
 
 -- ReplaceIndexHash and ReplaceHoldHash replace a subject's keyed hash by
--- the order's commitment in the index and the holds (a seal stays: the
--- court's seal outlives the rows, so rows written later stay hidden).
+-- the order's commitment in the index and in released holds (a seal stays:
+-- the court's seal outlives the rows, so rows written later stay hidden;
+-- an active hold stays too: it still holds the subject, so archives
+-- booked later with the subject's new rows are held, ADR-067).
 -- name: ReplaceIndexHash :execrows
 UPDATE archive_subjects
 SET subject_hashes = array_replace(subject_hashes, sqlc.arg(old_hash)::bytea, sqlc.arg(new_hash)::bytea)
@@ -122,7 +124,7 @@ WHERE subject_hashes @> ARRAY[sqlc.arg(old_hash)::bytea];
 -- name: ReplaceHoldHash :execrows
 UPDATE archive_holds
 SET subject_hashes = array_replace(subject_hashes, sqlc.arg(old_hash)::bytea, sqlc.arg(new_hash)::bytea)
-WHERE subject_hashes @> ARRAY[sqlc.arg(old_hash)::bytea];
+WHERE subject_hashes @> ARRAY[sqlc.arg(old_hash)::bytea] AND released_at IS NOT NULL;
 
 
 -- ReplaceLogHash rewrites the lifecycle log's mentions of the subject's

@@ -474,7 +474,7 @@ func (q *Queries) PendingExpungement(ctx context.Context, subjectHash []byte) (p
 const replaceHoldHash = `-- name: ReplaceHoldHash :execrows
 UPDATE archive_holds
 SET subject_hashes = array_replace(subject_hashes, $1::bytea, $2::bytea)
-WHERE subject_hashes @> ARRAY[$1::bytea]
+WHERE subject_hashes @> ARRAY[$1::bytea] AND released_at IS NOT NULL
 `
 
 type ReplaceHoldHashParams struct {
@@ -502,8 +502,10 @@ type ReplaceIndexHashParams struct {
 }
 
 // ReplaceIndexHash and ReplaceHoldHash replace a subject's keyed hash by
-// the order's commitment in the index and the holds (a seal stays: the
-// court's seal outlives the rows, so rows written later stay hidden).
+// the order's commitment in the index and in released holds (a seal stays:
+// the court's seal outlives the rows, so rows written later stay hidden;
+// an active hold stays too: it still holds the subject, so archives
+// booked later with the subject's new rows are held, ADR-067).
 func (q *Queries) ReplaceIndexHash(ctx context.Context, arg ReplaceIndexHashParams) (int64, error) {
 	result, err := q.db.Exec(ctx, replaceIndexHash, arg.OldHash, arg.NewHash)
 	if err != nil {
