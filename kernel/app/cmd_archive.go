@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/craig/retention/kernel/intent"
 	"log/slog"
 	"math"
 	"os"
@@ -244,6 +245,15 @@ type archiver struct {
 	engine     *archive.Engine
 	store      *store.Store
 	objectLock bool
+}
+
+// orphans is the engine's orphan sweeper (its metric), or nil without an
+// engine (the court orders then build their own).
+func (a *archiver) orphans() *intent.Sweeper {
+	if a.engine == nil {
+		return nil
+	}
+	return a.engine.Orphans()
 }
 
 // readOnlyArchiver opens the configured store of a disabled archiver for

@@ -166,6 +166,8 @@ func (a *ArchiveAPI) orderFail(w http.ResponseWriter, r *http.Request, err error
 		writeJSON(w, http.StatusConflict, map[string]string{"error": "already_running"})
 	case errors.Is(err, courtorder.ErrNotIndexed):
 		writeError(w, http.StatusConflict, "subjects_not_indexed", err.Error(), nil)
+	case errors.Is(err, courtorder.ErrOrphans):
+		writeError(w, http.StatusServiceUnavailable, "orphan_uploads_left", err.Error(), nil)
 	case errors.Is(err, courtorder.ErrNoSubjectKey):
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "subject_key_not_configured", "knob": a.SubjectKeyKnob})
 	case errors.Is(err, courtorder.ErrNoStore):
@@ -192,5 +194,5 @@ func (r *runtime[T]) courtOrders(ctx context.Context, pool *pgxpool.Pool, arch *
 		return nil, err
 	}
 	return courtorder.New(pool, arch.store, courtorder.Config{Service: r.spec.Name, Tables: archiveTables(r.spec, r.cfg), Key: key,
-		ObjectLock: arch.objectLock, Bookkeep: r.scheduled(r.spec.Archive.Bookkeeper.Bookkeep)}, r.logger)
+		ObjectLock: arch.objectLock, Bookkeep: r.scheduled(r.spec.Archive.Bookkeeper.Bookkeep), Orphans: arch.orphans()}, r.logger)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/failpoint"
+	"github.com/craig/retention/kernel/intent"
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/metrics"
@@ -74,6 +75,7 @@ type Engine struct {
 	logger   *slog.Logger
 	metrics  *metrics.Archive
 	actor    string
+	orphans  *intent.Sweeper
 }
 
 // New validates the configuration and returns an engine that attributes its
@@ -120,7 +122,8 @@ func New(pool *pgxpool.Pool, st *store.Store, specs []TableSpec, bookkeep Bookke
 	if cfg.DBTimeout <= 0 {
 		cfg.DBTimeout = DefaultDBTimeout
 	}
-	return &Engine{pool: pool, store: st, specs: specs, bookkeep: bookkeep, cfg: cfg, logger: logger, metrics: m, actor: SystemActor}, nil
+	return &Engine{pool: pool, store: st, specs: specs, bookkeep: bookkeep, cfg: cfg, logger: logger, metrics: m, actor: SystemActor,
+		orphans: intent.NewSweeper(pool, st, cfg.ObjectLock, logger, m.OrphansDestroyed)}, nil
 }
 
 func (c Config) validate(st *store.Store) error {
@@ -220,6 +223,8 @@ func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 	ps := &pass{e: e, rep: &rep, states: make([]tableState, len(e.specs)), budget: budget}
 	acquired, err := lease.TryRunWithin(ctx, e.pool, e.cfg.LockKey, e.cfg.DBTimeout, func(ctx context.Context, conn *pgx.Conn) error {
 		ps.conn = conn
+		e.sweepOrphans(ctx) // a pass killed before its booking left them
+		defer e.sweepOrphans(context.WithoutCancel(ctx))
 		return ps.run(ctx)
 	})
 	states := ps.states
@@ -239,6 +244,32 @@ func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 	e.backlog(ctx, &rep)
 	return rep, nil
 }
+
+// OrphanSweepTimeout bounds the orphan sweep at a pass's start and end:
+// a few store round trips an orphan, and there is at most one batch's pair
+// of objects a killed pass left (the rest waits for the next pass).
+const OrphanSweepTimeout = 30 * time.Second
+
+// sweepOrphans destroys, under the archive lease, the objects a pass or an
+// expungement wrote and never booked (ADR-069). At a pass's end it runs
+// after every flight landed, also when the pass was cancelled, so a cancel
+// between an upload and its booking leaves no orphan and logs what it
+// destroyed. A failure is logged: the orphans' rows are still hot, and the
+// next pass sweeps again.
+func (e *Engine) sweepOrphans(ctx context.Context) {
+	if !e.cfg.LedgerHolds {
+		return // no kernel ledger, no intents (a test's bookkeeper)
+	}
+	sctx, cancel := context.WithTimeout(ctx, OrphanSweepTimeout)
+	defer cancel()
+	if _, err := e.orphans.Sweep(sctx); err != nil && ctx.Err() == nil {
+		e.logger.ErrorContext(ctx, "archive orphan sweep failed; the next pass sweeps again", slog.String("service", e.cfg.Service), slog.Any("error", err))
+	}
+}
+
+// Orphans is the engine's orphan sweeper (for the court orders and GC,
+// which hold the archive lease too).
+func (e *Engine) Orphans() *intent.Sweeper { return e.orphans }
 
 // errBacklogOnly is what the backlog's policy answers if anything asked it
 // to delete: it only reads.
@@ -439,6 +470,14 @@ func (e *Engine) fly(ctx context.Context, conn *pgx.Conn, p *prepared) *flight {
 // anything), then deletes the rows and books the archive in one transaction.
 func (e *Engine) upload(ctx context.Context, conn *pgx.Conn, p *prepared) error {
 	spec := e.specs[p.table]
+	if e.cfg.LedgerHolds { // known before written (ADR-069): the booking clears it
+		ictx, cancel := e.dbStep(ctx)
+		err := intent.Record(ictx, conn, intent.WorkArchive, p.m.ArchiveID, spec.Table, e.actor, p.m.DataKey, p.m.ManifestKey)
+		cancel()
+		if err != nil {
+			return fail(ErrDB, spec.Table, stepErr(ictx, err))
+		}
+	}
 	if err := e.store.PutCreateReaderSHA256(ctx, p.m.DataKey, p.data, p.data.Size(), store.ContentTypeNDJSON, p.m.DataSHA256); err != nil {
 		return fail(ErrStore, spec.Table, fmt.Errorf("put data %s: %w", p.m.DataKey, err))
 	}
@@ -556,12 +595,17 @@ func (e *Engine) prune(ctx context.Context, conn *pgx.Conn, spec TableSpec, p *p
 		defer rcancel()
 		_ = tx.Rollback(rctx)
 	}()
+	if e.cfg.LedgerHolds { // first: a sweep that took the intent has destroyed the objects
+		if err := intent.Clear(ctx, tx, m.DataKey, m.ManifestKey); err != nil {
+			return fail(ErrBookkeep, spec.Table, stepErr(ctx, err))
+		}
+	}
 	n, err := spec.Delete(ctx, tx, int32(m.HotWindowDays), ids) // the window the batch was selected by
 	if err != nil {
 		return fail(ErrDB, spec.Table, fmt.Errorf("delete: %w", stepErr(ctx, err)))
 	}
 	if n != int64(len(ids)) {
-		return fail(ErrDB, spec.Table, fmt.Errorf("delete removed %d rows of the %d archived (archive %s): rolled back; the objects are orphans", n, len(ids), m.ArchiveID))
+		return fail(ErrDB, spec.Table, fmt.Errorf("delete removed %d rows of the %d archived (archive %s): rolled back; its objects are destroyed as orphans", n, len(ids), m.ArchiveID))
 	}
 	if e.cfg.LedgerHolds { // a hold placed meanwhile commits first, or waits for this booking (lease.HoldsKey)
 		if err := queries.New(tx).LockHoldsShared(ctx, lease.HoldsKey); err != nil {

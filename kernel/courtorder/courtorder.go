@@ -32,6 +32,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/intent"
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/outbox"
@@ -58,6 +59,9 @@ var (
 	// ErrSelfApproval: the requester cannot approve their own order.
 	ErrSelfApproval = errors.New("courtorder: an expungement cannot be approved by the identity that requested it")
 	// ErrAlreadyRunning: an archive pass or a purge holds the archive lease.
+	// ErrOrphans: an object written and never booked (ADR-069) could not
+	// be destroyed; the order does not complete while one is left.
+	ErrOrphans        = errors.New("courtorder: objects written and never booked are left")
 	ErrAlreadyRunning = errors.New("courtorder: another archive pass, purge or expungement holds the archive lease")
 	// ErrHeld is wrapped by HeldError.
 	ErrHeld = errors.New("courtorder: an archive holding the subject is under a legal hold the order does not name")
@@ -117,6 +121,10 @@ type Config struct {
 	// Bookkeep books a rewritten archive like any new one (the ledger
 	// row, its retention date, the fleet event).
 	Bookkeep archive.BookkeepFunc
+	// Orphans destroys objects written and never booked (ADR-069) before an
+	// order rewrites anything; nil: a sweeper of the pool and store that
+	// counts nothing (the archive engine's, with its metric, in a service).
+	Orphans *intent.Sweeper
 }
 
 // Orders carries out court orders on one service's records.
@@ -135,6 +143,9 @@ func New(pool *pgxpool.Pool, st *store.Store, cfg Config, logger *slog.Logger) (
 	}
 	if cfg.LockKey == 0 {
 		cfg.LockKey = lease.ArchiveKey
+	}
+	if cfg.Orphans == nil && st != nil {
+		cfg.Orphans = intent.NewSweeper(pool, st, cfg.ObjectLock, logger, nil)
 	}
 	return &Orders{pool: pool, store: st, cfg: cfg, logger: logger, now: time.Now}, nil
 }

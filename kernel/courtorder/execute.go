@@ -9,6 +9,7 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/failpoint"
+	"github.com/craig/retention/kernel/intent"
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/store"
@@ -27,6 +28,9 @@ func marshal(v any) ([]byte, error) { return json.Marshal(v) }
 // the order completed (its sealed subject and salt erased).
 func (o *Orders) execute(ctx context.Context, ord *order) (Executed, error) {
 	q := queries.New(o.pool)
+	if err := o.noOrphans(ctx); err != nil { // an unbooked copy might hold the subject's rows
+		return Executed{}, err
+	}
 	n, err := q.CountUnindexed(ctx, o.subjectTables())
 	switch {
 	case err != nil:
@@ -60,9 +64,32 @@ func (o *Orders) execute(ctx context.Context, ord *order) (Executed, error) {
 	if err != nil {
 		return Executed{}, err
 	}
+	if err := o.noOrphans(ctx); err != nil { // never report completion while an unbooked copy exists
+		return Executed{}, err
+	}
 	res := Executed{ExpungeID: ord.id, Rewritten: len(lineage), RowsRemoved: removed, CertificateKey: cert,
 		Salt: subject.Hex(ord.salt), Commitment: subject.Hex(ord.commitment)}
 	return res, o.complete(ctx, ord, res, lineage)
+}
+
+// noOrphans destroys every object written and never booked (an archive
+// pass or an earlier try of an order killed between its upload and its
+// booking: no ledger row names it, so no rewrite would reach it), under
+// the archive lease the caller holds, and fails with ErrOrphans while one
+// of the order's tables is left (the store refused to destroy it).
+func (o *Orders) noOrphans(ctx context.Context) error {
+	rep, err := o.cfg.Orphans.Sweep(ctx)
+	if err != nil {
+		return fmt.Errorf("destroy orphan uploads: %w", err)
+	}
+	n, err := intent.Pending(ctx, o.pool, o.subjectTables())
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return fmt.Errorf("%w: %d object(s) written and never booked could not be destroyed (%v); approve again when the store answers", ErrOrphans, n, rep.Failed)
+	}
+	return nil
 }
 
 // deleteHot deletes the subject's hot rows of every table (re-checking,

@@ -12,6 +12,7 @@ import (
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/failpoint"
+	"github.com/craig/retention/kernel/intent"
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/store"
@@ -176,6 +177,9 @@ func (o *Orders) writeSuccessor(ctx context.Context, ord *order, old queries.Exp
 	m.FirstRecordID, m.LastRecordID, m.FirstRecordAt, m.LastRecordAt = firstID, lastID, firstAt.UTC(), lastAt.UTC()
 	m.Supersedes = Supersession{ArchiveID: oldID, OldSHA256: old.DataSha256, NewSHA256: m.DataSHA256, RowsRemoved: k.removed,
 		ExpungeID: ord.id, OrderRef: ord.orderRef, Commitment: subject.Hex(ord.commitment), RewrittenAt: ord.at}
+	if err := intent.Record(ctx, o.pool, intent.WorkExpungement, ord.id, spec.Table, ord.approver, m.DataKey, m.ManifestKey); err != nil {
+		return nil, fmt.Errorf("archive %s: %w", oldID, err) // known before written (ADR-069): the booking clears it
+	}
 	if err := o.putOnce(ctx, m.DataKey, data, store.ContentTypeNDJSON, m.DataSHA256); err != nil {
 		return nil, err
 	}
@@ -287,6 +291,9 @@ func (o *Orders) book(ctx context.Context, ord *order, old queries.ExpungeArchiv
 // over, and, when a hold covers it under Object Lock, its objects locked.
 func (o *Orders) bookSuccessor(ctx context.Context, tx pgx.Tx, ord *order, oldID uuid.UUID, m *RewrittenManifest, k kept) error {
 	q := queries.New(tx)
+	if err := intent.Clear(ctx, tx, m.DataKey, m.ManifestKey); err != nil {
+		return err
+	}
 	if err := o.cfg.Bookkeep(ctx, tx, m.Manifest, m.ArchivedBy); err != nil {
 		return fmt.Errorf("book %s: %w", m.ArchiveID, err)
 	}

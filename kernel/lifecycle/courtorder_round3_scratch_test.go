@@ -4,12 +4,23 @@ package lifecycle_test
 // failed on main before its fix.
 
 import (
+	"context"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/intent"
+	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/lifecycle"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/store"
 )
 
 // TestHoldNamedByAnOrderKeepsHolding: a subject hold the expungement names
@@ -56,4 +67,129 @@ func TestHoldNamedByAnOrderKeepsHolding(t *testing.T) {
 		}
 	}
 	require.True(t, found)
+}
+
+// orphanUpload leaves what a pass (or an order's rewrite) killed between
+// its PUT and its booking leaves: an intent and the object, holding the
+// rows of sql (a query of to_jsonb lines), no ledger row naming it.
+func (w *orderWorld) orphanUpload(t *testing.T, work intent.Work, sql string) string {
+	t.Helper()
+	var doc string
+	require.NoError(t, w.db.Pool.QueryRow(w.ctx, sql).Scan(&doc))
+	require.Contains(t, doc, canary)
+	id := uuid.Must(uuid.NewV7())
+	keys, err := store.NewArchiveKeys(w.s3.Service, "rule_evaluations", time.Now(), id.String())
+	require.NoError(t, err)
+	require.NoError(t, intent.Record(w.ctx, w.db.Pool, work, id, "rule_evaluations", "system:retention", keys.Data, keys.Manifest))
+	require.NoError(t, w.st.PutCreate(w.ctx, keys.Data, []byte(doc+"\n"), store.ContentTypeNDJSON))
+	return keys.Data
+}
+
+// TestOrphansOfKilledWorkAreDestroyedBeforeAnOrder: objects holding the
+// subject's rows that a pass and an earlier try of an order wrote and never
+// booked (killed between the PUT and the commit) are destroyed, every
+// version, before the expungement completes: no object version holds the
+// canary afterwards (on main the orphans outlived the order).
+func TestOrphansOfKilledWorkAreDestroyedBeforeAnOrder(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	hot := w.orphanUpload(t, intent.WorkArchive, `SELECT string_agg(to_jsonb(t)::text, E'\n') FROM rule_evaluations t WHERE input ->> 'note' = '`+canary+`'`)
+	rewritten := w.orphanUpload(t, intent.WorkExpungement, `SELECT '{"id":"0190d2a0-0000-7000-8000-000000000001","input":{"case_id":17,"note":"`+canary+`"}}'`)
+	req, err := w.orders.RequestExpunge(w.ctx, mustSubject(t, "case:17"), "JV-3", "order", nil, "ops:alice")
+	require.NoError(t, err)
+	_, err = w.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
+	require.NoError(t, err)
+	for _, key := range []string{hot, rewritten} {
+		n, err := w.st.VersionCount(w.ctx, key)
+		require.NoError(t, err)
+		require.Zero(t, n, "no version of the orphan %s is left", key)
+	}
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_upload_intents`))
+	w.canaryNowhere(t)
+	destroyed := 0
+	for _, r := range w.logs.Records() {
+		if r.Message == "destroyed an orphan upload: its booking never committed (its rows are still hot or in another archive)" {
+			destroyed++
+		}
+	}
+	require.Equal(t, 4, destroyed, "each orphan's data and manifest intents are logged")
+}
+
+// TestAnOrphanLeftByACancelledPassIsDestroyedAndLogged: a pass cancelled
+// while a batch is being booked (a client that gave up on POST
+// /admin/archive/run) rolls the booking back; the pass destroys the
+// batch's objects before it lets go of the lease, counts them and logs
+// them (on main the objects stayed, unnamed, and nothing was logged).
+func TestAnOrphanLeftByACancelledPassIsDestroyedAndLogged(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t) // its four archives are booked; 3 hot rows left
+	w.db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+		VALUES (now() - interval '200 days', 'r', jsonb_build_object('case_id', 17, 'note', $1::text), '{}')`, canary)
+	ctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	giveUp := func(ctx context.Context, tx pgx.Tx, m archive.Manifest, by string) error {
+		cancel()
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	reg := prometheus.NewRegistry()
+	am, err := metrics.NewArchive(reg)
+	require.NoError(t, err)
+	logs := &kerneltest.LogRecorder{}
+	eng, err := archive.New(w.db.Pool, w.st, []archive.TableSpec{subjectSpec()}, giveUp,
+		archive.Config{Service: w.s3.Service, HotWindowDays: 90, BatchSize: 5, MaxBatchBytes: archive.DefaultMaxBatchBytes, LedgerHolds: true, ObjectLock: true, SubjectKey: w.key},
+		slog.New(logs), am)
+	require.NoError(t, err)
+	if _, err = eng.RunPass(ctx, 10); err != nil {
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	require.Equal(t, int64(4), w.db.Count(t, `SELECT count(*) FROM rule_evaluations`), "the row stays hot")
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_upload_intents`))
+	var keys []string
+	for _, r := range logs.Records() {
+		if r.Message == "destroyed an orphan upload: its booking never committed (its rows are still hot or in another archive)" {
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "key" {
+					keys = append(keys, a.Value.String())
+				}
+				return true
+			})
+		}
+	}
+	require.Len(t, keys, 2, "data and manifest, each logged")
+	for _, key := range keys {
+		n, err := w.st.VersionCount(w.ctx, key)
+		require.NoError(t, err)
+		require.Zero(t, n, "no version of %s is left", key)
+	}
+	require.Equal(t, 2.0, testutil.ToFloat64(am.OrphansDestroyed.WithLabelValues("rule_evaluations")))
+	require.Equal(t, int64(4), w.db.Count(t, `SELECT count(*) FROM archive_ledger`), "nothing booked")
+}
+
+// TestASweptIntentRollsItsBookingBack: the intent row arbitrates between a
+// sweep and a booking: once a sweep destroyed an upload and deleted its
+// intent, the booking's Clear fails with ErrSwept (it must not book
+// objects that are gone); a booking that cleared first leaves the sweep
+// nothing.
+func TestASweptIntentRollsItsBookingBack(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 0)
+	sw := intent.NewSweeper(w.db.Pool, w.st, false, slog.New(&kerneltest.LogRecorder{}), nil)
+	key := "retention-archives/" + w.s3.Service + "/rule_evaluations/x.ndjson"
+	require.NoError(t, intent.Record(w.ctx, w.db.Pool, intent.WorkArchive, uuid.Must(uuid.NewV7()), "rule_evaluations", "system:retention", key))
+	require.NoError(t, w.st.PutCreate(w.ctx, key, []byte("{}\n"), store.ContentTypeNDJSON))
+	rep, err := sw.Sweep(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{key}, rep.Destroyed)
+	err = pgx.BeginFunc(w.ctx, w.db.Pool, func(tx pgx.Tx) error { return intent.Clear(w.ctx, tx, key) })
+	require.ErrorIs(t, err, intent.ErrSwept)
+
+	booked := "retention-archives/" + w.s3.Service + "/rule_evaluations/y.ndjson"
+	require.NoError(t, intent.Record(w.ctx, w.db.Pool, intent.WorkArchive, uuid.Must(uuid.NewV7()), "rule_evaluations", "system:retention", booked))
+	require.NoError(t, w.st.PutCreate(w.ctx, booked, []byte("{}\n"), store.ContentTypeNDJSON))
+	require.NoError(t, pgx.BeginFunc(w.ctx, w.db.Pool, func(tx pgx.Tx) error { return intent.Clear(w.ctx, tx, booked) }))
+	rep, err = sw.Sweep(w.ctx)
+	require.NoError(t, err)
+	require.Empty(t, rep.Destroyed)
+	require.True(t, w.exists(t, booked), "a booked object is never swept")
 }

@@ -198,6 +198,10 @@ type Archive struct {
 	// still in the hot table after the last pass; 0 when none
 	// (archive_backlog_oldest_age_seconds{table}; no series before a pass).
 	Backlog *prometheus.GaugeVec
+	// OrphansDestroyed counts objects written and never booked (their
+	// upload intent left behind) whose every version was destroyed, per
+	// table (archive_orphans_destroyed_total{table}, ADR-069).
+	OrphansDestroyed *prometheus.CounterVec
 }
 
 // NewArchive creates the archive instruments and registers them on reg.
@@ -223,8 +227,12 @@ func NewArchive(reg prometheus.Registerer) (*Archive, error) {
 			Name: "archive_backlog_oldest_age_seconds",
 			Help: "Age of the oldest row past its table's hot window still in the hot table after the last archive pass; 0 when none.",
 		}, []string{"table"}),
+		OrphansDestroyed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "archive_orphans_destroyed_total",
+			Help: "Objects an archive pass or an expungement wrote and never booked (an upload intent left behind), every version destroyed, per table.",
+		}, []string{"table"}),
 	}
-	if err := register(reg, m.RowsArchived, m.Quarantined, m.Failures, m.LastSuccess, m.Backlog); err != nil {
+	if err := register(reg, m.RowsArchived, m.Quarantined, m.Failures, m.LastSuccess, m.Backlog, m.OrphansDestroyed); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -395,6 +403,7 @@ func (m *Archive) Known(service string, tables, kinds []string) {
 	for _, t := range tables {
 		m.RowsArchived.WithLabelValues(t)
 		m.Quarantined.WithLabelValues(t)
+		m.OrphansDestroyed.WithLabelValues(t)
 		for _, k := range kinds {
 			m.Failures.WithLabelValues(t, k)
 		}

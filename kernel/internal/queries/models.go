@@ -79,6 +79,15 @@ type ArchiveSubjectKey struct {
 	BoundAt     pgtype.Timestamptz
 }
 
+type ArchiveUploadIntent struct {
+	ObjectKey  string
+	Work       string
+	WorkID     pgtype.UUID
+	TableName  string
+	RecordedBy string
+	RecordedAt pgtype.Timestamptz
+}
+
 type EventInbox struct {
 	EventID    pgtype.UUID
 	EventType  string

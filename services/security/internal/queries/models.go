@@ -111,6 +111,15 @@ type ArchiveSubjectKey struct {
 	BoundAt     time.Time
 }
 
+type ArchiveUploadIntent struct {
+	ObjectKey  string
+	Work       string
+	WorkID     uuid.UUID
+	TableName  string
+	RecordedBy string
+	RecordedAt time.Time
+}
+
 type AuditLog struct {
 	ID         uuid.UUID
 	OccurredAt time.Time
