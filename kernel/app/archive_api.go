@@ -355,6 +355,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 // fail maps a lifecycle error to its answer.
 func (a *ArchiveAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
+	case errors.Is(err, archiveread.ErrOrderRef):
+		writeError(w, http.StatusForbidden, "order_ref_mismatch", "the order reference does not open this seal: a sealed read names the order that sealed the subject", nil)
+	case errors.Is(err, archiveread.ErrNoSubjectKey):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "subject_key_not_configured", "knob": a.SubjectKeyKnob})
 	case errors.Is(err, lifecycle.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
 	case errors.Is(err, lifecycle.ErrNotFound):

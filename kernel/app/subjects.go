@@ -88,8 +88,8 @@ func (a *ArchiveAPI) subjectRows(w http.ResponseWriter, r *http.Request, p auth.
 	case cw.n > 0:
 		a.Logger.ErrorContext(r.Context(), "subject read stopped", slog.Any("error", err))
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": "internal"})
-	case errors.Is(err, archiveread.ErrNoSubjectKey):
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "subject_key_not_configured", "knob": a.SubjectKeyKnob})
+	case errors.Is(err, archiveread.ErrNoSubjectKey), errors.Is(err, archiveread.ErrOrderRef):
+		a.fail(w, r, err)
 	case errors.Is(err, archiveread.ErrCorrupt):
 		writeJSON(w, http.StatusConflict, corruptBody(err))
 	case errors.Is(err, archiveread.ErrUnreadable):

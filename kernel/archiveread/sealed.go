@@ -2,6 +2,7 @@ package archiveread
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/craig/retention/kernel/archive"
@@ -22,15 +23,35 @@ func (r *Reader) WithSealedAccess(orderRef string) *Reader {
 	return &c
 }
 
+// ErrOrderRef: a sealed-access read named an order reference under which
+// the subject it reads (or any subject) is not sealed (HTTP 403).
+var ErrOrderRef = errors.New("archiveread: the order reference does not open this seal")
+
 // sealedSet is the keyed hashes of the sealed subjects this read must not
 // return (hex → true); nil when there are none or the reader has sealed
 // access. Seals without a key to tell whose rows are whose fail the read
 // (ErrNoSubjectKey) rather than return a sealed row.
+//
+// A reader with sealed access sees only the subjects sealed under its own
+// order: the rows of subjects sealed under another stay hidden, and an
+// order that sealed nothing fails the read (ErrOrderRef): an order
+// reference opens the seal it placed, not every seal.
 func (r *Reader) sealedSet(ctx context.Context, db prune.DB) (map[string]bool, error) {
+	q := queries.New(db)
+	var hashes [][]byte
+	var err error
 	if r.orderRef != "" {
-		return nil, nil
+		n, err := q.CountSealsUnder(ctx, r.orderRef)
+		if err != nil {
+			return nil, fmt.Errorf("sealed subjects: %w", err)
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("%w: no subject is sealed under the order named", ErrOrderRef)
+		}
+		hashes, err = q.SealedHashesOutside(ctx, r.orderRef)
+	} else {
+		hashes, err = q.SealedHashes(ctx)
 	}
-	hashes, err := queries.New(db).SealedHashes(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sealed subjects: %w", err)
 	}

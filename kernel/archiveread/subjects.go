@@ -85,8 +85,14 @@ func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, ac
 	var sealed map[string]bool
 	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		var err error
-		if sealed, err = r.sealedSet(ctx, tx); err != nil || sealed[string(hash)] {
-			return err // a sealed subject answers as one with no rows
+		if sealed, err = r.sealedSet(ctx, tx); err != nil {
+			return err
+		}
+		if sealed[string(hash)] && r.orderRef != "" {
+			return fmt.Errorf("%w: the subject is sealed under another order", ErrOrderRef)
+		}
+		if sealed[string(hash)] {
+			return nil // a sealed subject answers as one with no rows
 		}
 		cands, err := queries.New(tx).SubjectArchives(ctx, queries.SubjectArchivesParams{SubjectHash: hash, Tables: sum.Tables})
 		if err != nil {

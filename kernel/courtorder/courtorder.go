@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 	"unicode"
@@ -260,6 +261,13 @@ func (o *Orders) announce(ctx context.Context, tx pgx.Tx, actor, action string, 
 	}
 	if err := queries.New(tx).LogLifecycle(ctx, queries.LogLifecycleParams{Actor: actor, Action: action, Detail: doc}); err != nil {
 		return fmt.Errorf("log %s: %w", action, err)
+	}
+	// The reason stays in the local lifecycle log (it may describe the
+	// case): the event carries the act, the order reference and the hash.
+	event := maps.Clone(detail)
+	delete(event, "reason")
+	if doc, err = json.Marshal(event); err != nil {
+		return err
 	}
 	if _, err := outbox.Stage(ctx, tx, outbox.Envelope{EventType: o.cfg.Service + "." + action, Payload: doc}); err != nil {
 		return fmt.Errorf("stage %s: %w", action, err)

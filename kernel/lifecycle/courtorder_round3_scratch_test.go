@@ -4,6 +4,7 @@ package lifecycle_test
 // failed on main before its fix.
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/intent"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/lifecycle"
@@ -192,4 +194,46 @@ func TestASweptIntentRollsItsBookingBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, rep.Destroyed)
 	require.True(t, w.exists(t, booked), "a booked object is never swept")
+}
+
+// TestASealOpensOnlyUnderItsOwnOrder: a sealed-access read names the order
+// that sealed the subject: another order's reference (or an invented one)
+// is refused with ErrOrderRef and reads nothing (on main any reference
+// opened every seal), and a read under one order's reference still hides
+// the subjects sealed under another. The seal's reason stays in the local
+// lifecycle log: no staged event carries it (on main the seal and unseal
+// events did).
+func TestASealOpensOnlyUnderItsOwnOrder(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	const reason = "REASON-CANARY juvenile record"
+	_, err := w.orders.Seal(w.ctx, mustSubject(t, "case:17"), "WIC-17", reason, "ops:alice")
+	require.NoError(t, err)
+	_, err = w.orders.Seal(w.ctx, mustSubject(t, "case:18"), "WIC-18", reason, "ops:alice")
+	require.NoError(t, err)
+
+	var out bytes.Buffer
+	for _, ref := range []string{"totally-made-up", "WIC-18"} {
+		_, err = w.reader.WithSealedAccess(ref).Subject(w.ctx, &out, mustSubject(t, "case:17"), "ops:dana")
+		require.ErrorIs(t, err, archiveread.ErrOrderRef, "%q does not open case:17's seal", ref)
+	}
+	_, err = w.reader.WithSealedAccess("totally-made-up").Range(w.ctx, &out, "rule_evaluations", time.Now().AddDate(-5, 0, 0), time.Now().Add(time.Hour), "ops:dana")
+	require.ErrorIs(t, err, archiveread.ErrOrderRef)
+	require.NotContains(t, out.String(), canary, "nothing was read")
+
+	out.Reset()
+	_, err = w.reader.WithSealedAccess(" wic-17 ").Subject(w.ctx, &out, mustSubject(t, "case:17"), "ops:dana")
+	require.NoError(t, err, "the seal's own order, trimmed and in any letter case")
+	require.Contains(t, out.String(), canary)
+	out.Reset()
+	_, err = w.reader.WithSealedAccess("WIC-17").Range(w.ctx, &out, "rule_evaluations", time.Now().AddDate(-5, 0, 0), time.Now().Add(time.Hour), "ops:dana")
+	require.NoError(t, err)
+	require.Contains(t, out.String(), canary, "case 17's rows under its order")
+	require.NotContains(t, out.String(), `"case_id": 18`, "case 18 is sealed under another order: hidden")
+
+	_, err = w.orders.Unseal(w.ctx, mustSubject(t, "case:18"), "WIC-18-LIFT", reason, "ops:alice")
+	require.NoError(t, err)
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM event_outbox WHERE strpos(payload::text, 'REASON-CANARY') > 0`), "no event carries the reason")
+	require.Equal(t, int64(3), w.db.Count(t, `SELECT count(*) FROM event_outbox WHERE event_type LIKE '%.subject_%sealed'`))
+	require.Equal(t, int64(3), w.db.Count(t, `SELECT count(*) FROM archive_lifecycle_log WHERE strpos(detail::text, 'REASON-CANARY') > 0`), "the local log keeps it")
 }

@@ -176,3 +176,16 @@ ORDER BY id;
 -- PendingExpungement finds an order about the subject not yet executed.
 -- name: PendingExpungement :one
 SELECT expunge_id FROM expungements WHERE subject_hash = sqlc.arg(subject_hash) AND status <> 'executed' LIMIT 1;
+
+-- SealedHashesOutside lists the keyed hashes of the subjects sealed under
+-- another order than order_ref (compared trimmed and case-folded): a
+-- sealed-access read under order_ref still hides their rows.
+-- name: SealedHashesOutside :many
+SELECT subject_hash FROM subject_seals
+WHERE lower(btrim(order_ref)) <> lower(btrim(sqlc.arg(order_ref)::text))
+ORDER BY subject_hash;
+
+-- CountSealsUnder counts the seals placed under order_ref (trimmed,
+-- case-folded): a sealed-access read names an order that sealed something.
+-- name: CountSealsUnder :one
+SELECT count(*) FROM subject_seals WHERE lower(btrim(order_ref)) = lower(btrim(sqlc.arg(order_ref)::text));

@@ -44,8 +44,13 @@ func ArchiveTables() []archive.TableSpec { return app.ArchivedOf(Tables{}) }
 func (Tables) AuditLog() archive.TableSpec {
 	return archive.TableSpec{
 		Table: AuditLogTable, AgeColumn: "occurred_at",
-		// case:<n> when subject_id is case-<n> (migrations/security 00003).
-		Subjects: []archive.Subject{{Kind: subject.Case, SQL: "audit_log_case(subject_id)"}},
+		// case:<n> when subject_id is case-<n> (migrations/security 00003),
+		// and the case_id of a delivered event's payload kept in
+		// detail.payload (00005): a row may be about both.
+		Subjects: []archive.Subject{
+			{Kind: subject.Case, SQL: "audit_log_case(subject_id)"},
+			{Kind: subject.Case, SQL: "audit_log_payload_case(detail)"},
+		},
 		Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectAuditLogBatchRow, error) {
 			return queries.New(db).SelectAuditLogBatch(ctx, queries.SelectAuditLogBatchParams{
 				HotWindowDays: p.HotWindowDays, AfterKey: p.After.Key, AfterID: p.After.ID, BatchLimit: p.Limit, MaxBytes: p.MaxBytes,

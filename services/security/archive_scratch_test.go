@@ -16,6 +16,7 @@ import (
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/kernel/subject"
 	"github.com/craig/retention/services/security"
 )
 
@@ -181,3 +182,45 @@ func TestAuditLogCaseSpellings(t *testing.T) {
 }
 
 func strp(s string) *string { return &s }
+
+// TestDeliveredEventsAreTheirCasesRows: the audit row of a delivered event
+// carries the event's payload; a payload's case_id makes it the case's, as
+// the dead-lettered copy of the same event is (on main only the
+// dead-lettered copy was the case's: a sealed and expunged case's
+// delivered event still read unsealed). Hot rows match the case through
+// the declared expressions, and an archive of them is indexed under it.
+func TestDeliveredEventsAreTheirCasesRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := kerneltest.NewDB(t, security.Spec().MigrationSets()...)
+	db.Exec(t, `INSERT INTO audit_log (occurred_at, actor, action, subject_id, detail) VALUES
+		(now() - interval '200 days', 'craig-rules', 'event_consumed', NULL, '{"payload": {"case_id": 17, "note": "delivered"}}'),
+		(now() - interval '200 days', 'craig-rules', 'event_consumed', 'person-4', '{"payload": {"case_id": "case-17"}}'),
+		(now() - interval '200 days', 'ops', 'viewed', 'case-17', '{}'),
+		(now() - interval '200 days', 'craig-rules', 'event_consumed', NULL, '{"payload": {"case_id": 18}}')`)
+	db.Exec(t, `INSERT INTO dead_letter_audit (dlq_received_at, event_type, payload, reason) VALUES
+		(now() - interval '200 days', 'rules.evaluated', '{"case_id": 17}', 'poison')`)
+	for _, spec := range security.ArchiveTables() {
+		want := map[string]int64{security.AuditLogTable: 3, security.DeadLetterTable: 1}[spec.Table]
+		require.Equal(t, want, db.Count(t, `SELECT count(*) FROM `+spec.Table+` AS t WHERE `+archive.SubjectMatch(spec, 1), "case:17"), spec.Table)
+	}
+	key, err := subject.NewKey([]byte("security test subject key, 32 bytes or more"))
+	require.NoError(t, err)
+	s3 := kerneltest.NewS3Scratch(t)
+	st, err := store.Open(ctx, s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	m, err := metrics.NewArchive(prometheus.NewRegistry())
+	require.NoError(t, err)
+	eng, err := archive.New(db.Pool, st, security.ArchiveTables(), security.Bookkeep, archive.Config{
+		Service: s3.Service, HotWindowDays: 90, BatchSize: 10, MaxBatchBytes: archive.DefaultMaxBatchBytes, LedgerHolds: true, SubjectKey: key,
+	}, slog.New(&kerneltest.LogRecorder{}), m)
+	require.NoError(t, err)
+	rep, err := eng.RunPass(ctx, 10)
+	require.NoError(t, err)
+	require.NoError(t, rep.Err())
+	c17, err := subject.Parse("case:17")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), db.Count(t, `SELECT count(*) FROM archive_subjects s JOIN archive_ledger l USING (archive_id)
+		WHERE s.subject_hashes @> ARRAY[$1::bytea]`, key.Hash(c17)), "both tables' archives are indexed under case:17")
+}

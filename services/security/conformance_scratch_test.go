@@ -12,7 +12,8 @@ import (
 const (
 	auditLogSeed = `INSERT INTO audit_log (id, occurred_at, actor, action, subject_id, detail)
 SELECT s.id, now() - make_interval(secs => s.age), 'user:' || (s.ord % 5), 'case.viewed', 'case-' || s.ord,
-       jsonb_build_object('ip', '10.0.0.' || (s.ord % 250), 'amount', 1.10, 'note', 'caf' || chr(233), 'pad', repeat('p', s.pad))
+       jsonb_build_object('ip', '10.0.0.' || (s.ord % 250), 'amount', 1.10, 'note', 'caf' || chr(233), 'pad', repeat('p', s.pad),
+                          'payload', jsonb_build_object('case_id', 1000 + s.ord % 7))
 FROM unnest($1::uuid[], $2::float8[], $3::int[]) WITH ORDINALITY AS s(id, age, pad, ord)`
 	deadLetterSeed = `INSERT INTO dead_letter_audit (id, dlq_received_at, event_type, payload, reason)
 SELECT s.id, now() - make_interval(secs => s.age), 'exchange.sent',

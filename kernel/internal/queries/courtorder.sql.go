@@ -106,6 +106,19 @@ func (q *Queries) CompleteExpungement(ctx context.Context, arg CompleteExpungeme
 	return result.RowsAffected(), nil
 }
 
+const countSealsUnder = `-- name: CountSealsUnder :one
+SELECT count(*) FROM subject_seals WHERE lower(btrim(order_ref)) = lower(btrim($1::text))
+`
+
+// CountSealsUnder counts the seals placed under order_ref (trimmed,
+// case-folded): a sealed-access read names an order that sealed something.
+func (q *Queries) CountSealsUnder(ctx context.Context, orderRef string) (int64, error) {
+	row := q.db.QueryRow(ctx, countSealsUnder, orderRef)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const expungeArchives = `-- name: ExpungeArchives :many
 SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.record_count,
        l.hot_window_days, l.archived_at, l.archived_by, l.retention_until, l.legal_hold, l.store_endpoint, l.store_bucket,
@@ -605,6 +618,35 @@ SELECT subject_hash FROM subject_seals ORDER BY subject_hash
 // SealedHashes lists every sealed subject's keyed hash.
 func (q *Queries) SealedHashes(ctx context.Context) ([][]byte, error) {
 	rows, err := q.db.Query(ctx, sealedHashes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items [][]byte
+	for rows.Next() {
+		var subject_hash []byte
+		if err := rows.Scan(&subject_hash); err != nil {
+			return nil, err
+		}
+		items = append(items, subject_hash)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const sealedHashesOutside = `-- name: SealedHashesOutside :many
+SELECT subject_hash FROM subject_seals
+WHERE lower(btrim(order_ref)) <> lower(btrim($1::text))
+ORDER BY subject_hash
+`
+
+// SealedHashesOutside lists the keyed hashes of the subjects sealed under
+// another order than order_ref (compared trimmed and case-folded): a
+// sealed-access read under order_ref still hides their rows.
+func (q *Queries) SealedHashesOutside(ctx context.Context, orderRef string) ([][]byte, error) {
+	rows, err := q.db.Query(ctx, sealedHashesOutside, orderRef)
 	if err != nil {
 		return nil, err
 	}
