@@ -105,4 +105,15 @@ func TestOrderAttack2HTTPCourtOrders(t *testing.T) {
 	if strings.Contains(logs.String(), "case:17") || strings.Contains(logs.String(), "SECRET-ROW") {
 		t.Errorf("the logs name the subject or a row: %s", logs.String())
 	}
+
+	// A service serving without its subject key while seals exist answers
+	// every read 503 subject_key_not_configured (500 internal on main).
+	nokey := &app.ArchiveAPI{Verifier: v, Metrics: am, Logger: logger, Orders: orders, SubjectKeyKnob: "CRAIG_RULES__ARCHIVE__SUBJECT_KEY_FILE",
+		Reader: archiveread.New(db.Pool, st, s3.Service, []archive.TableSpec{spec})}
+	mux = app.Handler(app.HandlerDeps{Archive: nokey, Gatherer: prometheus.NewRegistry(), Pool: db.Pool, Logger: logger})
+	for _, p := range []string{row, "/admin/archive/rows/rule_evaluations?from=2024-01-01T00:00:00Z&to=2027-01-01T00:00:00Z", "/admin/subjects/case:18/rows"} {
+		c, b = do("GET", p, reader, "", nil)
+		require.Equal(t, 503, c, "%s: %s", p, b)
+		require.Contains(t, b, "subject_key_not_configured")
+	}
 }
