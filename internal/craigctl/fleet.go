@@ -48,6 +48,9 @@ type Windows struct {
 	// Archive is present for an archiving service.
 	Archive *struct {
 		SubjectKeyFingerprint string `json:"subject_key_fingerprint"`
+		// SubjectKinds are the kinds its tables declare (nil from a
+		// service that does not say: it is asked anyway).
+		SubjectKinds []string `json:"subject_kinds"`
 	} `json:"archive,omitempty"`
 }
 

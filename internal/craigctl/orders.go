@@ -33,8 +33,9 @@ func (f *orderFlags) define(c *cobra.Command, holds bool) {
 }
 
 // archivingTargets are an order's services: --service's, or every
-// archiving service of the fleet file (a 404 from one fails the call).
-func (o *options) archivingTargets(ctx context.Context, f orderFlags, reason bool) ([]*client, error) {
+// archiving service of the fleet file that declares subjects of kind (""
+// for any; a 404 from one fails the call).
+func (o *options) archivingTargets(ctx context.Context, f orderFlags, reason bool, kind subject.Kind) ([]*client, error) {
 	if f.fleet != "" && o.service != "" {
 		return nil, usageErr("--service or --fleet, not both")
 	}
@@ -45,7 +46,10 @@ func (o *options) archivingTargets(ctx context.Context, f orderFlags, reason boo
 	if err != nil || f.fleet == "" {
 		return cls, err
 	}
-	cls, _, err = archiving(ctx, cls)
+	cls, _, err = archiving(ctx, cls, kind)
+	if err == nil && len(cls) == 0 && kind != "" {
+		return nil, fmt.Errorf("no archiving service of the fleet declares %s subjects: nothing to order", kind)
+	}
 	return cls, err
 }
 
@@ -70,7 +74,7 @@ before.`,
 			if err != nil {
 				return usageErr("SUBJECT: %w", err)
 			}
-			cls, err := o.archivingTargets(cmd.Context(), f, true)
+			cls, err := o.archivingTargets(cmd.Context(), f, true, s.Kind())
 			if err != nil {
 				return err
 			}
@@ -119,7 +123,7 @@ naming them), and nothing is recorded.`,
 			if err != nil {
 				return usageErr("SUBJECT: %w", err)
 			}
-			cls, err := o.archivingTargets(cmd.Context(), f, true)
+			cls, err := o.archivingTargets(cmd.Context(), f, true, s.Kind())
 			if err != nil {
 				return err
 			}
@@ -212,7 +216,7 @@ order: put it in the court's file (with the subject it opens the
 commitment). Running it again changes nothing and prints no salt.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cls, err := o.archivingTargets(cmd.Context(), f, false) // an approval has no reason of its own: the request's is recorded
+			cls, err := o.archivingTargets(cmd.Context(), f, false, "") // an approval has no reason of its own: the request's is recorded
 			if err != nil {
 				return err
 			}

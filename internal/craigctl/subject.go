@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -109,7 +110,7 @@ func (o *options) fetchSubject(ctx context.Context, s subject.Subject, targets [
 	skipped := []string{}
 	if named { // a fleet: only the services that archive serve subject reads
 		var err error
-		if targets, skipped, err = archiving(ctx, targets); err != nil {
+		if targets, skipped, err = archiving(ctx, targets, s.Kind()); err != nil {
 			return err
 		}
 	}
@@ -187,10 +188,11 @@ func (o *options) reportSubject(service string, s subject.Subject, sum subjectSu
 
 // archiving splits a fleet's clients into the services that archive (their
 // /admin/retention has an "archive" section) and the names of those that
-// do not. A service that cannot be asked fails the call: a 404 from an
+// do not (or declare no subject of kind, when kind is not ""). A service
+// that cannot be asked fails the call: a 404 from an
 // archiving service (its API not served, a wrong URL) must not pass for
 // "archives nothing", which would make a partial file look whole.
-func archiving(ctx context.Context, cls []*client) ([]*client, []string, error) {
+func archiving(ctx context.Context, cls []*client, kind subject.Kind) ([]*client, []string, error) {
 	var out []*client
 	var none []string
 	for _, cl := range cls {
@@ -198,7 +200,8 @@ func archiving(ctx context.Context, cls []*client) ([]*client, []string, error) 
 		if _, err := cl.do(ctx, http.MethodGet, "/admin/retention", nil, nil, &w); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", cl.service, err)
 		}
-		if w.Archive == nil {
+		undeclared := kind != "" && w.Archive != nil && w.Archive.SubjectKinds != nil && !slices.Contains(w.Archive.SubjectKinds, string(kind))
+		if w.Archive == nil || undeclared { // no table there is about such a subject
 			none = append(none, cl.service)
 			continue
 		}

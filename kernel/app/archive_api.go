@@ -24,6 +24,7 @@ import (
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/settings"
+	"github.com/craig/retention/kernel/subject"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -507,6 +508,11 @@ func (a *ArchiveAPI) placeHold(w http.ResponseWriter, r *http.Request, p auth.Pr
 	var req lifecycle.HoldRequest
 	if !decode(w, r, &req) {
 		return
+	}
+	for _, raw := range req.Subjects {
+		if s, err := subject.Parse(raw); err == nil && !a.declared(w, s) {
+			return // a malformed one is the lifecycle's 400
+		}
 	}
 	h, err := a.Lifecycle.PlaceHold(r.Context(), req, p.Subject)
 	if err != nil {

@@ -43,6 +43,18 @@ func (a *ArchiveAPI) reader(w http.ResponseWriter, r *http.Request, p auth.Princ
 	return a.Reader.WithSealedAccess(ref), true
 }
 
+// declared answers 400 subject_kind_not_declared (false) when no table of
+// the service declares subjects of s's kind: an order, a hold or a read
+// of it could never reach a row, and must not answer as if it had.
+func (a *ArchiveAPI) declared(w http.ResponseWriter, s subject.Subject) bool {
+	if a.Reader == nil || a.Reader.DeclaresKind(s.Kind()) {
+		return true
+	}
+	writeError(w, http.StatusBadRequest, "subject_kind_not_declared",
+		"no table of this service declares "+string(s.Kind())+" subjects: nothing here is about one", nil)
+	return false
+}
+
 // orderBody is a seal, unseal or expunge request.
 type orderBody struct {
 	OrderRef string      `json:"order_ref"`
@@ -61,6 +73,9 @@ func (a *ArchiveAPI) orderRequest(w http.ResponseWriter, r *http.Request, holds 
 	s, err := subject.Parse(r.PathValue("subject"))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request", "subject: "+err.Error(), nil)
+		return s, body, false
+	}
+	if !a.declared(w, s) {
 		return s, body, false
 	}
 	if !decode(w, r, &body) {

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -106,6 +107,21 @@ func TestOrderAttack2HTTPCourtOrders(t *testing.T) {
 		t.Errorf("the logs name the subject or a row: %s", logs.String())
 	}
 
+	// A kind no table of the service declares is 400 for every subject
+	// call (on main an expungement of person:4747 answered 202, then 200
+	// with a certificate, reaching nothing).
+	hold := h2Token(t, "ops:alice", "archive:hold")
+	for _, call := range []struct{ method, path, tok, body string }{
+		{"POST", "/admin/subjects/person:4747/expunge", purge, `{"order_ref":"JV-9","reason":"r"}`},
+		{"POST", "/admin/subjects/person:4747/seal", seal, `{"order_ref":"JV-9","reason":"r"}`},
+		{"GET", "/admin/subjects/person:4747/rows", reader, ""},
+		{"POST", "/admin/archive/holds", hold, `{"title":"t","reason":"r","subjects":["person:4747"]}`},
+	} {
+		c, b = do(call.method, call.path, call.tok, call.body, nil)
+		require.Equal(t, 400, c, "%s %s: %s", call.method, call.path, b)
+		require.Equal(t, "subject_kind_not_declared", errorOf(t, b))
+	}
+
 	// A service serving without its subject key while seals exist answers
 	// every read 503 subject_key_not_configured (500 internal on main).
 	nokey := &app.ArchiveAPI{Verifier: v, Metrics: am, Logger: logger, Orders: orders, SubjectKeyKnob: "CRAIG_RULES__ARCHIVE__SUBJECT_KEY_FILE",
@@ -116,4 +132,13 @@ func TestOrderAttack2HTTPCourtOrders(t *testing.T) {
 		require.Equal(t, 503, c, "%s: %s", p, b)
 		require.Contains(t, b, "subject_key_not_configured")
 	}
+}
+
+func errorOf(t *testing.T, body string) string {
+	t.Helper()
+	var v struct {
+		Error string `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &v), body)
+	return v.Error
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/craig/retention/kernel/auth"
@@ -49,6 +50,10 @@ type ArchiveRetention struct {
 	// a key: `craigctl fleet check` reports archiving services whose keys
 	// differ, since their subject holds could never be compared.
 	SubjectKeyFingerprint string `json:"subject_key_fingerprint,omitempty"`
+	// SubjectKinds are the subject kinds its archived tables declare
+	// (sorted; empty when none): `craigctl subject … --fleet` skips a
+	// service that declares none of a subject's kind.
+	SubjectKinds []string `json:"subject_kinds"`
 }
 
 // retention is the service's effective windows.
@@ -63,7 +68,15 @@ func (r *runtime[T]) retention() Retention {
 	}
 	if as, ok := r.archiveSettings(); ok {
 		days := retentionSchedule(r.spec, r.cfg) // every archived table, 0 when unscheduled
-		out.Archive = &ArchiveRetention{Enabled: as.Enabled, HotWindowDays: as.HotWindowDays, RetentionDays: days}
+		out.Archive = &ArchiveRetention{Enabled: as.Enabled, HotWindowDays: as.HotWindowDays, RetentionDays: days, SubjectKinds: []string{}}
+		for _, spec := range archiveTables(r.spec, r.cfg) {
+			for _, sub := range spec.Subjects {
+				if k := string(sub.Kind); !slices.Contains(out.Archive.SubjectKinds, k) {
+					out.Archive.SubjectKinds = append(out.Archive.SubjectKinds, k)
+				}
+			}
+		}
+		slices.Sort(out.Archive.SubjectKinds)
 		if key, err := as.SubjectKey(); err == nil && key.Valid() {
 			out.Archive.SubjectKeyFingerprint = hex.EncodeToString(key.Fingerprint()[:8])
 		}

@@ -77,6 +77,9 @@ func (a *ArchiveAPI) subjectRows(w http.ResponseWriter, r *http.Request, p auth.
 		writeError(w, http.StatusBadRequest, "invalid_request", "subject: "+err.Error(), nil)
 		return
 	}
+	if !a.declared(w, s) {
+		return
+	}
 	rd, ok := a.reader(w, r, p)
 	if !ok {
 		return

@@ -176,6 +176,20 @@ func (r *Reader) unsealedLines(ctx context.Context, lines []SubjectLine, sealed 
 }
 
 // subjectSpecs are the service's tables that declare subjects, by name.
+// DeclaresKind reports whether any table the reader knows declares
+// subjects of kind k: a hold, an order or a read of a kind none declares
+// could never reach a row.
+func (r *Reader) DeclaresKind(k subject.Kind) bool {
+	for _, spec := range r.tables {
+		for _, s := range spec.Subjects {
+			if s.Kind == k {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (r *Reader) subjectSpecs() []archive.TableSpec {
 	var out []archive.TableSpec
 	for _, spec := range r.tables {
