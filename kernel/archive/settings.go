@@ -1,7 +1,6 @@
 package archive
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -191,7 +190,7 @@ func (s Settings) Problems() []settings.Problem {
 	}
 	if s.SubjectKeyFile != "" {
 		if _, err := subject.LoadKey(s.SubjectKeyFile); err != nil {
-			ps = append(ps, settings.Problem{Key: "archive.subject_key_file", Value: s.SubjectKeyFile, Reason: fmt.Sprintf("must name a readable file of at least %d bytes: %v", subject.MinKeyBytes, errors.Unwrap(err))})
+			ps = append(ps, settings.Problem{Key: "archive.subject_key_file", Value: s.SubjectKeyFile, Reason: fmt.Sprintf("must name a readable file of at least %d bytes: %v", subject.MinKeyBytes, err)})
 		}
 	}
 	if s.Store.URL != "" {
