@@ -57,15 +57,23 @@ func fleetRows(t *testing.T, db *kerneltest.DB) []fleetRow {
 // and a scratch prefix of the real store, batches of 10.
 func securityEngine(ctx context.Context, t *testing.T, db *kerneltest.DB) *archive.Engine {
 	t.Helper()
+	return securityEngineWith(ctx, t, db, func(*archive.Config) {})
+}
+
+// securityEngineWith is securityEngine with its configuration changed by
+// set (the service name is the scratch prefix's).
+func securityEngineWith(ctx context.Context, t *testing.T, db *kerneltest.DB, set func(*archive.Config)) *archive.Engine {
+	t.Helper()
 	s3 := kerneltest.NewS3Scratch(t)
 	st, err := store.Open(ctx, s3.URL)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	m, err := metrics.NewArchive(prometheus.NewRegistry())
 	require.NoError(t, err)
-	eng, err := archive.New(db.Pool, st, []archive.TableSpec{security.Tables{}.AuditLog(), security.Tables{}.DeadLetterAudit()}, security.Bookkeep, archive.Config{
-		Service: s3.Service, HotWindowDays: 90, BatchSize: 10, MaxBatchBytes: archive.DefaultMaxBatchBytes,
-	}, slog.New(&kerneltest.LogRecorder{}), m)
+	cfg := archive.Config{Service: s3.Service, HotWindowDays: 90, BatchSize: 10, MaxBatchBytes: archive.DefaultMaxBatchBytes}
+	set(&cfg)
+	eng, err := archive.New(db.Pool, st, security.ArchiveTables(), security.Bookkeep, cfg,
+		slog.New(&kerneltest.LogRecorder{}), m)
 	require.NoError(t, err)
 	return eng
 }
@@ -206,16 +214,7 @@ func TestDeliveredEventsAreTheirCasesRows(t *testing.T) {
 	}
 	key, err := subject.NewKey([]byte("security test subject key, 32 bytes or more"))
 	require.NoError(t, err)
-	s3 := kerneltest.NewS3Scratch(t)
-	st, err := store.Open(ctx, s3.URL)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	m, err := metrics.NewArchive(prometheus.NewRegistry())
-	require.NoError(t, err)
-	eng, err := archive.New(db.Pool, st, security.ArchiveTables(), security.Bookkeep, archive.Config{
-		Service: s3.Service, HotWindowDays: 90, BatchSize: 10, MaxBatchBytes: archive.DefaultMaxBatchBytes, LedgerHolds: true, SubjectKey: key,
-	}, slog.New(&kerneltest.LogRecorder{}), m)
-	require.NoError(t, err)
+	eng := securityEngineWith(ctx, t, db, func(c *archive.Config) { c.LedgerHolds, c.SubjectKey = true, key })
 	rep, err := eng.RunPass(ctx, 10)
 	require.NoError(t, err)
 	require.NoError(t, rep.Err())
