@@ -1,7 +1,7 @@
 package lifecycle_test
 
-// The third hostile round's findings on holds and court orders: each test
-// failed on main before its fix.
+// What is destroyed stays destroyed, and what is held or sealed stays so:
+// unbooked copies, holds named by an order, seals and their order references.
 
 import (
 	"bytes"
