@@ -295,8 +295,11 @@ func (m *Manager) destroy(ctx context.Context, purgeID, id uuid.UUID, purgedBy s
 		}
 		n, err := q.StampPurged(ctx, queries.StampPurgedParams{PurgedBy: &purgedBy, PurgeID: pgUUID(purgeID), ArchiveID: pgUUID(id)})
 		if err != nil || n != 1 {
-			m.logger.ErrorContext(ctx, "purge deleted an archive's objects but could not stamp it; restore from bucket versioning if it must be kept",
-				slog.String("archive_id", id.String()), slog.Int64("stamped", n), slog.Any("error", err))
+			msg := "purge deleted an archive's objects but could not stamp it; restore from bucket versioning if it must be kept"
+			if m.cfg.ObjectLock { // every version is gone: nothing to restore
+				msg = "purge destroyed every version of an archive's objects but could not stamp it; the next purge stamps it"
+			}
+			m.logger.ErrorContext(ctx, msg, slog.String("archive_id", id.String()), slog.Int64("stamped", n), slog.Any("error", err))
 			return fmt.Errorf("stamp %s (stamped %d): %w", id, n, err)
 		}
 		failpoint.Inject(failpoint.PurgeBeforeStampCommit)
