@@ -60,7 +60,15 @@ func (o *Orders) RequestExpunge(ctx context.Context, s subject.Subject, orderRef
 	case !errors.Is(err, pgx.ErrNoRows):
 		return Requested{}, fmt.Errorf("pending orders: %w", err)
 	}
+	sealed, err := queries.New(o.pool).SubjectIsSealed(ctx, hash)
+	if err != nil {
+		return Requested{}, fmt.Errorf("seal of the subject: %w", err)
+	}
 	archives, err := o.affected(ctx, o.pool, s, holds)
+	var held *HeldError
+	if errors.As(err, &held) && sealed {
+		held.Archives = []uuid.UUID{} // a sealed subject's archives are not named (ADR-067)
+	}
 	if err != nil {
 		return Requested{}, err
 	}
@@ -77,6 +85,9 @@ func (o *Orders) RequestExpunge(ctx context.Context, s subject.Subject, orderRef
 		return o.logOnly(ctx, tx, actor, "subject_expunge_requested", map[string]any{"expunge_id": req.ExpungeID, "order_ref": orderRef,
 			"reason": reason, "holds": nonNil(holds), "archives": req.Archives, "subject_hash": subject.Hex(hash)})
 	})
+	if sealed {
+		req.Archives = []uuid.UUID{} // recorded, not answered: a sealed subject answers as an unknown one
+	}
 	return req, err
 }
 

@@ -59,6 +59,9 @@ func (o *Orders) List(ctx context.Context) (Listing, error) {
 		x := Expungement{ExpungeID: e.ExpungeID.Bytes, Status: e.Status, OrderRef: e.OrderRef, Archives: uuids(e.Archives),
 			RequestedBy: e.RequestedBy, RequestedAt: e.RequestedAt.Time.UTC(), ApprovedBy: e.ApprovedBy,
 			Rewritten: e.Rewritten, RowsRemoved: e.RowsRemoved, CertificateKey: e.CertificateKey}
+		if e.Sealed { // a sealed subject's archives are not named (ADR-067)
+			x.Archives = []uuid.UUID{}
+		}
 		if e.Commitment != nil {
 			c := subject.Hex(e.Commitment)
 			x.Commitment = &c

@@ -18,6 +18,7 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"
+	"github.com/craig/retention/kernel/courtorder"
 	"github.com/craig/retention/kernel/intent"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/lifecycle"
@@ -236,4 +237,46 @@ func TestASealOpensOnlyUnderItsOwnOrder(t *testing.T) {
 	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM event_outbox WHERE strpos(payload::text, 'REASON-CANARY') > 0`), "no event carries the reason")
 	require.Equal(t, int64(3), w.db.Count(t, `SELECT count(*) FROM event_outbox WHERE event_type LIKE '%.subject_%sealed'`))
 	require.Equal(t, int64(3), w.db.Count(t, `SELECT count(*) FROM archive_lifecycle_log WHERE strpos(detail::text, 'REASON-CANARY') > 0`), "the local log keeps it")
+}
+
+// TestASealedSubjectAnswersHoldsAndOrdersAsAnUnknownOne: a hold placed on a
+// sealed case answers as one on a case with no rows (no archive named in
+// covers, on placement and in the listing), and so do an expungement's
+// refusal, its request and the order listing (on main they named the
+// sealed case's archives to a token with only archive:hold or
+// archive:purge). The hold still holds them and the order still rewrites
+// them.
+func TestASealedSubjectAnswersHoldsAndOrdersAsAnUnknownOne(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	_, err := w.orders.Seal(w.ctx, mustSubject(t, "case:17"), "WIC-17", "sealed juvenile record", "ops:alice")
+	require.NoError(t, err)
+	sealed, err := w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Subjects: []string{"case:17"}}, "ops:carol")
+	require.NoError(t, err)
+	unknown, err := w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Subjects: []string{"case:4242"}}, "ops:carol")
+	require.NoError(t, err)
+	require.Equal(t, unknown.Covers, sealed.Covers, "a sealed case's hold answers as an unknown case's")
+	require.Empty(t, sealed.Covers)
+	all, err := w.mgr.Holds(w.ctx)
+	require.NoError(t, err)
+	for _, h := range all {
+		require.Empty(t, h.Covers, "hold %s", h.ID)
+	}
+	require.Equal(t, int64(3), w.db.Count(t, `SELECT count(*) FROM archive_ledger WHERE legal_hold`), "the hold still holds case 17's three archives")
+
+	_, err = w.orders.RequestExpunge(w.ctx, mustSubject(t, "case:17"), "JV-17", "order", nil, "ops:alice")
+	var held *courtorder.HeldError
+	require.ErrorAs(t, err, &held)
+	require.Empty(t, held.Archives, "the refusal names no archive of a sealed case")
+	require.Equal(t, []uuid.UUID{sealed.ID}, held.Holds)
+	req, err := w.orders.RequestExpunge(w.ctx, mustSubject(t, "case:17"), "JV-17", "order", []uuid.UUID{sealed.ID}, "ops:alice")
+	require.NoError(t, err)
+	require.Empty(t, req.Archives, "nor does the request")
+	list, err := w.orders.List(w.ctx)
+	require.NoError(t, err)
+	require.Len(t, list.Expungements, 1)
+	require.Empty(t, list.Expungements[0].Archives, "nor the listing")
+	res, err := w.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
+	require.NoError(t, err)
+	require.Equal(t, 3, res.Rewritten, "the order still rewrites the three archives it recorded")
 }

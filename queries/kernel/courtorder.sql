@@ -154,7 +154,8 @@ SELECT subject_hash, order_ref, sealed_by, sealed_at FROM subject_seals ORDER BY
 -- ListExpungements lists the orders, newest first.
 -- name: ListExpungements :many
 SELECT expunge_id, status, order_ref, commitment, archives, requested_by, requested_at, approved_by, executed_at,
-       rewritten, rows_removed, certificate_key
+       rewritten, rows_removed, certificate_key,
+       EXISTS (SELECT 1 FROM subject_seals AS s WHERE s.subject_hash = expungements.subject_hash) AS sealed
 FROM expungements ORDER BY requested_at DESC, expunge_id
 LIMIT 1000;
 
@@ -189,3 +190,7 @@ ORDER BY subject_hash;
 -- case-folded): a sealed-access read names an order that sealed something.
 -- name: CountSealsUnder :one
 SELECT count(*) FROM subject_seals WHERE lower(btrim(order_ref)) = lower(btrim(sqlc.arg(order_ref)::text));
+
+-- SubjectIsSealed: whether the subject of this keyed hash is sealed.
+-- name: SubjectIsSealed :one
+SELECT EXISTS (SELECT 1 FROM subject_seals WHERE subject_hash = sqlc.arg(subject_hash)::bytea);

@@ -344,7 +344,8 @@ func (q *Queries) InsertExpungement(ctx context.Context, arg InsertExpungementPa
 
 const listExpungements = `-- name: ListExpungements :many
 SELECT expunge_id, status, order_ref, commitment, archives, requested_by, requested_at, approved_by, executed_at,
-       rewritten, rows_removed, certificate_key
+       rewritten, rows_removed, certificate_key,
+       EXISTS (SELECT 1 FROM subject_seals AS s WHERE s.subject_hash = expungements.subject_hash) AS sealed
 FROM expungements ORDER BY requested_at DESC, expunge_id
 LIMIT 1000
 `
@@ -362,6 +363,7 @@ type ListExpungementsRow struct {
 	Rewritten      *int32
 	RowsRemoved    *int64
 	CertificateKey *string
+	Sealed         bool
 }
 
 // ListExpungements lists the orders, newest first.
@@ -387,6 +389,7 @@ func (q *Queries) ListExpungements(ctx context.Context) ([]ListExpungementsRow, 
 			&i.Rewritten,
 			&i.RowsRemoved,
 			&i.CertificateKey,
+			&i.Sealed,
 		); err != nil {
 			return nil, err
 		}
@@ -735,6 +738,18 @@ func (q *Queries) SubjectHoldsOf(ctx context.Context, arg SubjectHoldsOfParams) 
 		return nil, err
 	}
 	return items, nil
+}
+
+const subjectIsSealed = `-- name: SubjectIsSealed :one
+SELECT EXISTS (SELECT 1 FROM subject_seals WHERE subject_hash = $1::bytea)
+`
+
+// SubjectIsSealed: whether the subject of this keyed hash is sealed.
+func (q *Queries) SubjectIsSealed(ctx context.Context, subjectHash []byte) (bool, error) {
+	row := q.db.QueryRow(ctx, subjectIsSealed, subjectHash)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
 }
 
 const supersedeArchive = `-- name: SupersedeArchive :execrows

@@ -625,7 +625,9 @@ SELECT h.id, h.title, h.reason, h.table_name, h.from_at, h.to_at, h.archive_ids,
                     OR (cardinality(h.subject_hashes) > 0
                         AND (NOT l.subjects_indexed
                              OR EXISTS (SELECT 1 FROM archive_subjects AS s
-                                        WHERE s.archive_id = l.archive_id AND s.subject_hashes && h.subject_hashes)))), '{}')::uuid[] AS covers
+                                        WHERE s.archive_id = l.archive_id
+                                          AND s.subject_hashes && ARRAY(SELECT x FROM unnest(h.subject_hashes) AS x
+                                                                        EXCEPT SELECT subject_hash FROM subject_seals))))), '{}')::uuid[] AS covers
 FROM archive_holds AS h
 ORDER BY h.created_at DESC, h.id DESC
 `
@@ -648,6 +650,9 @@ type ListHoldsRow struct {
 }
 
 // ListHolds lists every hold, newest first, with the archives it covers now.
+// A sealed subject answers as an unknown one does (ADR-067): the archives
+// the index says hold it are not listed by its hash (the hold still holds
+// them: archive_is_held reads every hash).
 func (q *Queries) ListHolds(ctx context.Context) ([]ListHoldsRow, error) {
 	rows, err := q.db.Query(ctx, listHolds)
 	if err != nil {
