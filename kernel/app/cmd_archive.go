@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/craig/retention/kernel/intent"
 	"log/slog"
 	"math"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/intent"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/settings"

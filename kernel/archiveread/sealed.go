@@ -41,8 +41,8 @@ func (r *Reader) sealedSet(ctx context.Context, db prune.DB) (map[string]bool, e
 	var hashes [][]byte
 	var err error
 	if r.orderRef != "" {
-		n, err := q.CountSealsUnder(ctx, r.orderRef)
-		if err != nil {
+		var n int64
+		if n, err = q.CountSealsUnder(ctx, r.orderRef); err != nil {
 			return nil, fmt.Errorf("sealed subjects: %w", err)
 		}
 		if n == 0 {
@@ -66,6 +66,20 @@ func (r *Reader) sealedSet(ctx context.Context, db prune.DB) (map[string]bool, e
 		set[string(h)] = true
 	}
 	return set, nil
+}
+
+// sealedHere reports whether the subject of hash is hidden from this read:
+// sealed, and (with sealed access) under another order, which fails the
+// read with ErrOrderRef instead.
+func (r *Reader) sealedHere(ctx context.Context, db prune.DB, hash []byte) (map[string]bool, bool, error) {
+	sealed, err := r.sealedSet(ctx, db)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case sealed[string(hash)] && r.orderRef != "":
+		return nil, false, fmt.Errorf("%w: the subject is sealed under another order", ErrOrderRef)
+	}
+	return sealed, sealed[string(hash)], nil
 }
 
 // sealedOrds returns which of docs (rows as to_jsonb text, ordinals from 1)

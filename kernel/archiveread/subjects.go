@@ -76,23 +76,16 @@ func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, ac
 		return sum, ErrNoSubjectKey
 	}
 	specs := r.subjectSpecs()
-	for _, spec := range specs {
-		sum.Tables = append(sum.Tables, spec.Table)
-	}
+	sum.Tables = tableNames(specs)
 	hash := r.key.Hash(s)
 	var lines []SubjectLine
 	var todo []queries.SubjectArchivesRow
 	var sealed map[string]bool
 	err := pgx.BeginTxFunc(ctx, r.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var hidden bool
 		var err error
-		if sealed, err = r.sealedSet(ctx, tx); err != nil {
-			return err
-		}
-		if sealed[string(hash)] && r.orderRef != "" {
-			return fmt.Errorf("%w: the subject is sealed under another order", ErrOrderRef)
-		}
-		if sealed[string(hash)] {
-			return nil // a sealed subject answers as one with no rows
+		if sealed, hidden, err = r.sealedHere(ctx, tx, hash); err != nil || hidden {
+			return err // a sealed subject answers as one with no rows
 		}
 		cands, err := queries.New(tx).SubjectArchives(ctx, queries.SubjectArchivesParams{SubjectHash: hash, Tables: sum.Tables})
 		if err != nil {
@@ -188,6 +181,15 @@ func (r *Reader) DeclaresKind(k subject.Kind) bool {
 		}
 	}
 	return false
+}
+
+// tableNames are the specs' tables, in their order (never nil).
+func tableNames(specs []archive.TableSpec) []string {
+	out := make([]string, 0, len(specs))
+	for _, spec := range specs {
+		out = append(out, spec.Table)
+	}
+	return out
 }
 
 func (r *Reader) subjectSpecs() []archive.TableSpec {
