@@ -2,12 +2,18 @@ package subject_test
 
 import (
 	"context"
+	"io/fs"
+	"log/slog"
 	"testing"
+	"testing/fstest"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/migrate"
 	"github.com/craig/retention/kernel/subject"
 	"github.com/craig/retention/migrations"
 )
@@ -31,9 +37,19 @@ func TestRetentionSubjectSQL(t *testing.T) {
 		{"Case-0017", ptr("case:17")}, {"0", ptr("case:0")}, {"000", ptr("case:0")},
 		{"0000000000000000000000000000000000017", ptr("case:17")},
 		{"123456789012345678901234567890", ptr("case:123456789012345678901234567890")},
-		{"1234567890123456789012345678901", nil}, {"17.5", nil}, {"1.7e1", nil}, {"-17", nil}, {"+17", nil},
+		{"1234567890123456789012345678901", nil}, {"17.5", nil}, {"1.7e1", nil}, {"-17", nil},
 		{"seventeen", nil}, {"", nil}, {"case-", nil}, {"person-17", nil}, {"case-17x", nil}, {"１７", nil}, {"١٧", nil},
-		{"17 18", nil}, {"case - 17", nil}, {"\x00", nil},
+		{"17 18", nil}, {"\x00", nil},
+		// Every Unicode white space and format character around the value,
+		// a '+' or '#' before the digits, and '-', ':', '_', '/' or nothing
+		// (spaces around it) between the kind and the number (all NULL in
+		// the first version).
+		{"\u200317\u2003", ptr("case:17")}, {"\u202f17", ptr("case:17")}, {"\u200717", ptr("case:17")}, {"\u300017", ptr("case:17")},
+		{"\ufeff17", ptr("case:17")}, {"17\u200b", ptr("case:17")}, {"\u206017\u200e", ptr("case:17")}, {"\u2028case-17\u2029", ptr("case:17")},
+		{"+17", ptr("case:17")}, {"#17", ptr("case:17")}, {"#017", ptr("case:17")}, {"case 17", ptr("case:17")}, {"case_17", ptr("case:17")},
+		{"case17", ptr("case:17")}, {"case/17", ptr("case:17")}, {"case- 17", ptr("case:17")}, {"case - 17", ptr("case:17")},
+		{"Case #17", ptr("case:17")}, {"case--17", nil}, {"casey17", nil}, {"case-+-17", nil}, {"++17", nil}, {"#-17", nil},
+		{"1 7", nil}, {"17-18", nil}, {"[17]", nil}, {"17#", nil},
 	}
 	for _, c := range cases {
 		if c.in == "\x00" {
@@ -59,3 +75,45 @@ func TestRetentionSubjectSQL(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestRetentionSubjectUpgradeRebuildsIndexes: a database migrated before
+// the second version of retention_subject gets it with its expression
+// indexes rebuilt: an index lookup finds a '+17' row written before the
+// upgrade, which the first version mapped to NULL.
+func TestRetentionSubjectUpgradeRebuildsIndexes(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	first := fstest.MapFS{}
+	entries, err := fs.ReadDir(migrations.Transport().FS, ".")
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.Name() >= "00009" {
+			continue
+		}
+		b, err := fs.ReadFile(migrations.Transport().FS, e.Name())
+		require.NoError(t, err)
+		first[e.Name()] = &fstest.MapFile{Data: b}
+	}
+	db := kerneltest.NewDB(t, migrations.New(migrations.TransportSetName, first))
+	db.Exec(t, `CREATE TABLE notes (id int PRIMARY KEY, case_id text)`)
+	db.Exec(t, `CREATE INDEX notes_case_idx ON notes (retention_subject('case', case_id))`)
+	db.Exec(t, `INSERT INTO notes SELECT g, g::text FROM generate_series(1, 2000) AS g`)
+	db.Exec(t, `INSERT INTO notes VALUES (0, '+17'), (-1, E'\u200317')`)
+	db.Exec(t, `ANALYZE notes`)
+	_, err = migrate.Up(ctx, stdlib.OpenDBFromPool(db.Pool), []migrations.Set{migrations.Transport()}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `SET LOCAL enable_seqscan = off`)
+	require.NoError(t, err)
+	var plan string
+	require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (FORMAT TEXT) SELECT id FROM notes WHERE retention_subject('case', case_id) = 'case:17'`).Scan(&plan))
+	require.Contains(t, plan, "notes_case_idx", "the lookup reads the index")
+	rows, err := tx.Query(ctx, `SELECT id FROM notes WHERE retention_subject('case', case_id) = 'case:17' ORDER BY id`)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	require.NoError(t, err)
+	require.Equal(t, []int32{-1, 0, 17}, ids, "the index was rebuilt with the second version")
+}

@@ -182,6 +182,8 @@ func TestAuditLogCaseSpellings(t *testing.T) {
 	for in, want := range map[string]*string{
 		"case-17": strp("case:17"), "Case-017": strp("case:17"), "case:17": strp("case:17"), " case-17 ": strp("case:17"),
 		"case-17\u00a0": strp("case:17"), "17": nil, "person-17": nil, "case-17x": nil, "case-fresh-3": nil, "": nil,
+		"case 17": strp("case:17"), "case_17": strp("case:17"), "case17": strp("case:17"), "case- 17": strp("case:17"),
+		"case/17": strp("case:17"), "\u2003case-17\ufeff": strp("case:17"), "casey17": nil, "+17": nil, "#17": nil,
 	} {
 		var got *string
 		require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT audit_log_case($1)`, in).Scan(&got), "%q", in)

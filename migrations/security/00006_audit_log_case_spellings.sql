@@ -1,0 +1,22 @@
+-- audit_log_case, second version: subject_id names a case when it starts
+-- with "case" not followed by a letter, after any Unicode white space or
+-- format character ('case 17', 'case_17', 'case17', 'case/17',
+-- 'case- 17', as retention_subject's second version reads them); the
+-- first version required 'case-' or 'case:'. A bare number still names no
+-- kind. The index over it is rebuilt; the transport set's migration 00009
+-- marked the archives unindexed.
+
+-- +goose NO TRANSACTION
+
+-- +goose Up
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION audit_log_case(p_subject_id text)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_subject_id ~* '^[\s\u00a0\u1680\u180e\u2000-\u200f\u2028-\u202f\u205f-\u2064\u3000\ufeff]*case([^a-z]|$)'
+                THEN retention_subject('case', p_subject_id) END
+$$;
+-- +goose StatementEnd
+REINDEX INDEX CONCURRENTLY audit_log_case_idx;
+
+-- +goose Down
+SELECT 1;
