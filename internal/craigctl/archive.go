@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -232,7 +233,11 @@ func newApproveCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := o.confirm(cmd.Context(), yes, fmt.Sprintf("Approving purge %s on %s executes it now: it destroys every archive the request froze that is still purgeable.", id, cl.service)); err != nil {
+			var view purgeView
+			if _, err := cl.do(cmd.Context(), http.MethodGet, "/admin/archive/purges/"+id.String(), nil, nil, &view); err != nil {
+				return err
+			}
+			if err := o.confirm(cmd.Context(), yes, approvePlan(id.String(), cl.service, view)); err != nil {
 				return err
 			}
 			sp := o.spinner("purging", "archives")
@@ -247,4 +252,57 @@ func newApproveCmd(o *options) *cobra.Command {
 	}
 	c.Flags().BoolVar(&yes, "yes", false, "do not ask (required when stdin is not a terminal)")
 	return c
+}
+
+// purgeView is GET /admin/archive/purges/{id}: a purge's frozen list.
+type purgeView struct {
+	Status      string `json:"status"`
+	RequestedBy string `json:"requested_by"`
+	Archives    []struct {
+		ArchiveID      string  `json:"archive_id"`
+		Table          string  `json:"table"`
+		RecordCount    int     `json:"record_count"`
+		FirstRecordAt  string  `json:"first_record_at"`
+		LastRecordAt   string  `json:"last_record_at"`
+		RetentionUntil *string `json:"retention_until"`
+		Due            bool    `json:"due"`
+	} `json:"archives"`
+}
+
+// approvePlan is what an approver reads before typing yes: who asked, and
+// each archive the approval would destroy (those no longer due are marked:
+// the approval skips them); the service's text is shown, never
+// interpreted by the terminal.
+func approvePlan(id, service string, v purgeView) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Approving purge %s on %s (requested by %s, %s) executes it now: it destroys every archive below that is still purgeable.\n",
+		id, service, sanitize(v.RequestedBy), sanitize(v.Status))
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ARCHIVE\tTABLE\tRECORDS\tFIRST\tLAST\tRETENTION\tDUE")
+	records := 0
+	for _, a := range v.Archives {
+		until, due := "-", "no: skipped"
+		if a.RetentionUntil != nil {
+			until = *a.RetentionUntil
+		}
+		if a.Due {
+			due = "yes"
+			records += a.RecordCount
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", sanitize(a.ArchiveID), sanitize(a.Table), a.RecordCount,
+			sanitize(a.FirstRecordAt), sanitize(a.LastRecordAt), sanitize(until), due)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(&b, "%d archive(s), %d record(s) would be destroyed.", countDue(v), records)
+	return b.String()
+}
+
+func countDue(v purgeView) int {
+	n := 0
+	for _, a := range v.Archives {
+		if a.Due {
+			n++
+		}
+	}
+	return n
 }

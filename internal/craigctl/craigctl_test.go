@@ -258,6 +258,12 @@ func TestDestructiveDryRunsNeverAsk(t *testing.T) {
 	t.Parallel()
 	f := newFake(t, map[string]http.HandlerFunc{
 		"POST /admin/archive/gc": answer(200, `{"dry_run":true,"orphans":["rules/x.ndjson"],"deleted":[]}`),
+		"GET /admin/archive/purges/44444444-4444-4444-4444-444444444444": answer(200, `{"purge_id":"44444444-4444-4444-4444-444444444444",
+			"status":"awaiting_approval","requested_by":"ops:alice","archives":[
+			{"archive_id":"11111111-1111-1111-1111-111111111111","table":"rule_\u001b[31mevaluations","record_count":500,
+			 "first_record_at":"2025-01-01T00:00:00Z","last_record_at":"2025-01-02T00:00:00Z","retention_until":"2026-11-30","due":true},
+			{"archive_id":"22222222-2222-2222-2222-222222222222","table":"rule_evaluations","record_count":7,
+			 "first_record_at":"2025-02-01T00:00:00Z","last_record_at":"2025-02-02T00:00:00Z","retention_until":null,"due":false}]}`),
 		"POST /admin/archive/purges/44444444-4444-4444-4444-444444444444/approve": answer(200,
 			`{"purge_id":"44444444-4444-4444-4444-444444444444","purged":["11111111-1111-1111-1111-111111111111"],"skipped":[],"status":"completed","certificate":"C2"}`),
 	})
@@ -267,11 +273,23 @@ func TestDestructiveDryRunsNeverAsk(t *testing.T) {
 	require.Contains(t, r.out, "rules/x.ndjson")
 	r = run(t, "nope\n", true, e, "archive", "gc", "--service", "rules", "--older-than", "7")
 	require.Equal(t, craigctl.ExitRefused, r.code)
+	r = run(t, "yes\n", true, e, "archive", "gc", "--service", "rules", "--older-than", "7")
+	require.Equal(t, craigctl.ExitOK, r.code, r.errOut)
+	last := f.seen()[len(f.seen())-1]
+	require.Equal(t, "/admin/archive/gc", last.Path)
+	require.Equal(t, []any{"rules/x.ndjson"}, last.Body["keys"], "the collection names exactly the keys shown (on main it deleted by age again)")
 	r = run(t, "", false, e, "archive", "purges", "approve", "44444444-4444-4444-4444-444444444444", "--service", "rules")
 	require.Equal(t, craigctl.ExitRefused, r.code)
 	r = run(t, "yes\n", true, e, "archive", "purges", "approve", "44444444-4444-4444-4444-444444444444", "--service", "rules")
 	require.Equal(t, craigctl.ExitOK, r.code, r.errOut)
 	require.Contains(t, r.out, "C2")
+	// The approver sees what the approval destroys (it saw only the id on
+	// main), the service's text escaped.
+	require.Contains(t, r.errOut, "requested by ops:alice")
+	require.Regexp(t, `11111111-1111-1111-1111-111111111111\s+rule_\\x1b\[31mevaluations\s+500\s+2025-01-01T00:00:00Z\s+2025-01-02T00:00:00Z\s+2026-11-30\s+yes`, r.errOut)
+	require.Regexp(t, `22222222-2222-2222-2222-222222222222\s+rule_evaluations\s+7\s+.*-\s+no: skipped`, r.errOut)
+	require.Contains(t, r.errOut, "1 archive(s), 500 record(s) would be destroyed")
+	require.NotContains(t, r.errOut, "\x1b")
 	var approvals, gcs int
 	for _, c := range f.seen() {
 		switch {
@@ -279,11 +297,13 @@ func TestDestructiveDryRunsNeverAsk(t *testing.T) {
 			approvals++
 		case c.Path == "/admin/archive/gc":
 			gcs++
-			require.Equal(t, true, c.Body["dry_run"], "every gc call so far was a dry run")
+			if c.Body["keys"] == nil {
+				require.Equal(t, true, c.Body["dry_run"], "a gc call without keys is a dry run")
+			}
 		}
 	}
 	require.Equal(t, 1, approvals)
-	require.Equal(t, 2, gcs)
+	require.Equal(t, 4, gcs)
 }
 
 // TestFetchRange: NDJSON copied line for line; an error line from the

@@ -117,7 +117,9 @@ func newGCCmd(o *options) *cobra.Command {
 				return err
 			}
 			var res gcReport
-			raw, err = cl.do(cmd.Context(), http.MethodPost, "/admin/archive/gc", nil, map[string]any{"older_than_days": days}, &res)
+			// Exactly the objects shown: one that stopped being an orphan, or
+			// one that aged past the bound since, is not collected.
+			raw, err = cl.do(cmd.Context(), http.MethodPost, "/admin/archive/gc", nil, map[string]any{"older_than_days": days, "keys": plan.Orphans}, &res)
 			return o.gcShow(raw, res, err)
 		},
 	}

@@ -67,6 +67,7 @@ func (a *ArchiveAPI) routes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/archive/holds/{id}/release", a.require(auth.ScopeHold, a.releaseHold))
 	mux.Handle("POST /admin/archive/purge", a.require(auth.ScopePurge, a.purge))
 	mux.Handle("POST /admin/archive/purges/{id}/approve", a.require(auth.ScopePurge, a.approve))
+	mux.Handle("GET /admin/archive/purges/{id}", a.require(auth.ScopeRead, a.purgeView))
 	mux.Handle("GET /admin/archive/rows/{table}/{id}", a.require(auth.ScopeRead, a.row))
 	mux.Handle("POST /admin/archive/verify", a.require(auth.ScopeRead, a.verify))
 	mux.Handle("POST /admin/archive/gc", a.require(auth.ScopePurge, a.gc))
@@ -182,6 +183,9 @@ func (a *ArchiveAPI) gc(w http.ResponseWriter, r *http.Request, p auth.Principal
 	var req struct {
 		OlderThanDays *int `json:"older_than_days"`
 		DryRun        bool `json:"dry_run"`
+		// Keys, when given, are the only objects collected (those a dry
+		// run showed the operator).
+		Keys []string `json:"keys"`
 	}
 	if !decode(w, r, &req) {
 		return
@@ -190,7 +194,11 @@ func (a *ArchiveAPI) gc(w http.ResponseWriter, r *http.Request, p auth.Principal
 		writeError(w, http.StatusBadRequest, "invalid_request", "older_than_days is required (at least 1)", nil)
 		return
 	}
-	rep, err := a.Reader.CollectOrphans(r.Context(), *req.OlderThanDays, req.DryRun, p.Subject)
+	if req.Keys != nil && len(req.Keys) == 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "keys: name at least one object, or leave keys out", nil)
+		return
+	}
+	rep, err := a.Reader.CollectOrphans(r.Context(), *req.OlderThanDays, req.DryRun, p.Subject, req.Keys...)
 	switch {
 	case errors.Is(err, archiveread.ErrGCInvalid):
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
@@ -649,6 +657,22 @@ func (a *ArchiveAPI) approve(w http.ResponseWriter, r *http.Request, p auth.Prin
 		body["failed"] = res.Failed
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// purgeView answers a purge with its frozen list (what an approval would
+// destroy, each archive's table, records, range and retention date).
+func (a *ArchiveAPI) purgeView(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "id: not a uuid", nil)
+		return
+	}
+	v, err := a.Lifecycle.PurgeView(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func nonNilIDs(ids []uuid.UUID) []uuid.UUID {

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/outbox"
+	"github.com/craig/retention/kernel/store"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -35,12 +37,15 @@ type GCReport struct {
 	Deleted []string `json:"deleted"`
 }
 
-// CollectOrphans deletes (or, dry, lists) the archive objects under the
-// service's prefix that no LOCAL ledger row names and that are older than
-// olderThanDays, under the archive lease (no pass is between its puts and
-// its ledger row); never a key a ledger row names. It is logged and
-// announced (<service>.archive_orphans_collected), attributed to actor.
-func (r *Reader) CollectOrphans(ctx context.Context, olderThanDays int, dryRun bool, actor string) (GCReport, error) {
+// CollectOrphans destroys, every version (or, dry, lists) the archive
+// objects under the service's prefix that no LOCAL ledger row names and
+// that are older than olderThanDays, under the archive lease (no pass is
+// between its puts and its ledger row); never a key a ledger row names.
+// With only, it destroys only those of them (the keys an operator was
+// shown by a dry run: one that is no longer an orphan, or younger, is
+// left). It is logged and announced (<service>.archive_orphans_collected),
+// attributed to actor.
+func (r *Reader) CollectOrphans(ctx context.Context, olderThanDays int, dryRun bool, actor string, only ...string) (GCReport, error) {
 	if olderThanDays < MinGCAgeDays || olderThanDays > MaxGCAgeDays {
 		return GCReport{}, fmt.Errorf("%w: older_than_days %d outside %d..%d", ErrGCInvalid, olderThanDays, MinGCAgeDays, MaxGCAgeDays)
 	}
@@ -52,14 +57,20 @@ func (r *Reader) CollectOrphans(ctx context.Context, olderThanDays int, dryRun b
 		}
 		cutoff := r.now().Add(-time.Duration(olderThanDays) * 24 * time.Hour)
 		for _, o := range objs {
-			if o.ModTime.After(cutoff) {
+			if o.ModTime.After(cutoff) || (len(only) > 0 && !slices.Contains(only, o.Key)) {
 				continue
 			}
 			rep.Orphans = append(rep.Orphans, o.Key)
 			if dryRun {
 				continue
 			}
-			if _, err := r.store.DeleteIfExists(ctx, o.Key); err != nil {
+			// Every version: a plain delete in a versioned bucket only hides
+			// the object behind a delete marker, and its rows stay.
+			_, err := r.store.DestroyAllVersions(ctx, o.Key)
+			if errors.Is(err, store.ErrLocked) { // a booking that rolled back had locked it: no ledger row holds it
+				_, err = r.store.DestroyReleased(ctx, o.Key)
+			}
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
 			rep.Deleted = append(rep.Deleted, o.Key)

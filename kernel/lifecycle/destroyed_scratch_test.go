@@ -280,3 +280,39 @@ func TestASealedSubjectAnswersHoldsAndOrdersAsAnUnknownOne(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, res.Rewritten, "the order still rewrites the three archives it recorded")
 }
+
+// TestTheApproverSeesTheFrozenList: a purge awaiting approval answers its
+// frozen list with each archive's table, records, range, retention date
+// and whether an approval now would destroy it (on main no call listed
+// them: the second person approved an id).
+func TestTheApproverSeesTheFrozenList(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 1)
+	a, b := w.archived(t, 400, "CURRENT_DATE - 1"), w.archived(t, 401, "CURRENT_DATE - 2")
+	res, err := w.mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	_, err = w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", ArchiveIDs: []uuid.UUID{b.ArchiveID}}, "ops:carol")
+	require.NoError(t, err)
+	v, err := w.mgr.PurgeView(w.ctx, *res.PurgeID)
+	require.NoError(t, err)
+	require.Equal(t, lifecycle.StatusAwaitingApproval, v.Status)
+	require.Equal(t, "ops:alice", v.RequestedBy)
+	require.Len(t, v.Archives, 2)
+	utc := time.Now().UTC()
+	byID := map[uuid.UUID]lifecycle.PurgeArchive{}
+	for _, x := range v.Archives {
+		byID[x.ArchiveID] = x
+	}
+	got := byID[a.ArchiveID]
+	require.Equal(t, "rule_evaluations", got.Table)
+	require.Equal(t, 1, got.RecordCount)
+	require.True(t, got.FirstRecordAt.Equal(a.FirstRecordAt))
+	require.True(t, got.LastRecordAt.Equal(a.LastRecordAt))
+	require.NotNil(t, got.RetentionUntil)
+	require.Contains(t, []string{utc.AddDate(0, 0, -1).Format(time.DateOnly), utc.Add(-time.Minute).AddDate(0, 0, -1).Format(time.DateOnly)}, *got.RetentionUntil)
+	require.True(t, got.Due)
+	require.False(t, byID[b.ArchiveID].Due, "held since the freeze: the approval would skip it")
+	require.True(t, byID[b.ArchiveID].LegalHold)
+	_, err = w.mgr.PurgeView(w.ctx, uuid.Must(uuid.NewV7()))
+	require.ErrorIs(t, err, lifecycle.ErrNotFound)
+}

@@ -386,3 +386,60 @@ func nonNil(ids []uuid.UUID) []uuid.UUID {
 	}
 	return ids
 }
+
+// PurgeView is a purge as its approver sees it before approving: the
+// frozen list with each archive's ledger facts.
+type PurgeView struct {
+	PurgeID     uuid.UUID      `json:"purge_id"`
+	Status      string         `json:"status"`
+	RequestedBy string         `json:"requested_by"`
+	RequestedAt time.Time      `json:"requested_at"`
+	ApprovedBy  *string        `json:"approved_by"`
+	ExecutedAt  *time.Time     `json:"executed_at"`
+	Archives    []PurgeArchive `json:"archives"`
+}
+
+// PurgeArchive is one candidate of a purge, as the ledger knows it now.
+type PurgeArchive struct {
+	ArchiveID     uuid.UUID `json:"archive_id"`
+	Table         string    `json:"table"`
+	RecordCount   int       `json:"record_count"`
+	FirstRecordAt time.Time `json:"first_record_at"`
+	LastRecordAt  time.Time `json:"last_record_at"`
+	// RetentionUntil is the archive's retention date (YYYY-MM-DD, UTC).
+	RetentionUntil *string `json:"retention_until"`
+	LegalHold      bool    `json:"legal_hold"`
+	Purged         bool    `json:"purged"`
+	// Due: an approval now would destroy it (dated, due, unheld, not
+	// purged); an approval re-checks each one at its destruction anyway.
+	Due bool `json:"due"`
+}
+
+// PurgeView reads a purge and its candidates (ErrNotFound for an unknown id).
+func (m *Manager) PurgeView(ctx context.Context, purgeID uuid.UUID) (PurgeView, error) {
+	q := queries.New(m.pool)
+	p, err := q.PurgeView(ctx, pgUUID(purgeID))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return PurgeView{}, fmt.Errorf("%w: purge %s", ErrNotFound, purgeID)
+	case err != nil:
+		return PurgeView{}, fmt.Errorf("read purge %s: %w", purgeID, err)
+	}
+	v := PurgeView{PurgeID: purgeID, Status: p.Status, RequestedBy: p.RequestedBy, RequestedAt: p.RequestedAt.Time.UTC(),
+		ApprovedBy: p.ApprovedBy, ExecutedAt: timePtr(p.ExecutedAt), Archives: []PurgeArchive{}}
+	rows, err := q.PurgeCandidates(ctx, p.Candidates)
+	if err != nil {
+		return PurgeView{}, fmt.Errorf("candidates of purge %s: %w", purgeID, err)
+	}
+	for _, r := range rows {
+		a := PurgeArchive{ArchiveID: r.ArchiveID.Bytes, Table: r.TableName, RecordCount: int(r.RecordCount),
+			FirstRecordAt: r.FirstRecordAt.Time.UTC(), LastRecordAt: r.LastRecordAt.Time.UTC(),
+			LegalHold: r.LegalHold, Purged: r.PurgedAt.Valid, Due: r.Due}
+		if r.RetentionUntil.Valid {
+			d := r.RetentionUntil.Time.Format(time.DateOnly)
+			a.RetentionUntil = &d
+		}
+		v.Archives = append(v.Archives, a)
+	}
+	return v, nil
+}

@@ -316,3 +316,21 @@ ORDER BY l.archive_id;
 -- HoldSubjects reads a hold's keyed subject hashes.
 -- name: HoldSubjects :one
 SELECT subject_hashes FROM archive_holds WHERE id = sqlc.arg(id);
+
+-- PurgeView reads a purge and its candidates' ledger facts (what the
+-- approver approves), without locking it.
+-- name: PurgeView :one
+SELECT purge_id, status, candidates, requested_by, requested_at, approved_by, executed_at
+FROM purges WHERE purge_id = sqlc.arg(purge_id);
+
+-- PurgeCandidates are the ledger facts of a purge's candidates, in the
+-- frozen list's order; held and due are as of now.
+-- name: PurgeCandidates :many
+SELECT l.archive_id, l.table_name, l.record_count, l.first_record_at, l.last_record_at,
+       l.retention_until, l.legal_hold, l.purged_at,
+       (l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date
+        AND NOT l.legal_hold AND l.purged_at IS NULL
+        AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at))::boolean AS due
+FROM unnest(sqlc.arg(ids)::uuid[]) WITH ORDINALITY AS c(id, ord)
+JOIN archive_ledger AS l ON l.archive_id = c.id
+ORDER BY c.ord;

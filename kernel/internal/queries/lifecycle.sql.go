@@ -767,6 +767,93 @@ func (q *Queries) LogLifecycle(ctx context.Context, arg LogLifecycleParams) erro
 	return err
 }
 
+const purgeCandidates = `-- name: PurgeCandidates :many
+SELECT l.archive_id, l.table_name, l.record_count, l.first_record_at, l.last_record_at,
+       l.retention_until, l.legal_hold, l.purged_at,
+       (l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date
+        AND NOT l.legal_hold AND l.purged_at IS NULL
+        AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at))::boolean AS due
+FROM unnest($1::uuid[]) WITH ORDINALITY AS c(id, ord)
+JOIN archive_ledger AS l ON l.archive_id = c.id
+ORDER BY c.ord
+`
+
+type PurgeCandidatesRow struct {
+	ArchiveID      pgtype.UUID
+	TableName      string
+	RecordCount    int32
+	FirstRecordAt  pgtype.Timestamptz
+	LastRecordAt   pgtype.Timestamptz
+	RetentionUntil pgtype.Date
+	LegalHold      bool
+	PurgedAt       pgtype.Timestamptz
+	Due            bool
+}
+
+// PurgeCandidates are the ledger facts of a purge's candidates, in the
+// frozen list's order; held and due are as of now.
+func (q *Queries) PurgeCandidates(ctx context.Context, ids []pgtype.UUID) ([]PurgeCandidatesRow, error) {
+	rows, err := q.db.Query(ctx, purgeCandidates, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PurgeCandidatesRow
+	for rows.Next() {
+		var i PurgeCandidatesRow
+		if err := rows.Scan(
+			&i.ArchiveID,
+			&i.TableName,
+			&i.RecordCount,
+			&i.FirstRecordAt,
+			&i.LastRecordAt,
+			&i.RetentionUntil,
+			&i.LegalHold,
+			&i.PurgedAt,
+			&i.Due,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const purgeView = `-- name: PurgeView :one
+SELECT purge_id, status, candidates, requested_by, requested_at, approved_by, executed_at
+FROM purges WHERE purge_id = $1
+`
+
+type PurgeViewRow struct {
+	PurgeID     pgtype.UUID
+	Status      string
+	Candidates  []pgtype.UUID
+	RequestedBy string
+	RequestedAt pgtype.Timestamptz
+	ApprovedBy  *string
+	ExecutedAt  pgtype.Timestamptz
+}
+
+// PurgeView reads a purge and its candidates' ledger facts (what the
+// approver approves), without locking it.
+func (q *Queries) PurgeView(ctx context.Context, purgeID pgtype.UUID) (PurgeViewRow, error) {
+	row := q.db.QueryRow(ctx, purgeView, purgeID)
+	var i PurgeViewRow
+	err := row.Scan(
+		&i.PurgeID,
+		&i.Status,
+		&i.Candidates,
+		&i.RequestedBy,
+		&i.RequestedAt,
+		&i.ApprovedBy,
+		&i.ExecutedAt,
+	)
+	return i, err
+}
+
 const purgeableAmong = `-- name: PurgeableAmong :many
 SELECT l.archive_id
 FROM archive_ledger AS l
