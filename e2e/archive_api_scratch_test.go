@@ -12,12 +12,14 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/archivetest"
 	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/store"
 	"github.com/craig/retention/services/rules"
 )
@@ -154,6 +156,27 @@ func TestArchiveAPIOverServe(t *testing.T) {
 	if cert, ok := body["certificate"].(string); ok {
 		t.Cleanup(func() { _, _ = st.DeleteIfExists(context.Background(), cert) })
 	}
+
+	// A run or a purge while a pass holds the archive lease (a session
+	// holding its advisory lock, as a pass does) answers 409
+	// already_running and changes nothing; once it is free, a run archives.
+	db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+		SELECT now() - make_interval(days => 100, mins => g), 'r', '{}', '{}' FROM generate_series(1, 2) g`)
+	pass, err := pgx.Connect(ctx, db.URL)
+	require.NoError(t, err)
+	_, err = pass.Exec(ctx, `SELECT pg_advisory_lock($1)`, lease.ArchiveKey)
+	require.NoError(t, err)
+	run := mint(t, "ops:alice", "archive:run")
+	code, _, body = call(t, "POST", u+"run", run, `{}`)
+	require.Equal(t, http.StatusConflict, code, body)
+	require.Equal(t, "already_running", body["error"])
+	code, _, body = call(t, "POST", u+"purge", purge, `{"limit": 10}`)
+	require.Equal(t, http.StatusConflict, code, body)
+	require.Equal(t, int64(2), db.Count(t, `SELECT count(*) FROM rule_evaluations`), "nothing archived during the pass")
+	require.NoError(t, pass.Close(ctx))
+	code, _, body = call(t, "POST", u+"run", run, `{}`)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Zero(t, db.Count(t, `SELECT count(*) FROM rule_evaluations`))
 	require.Equal(t, 0, s.stop(t), s.stderr.String())
 
 	t.Run("no key: not served", func(t *testing.T) {

@@ -321,6 +321,8 @@ func TestAlertRules(t *testing.T) {
 		"ArchiveDeadLetters":         {"events_dead_lettered_total"},
 		"AdminAuthFailures":          {"admin_auth_failures_total"},
 		"ArchivePurgeStoreErrors":    {"archive_purge_refused_total"},
+		"ArchiveRowsQuarantined":     {"retention_quarantined_total"},
+		"ArchiveBacklogGrowing":      {"archive_backlog_oldest_age_seconds"},
 		"RetentionVacuumHorizonHeld": {"retention_vacuum_horizon_held_seconds", "retention_vacuum_horizon_age_xids"},
 		"RetentionSlotRetainingWAL":  {"retention_slot_retained_wal_bytes"},
 		"RetentionDeadTuplesGrowing": {"retention_dead_tuples"},
