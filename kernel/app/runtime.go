@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/invariants"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/prune"
@@ -248,6 +249,11 @@ func InvariantSpecs[T any](spec Spec[T], cfg T) []invariants.Spec {
 				}
 			}
 			out = append(out, invariants.ForArchive(t.Table, t.AgeColumn, hot))
+		}
+		for _, t := range archiveTables(spec, cfg) { // then their unparsed subjects
+			if q := archive.UnparsedSQL(t); q != "" {
+				out = append(out, invariants.ForUnparsedSubjects(t.Table, q))
+			}
 		}
 	}
 	return out

@@ -242,7 +242,36 @@ func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 		e.metrics.LastSuccess.WithLabelValues(e.cfg.Service).SetToCurrentTime()
 	}
 	e.backlog(ctx, &rep)
+	e.unparsed(ctx, &rep)
 	return rep, nil
+}
+
+// unparsed counts, for each table the pass did not fail that declares a
+// subject field, the rows whose field holds a digit but yields no subject
+// into retention_subject_unparsed_rows (one read of the hot table, bounded
+// by archive.db_timeout). A read that fails is logged and left out.
+func (e *Engine) unparsed(ctx context.Context, rep *PassReport) {
+	for i, spec := range e.specs {
+		q := UnparsedSQL(spec)
+		if q == "" || rep.Tables[i].Err != nil {
+			continue
+		}
+		dctx, cancel := e.dbStep(ctx)
+		var n int64
+		err := e.pool.QueryRow(dctx, q).Scan(&n)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				e.logger.WarnContext(ctx, "unparsed subjects could not be counted", slog.String("table", spec.Table), slog.Any("error", err))
+			}
+			continue
+		}
+		e.metrics.UnparsedSubjects.WithLabelValues(spec.Table).Set(float64(n))
+		if n > 0 {
+			e.logger.WarnContext(ctx, "rows hold a subject spelling the canonical form does not take: no fetch, hold, seal or order reaches them",
+				slog.String("table", spec.Table), slog.Int64("rows", n))
+		}
+	}
 }
 
 // OrphanSweepTimeout bounds the orphan sweep at a pass's start and end:

@@ -28,6 +28,32 @@ type Subject struct {
 	// the hot rows of a subject are found through it. It is the service's
 	// own code, never input; the kernel builds its subject queries from it.
 	SQL string
+	// Field is the raw value SQL reads (an expression over the same
+	// columns, e.g. input ->> 'case_id'), or "" when there is none to
+	// check: a row whose Field holds a digit while SQL yields NULL is a
+	// spelling of a subject the canonical form does not take, counted as
+	// unparsed (retention_subject_unparsed_rows{table}, the
+	// <table>_subject_unparsed invariant, an expungement's answer), since
+	// fetch, holds, seals and orders cannot reach it. Not part of the
+	// declaration: changing it re-indexes nothing.
+	Field string
+}
+
+// UnparsedSQL counts a table's rows whose declared subject fields hold a
+// digit but yield no subject (Subject.Field); "" when no subject of the
+// spec declares a field. It reads every hot row: a watchdog's query, not a
+// pass's.
+func UnparsedSQL(spec TableSpec) string {
+	var conds []string
+	for _, sub := range spec.Subjects {
+		if sub.Field != "" {
+			conds = append(conds, "((("+sub.Field+") ~ '[0-9]') AND ("+sub.SQL+") IS NULL)")
+		}
+	}
+	if len(conds) == 0 {
+		return ""
+	}
+	return "SELECT count(*) FROM " + pgx.Identifier{spec.Table}.Sanitize() + " AS t WHERE " + strings.Join(conds, " OR ")
 }
 
 // ErrSubject: a table's subject expression returned a value that is not a

@@ -29,6 +29,10 @@ const (
 type Requested struct {
 	ExpungeID uuid.UUID   `json:"expunge_id"`
 	Archives  []uuid.UUID `json:"archives"`
+	// UnparsedRows are the hot rows of the service's subject tables whose
+	// declared subject field holds a digit but yields no subject: the
+	// order cannot reach them (archive.Subject.Field).
+	UnparsedRows int64 `json:"unparsed_rows"`
 }
 
 // Executed is an approval's answer (200). Salt is the order's salt, hex:
@@ -76,7 +80,11 @@ func (o *Orders) RequestExpunge(ctx context.Context, s subject.Subject, orderRef
 	if err != nil {
 		return Requested{}, err
 	}
-	req := Requested{ExpungeID: uuid.Must(uuid.NewV7()), Archives: archiveIDs(archives)}
+	unparsed, err := o.unparsed(ctx)
+	if err != nil {
+		return Requested{}, err
+	}
+	req := Requested{ExpungeID: uuid.Must(uuid.NewV7()), Archives: archiveIDs(archives), UnparsedRows: unparsed}
 	err = pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		if err := queries.New(tx).InsertExpungement(ctx, queries.InsertExpungementParams{ExpungeID: pgUUID(req.ExpungeID), SubjectHash: hash,
 			SubjectBox: box, OrderRef: orderRef, Reason: reason, Holds: pgUUIDs(holds), Archives: pgUUIDs(req.Archives), RequestedBy: actor}); err != nil {
@@ -119,6 +127,25 @@ func (o *Orders) checkExpunge(ctx context.Context, orderRef, reason string, hold
 		return fmt.Errorf("%w: %d archive(s); run `%s archive index-subjects` first", ErrNotIndexed, n, o.cfg.Service)
 	}
 	return nil
+}
+
+// unparsed counts the hot rows of the order's tables whose declared subject
+// field holds a digit but yields no subject: the order cannot reach them,
+// and the requester is told how many there are.
+func (o *Orders) unparsed(ctx context.Context) (int64, error) {
+	var total int64
+	for _, spec := range o.subjectSpecs() {
+		q := archive.UnparsedSQL(spec)
+		if q == "" {
+			continue
+		}
+		var n int64
+		if err := o.pool.QueryRow(ctx, q).Scan(&n); err != nil {
+			return 0, fmt.Errorf("unparsed subjects of %s: %w", spec.Table, err)
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // affected lists the unpurged archives the index says hold s; a

@@ -51,6 +51,22 @@ type Spec struct {
 	// future makes the spec count rows dated beyond FutureSkew ahead of
 	// the database clock instead of overrunning rows.
 	future bool
+	// count, when set, is the whole check: it counts the violations.
+	count func(ctx context.Context, db prune.DB) (int64, error)
+}
+
+// ForUnparsedSubjects is an archived table's unparsed-subjects watchdog
+// (<table>_subject_unparsed): rows whose declared subject field holds a
+// digit but yields no subject (countSQL, archive.UnparsedSQL), which no
+// fetch, hold, seal or order reaches. It reads every hot row of the table.
+func ForUnparsedSubjects(table, countSQL string) Spec {
+	return Spec{Name: table + "_subject_unparsed", Table: table, WindowDays: 1,
+		Description: table + " rows whose declared subject field holds digits but yields no subject: no fetch, hold, seal or order reaches them",
+		count: func(ctx context.Context, db prune.DB) (int64, error) {
+			var n int64
+			err := db.QueryRow(ctx, countSQL).Scan(&n)
+			return n, err
+		}}
 }
 
 // ForPolicy returns every watchdog of a swept table: its overrun invariant
@@ -121,6 +137,14 @@ func Check(ctx context.Context, db prune.DB, s Spec) (Result, error) {
 		r.FutureSkewSeconds = FutureSkew.Seconds()
 	}
 	if s.Disabled() {
+		return r, nil
+	}
+	if s.count != nil {
+		n, err := s.count(ctx, db)
+		if err != nil {
+			return r, fmt.Errorf("invariant %s: %w", s.Name, err)
+		}
+		r.Violations = n
 		return r, nil
 	}
 	var e prune.Eligibility

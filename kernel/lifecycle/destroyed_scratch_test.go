@@ -20,6 +20,7 @@ import (
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/courtorder"
 	"github.com/craig/retention/kernel/intent"
+	"github.com/craig/retention/kernel/invariants"
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
@@ -315,4 +316,41 @@ func TestTheApproverSeesTheFrozenList(t *testing.T) {
 	require.True(t, byID[b.ArchiveID].LegalHold)
 	_, err = w.mgr.PurgeView(w.ctx, uuid.Must(uuid.NewV7()))
 	require.ErrorIs(t, err, lifecycle.ErrNotFound)
+}
+
+// TestUnparsedSubjectsAreCounted: rows whose declared subject field holds
+// digits but yields no subject ('[17]', '17-18') are counted by the
+// table's invariant, by the pass's retention_subject_unparsed_rows and in
+// an expungement's answer (on main nothing told that an order could not
+// reach them); a value without digits is no subject and not counted.
+func TestUnparsedSubjectsAreCounted(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	for _, v := range []string{`"[17]"`, `"17-18"`, `"seventeen"`, `"+17"`} {
+		w.db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+			VALUES (now() - interval '3 days', 'r', jsonb_build_object('case_id', $1::jsonb), '{}')`, v)
+	}
+	spec := subjectSpec()
+	spec.Subjects[0].Field = "input ->> 'case_id'"
+	res, err := invariants.Check(w.ctx, w.db.Pool, invariants.ForUnparsedSubjects(spec.Table, archive.UnparsedSQL(spec)))
+	require.NoError(t, err)
+	require.Equal(t, int64(2), res.Violations, "[17] and 17-18; +17 is case:17, seventeen holds no digit")
+	require.Equal(t, "rule_evaluations_subject_unparsed", res.Name)
+
+	am, err := metrics.NewArchive(prometheus.NewRegistry())
+	require.NoError(t, err)
+	eng, err := archive.New(w.db.Pool, w.st, []archive.TableSpec{spec}, archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep,
+		archive.Config{Service: w.s3.Service, HotWindowDays: 90, BatchSize: 5, MaxBatchBytes: archive.DefaultMaxBatchBytes, LedgerHolds: true, ObjectLock: true, SubjectKey: w.key},
+		slog.New(&kerneltest.LogRecorder{}), am)
+	require.NoError(t, err)
+	_, err = eng.RunPass(w.ctx, 1)
+	require.NoError(t, err)
+	require.Equal(t, 2.0, testutil.ToFloat64(am.UnparsedSubjects.WithLabelValues("rule_evaluations")))
+
+	orders, err := courtorder.New(w.db.Pool, w.st, courtorder.Config{Service: w.s3.Service, Tables: []archive.TableSpec{spec}, Key: w.key,
+		ObjectLock: true, Bookkeep: archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep}, slog.New(w.logs))
+	require.NoError(t, err)
+	req, err := orders.RequestExpunge(w.ctx, mustSubject(t, "case:17"), "JV-5", "order", nil, "ops:alice")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), req.UnparsedRows)
 }

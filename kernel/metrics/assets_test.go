@@ -323,6 +323,7 @@ func TestAlertRules(t *testing.T) {
 		"ArchivePurgeStoreErrors":    {"archive_purge_refused_total"},
 		"ArchiveRowsQuarantined":     {"retention_quarantined_total"},
 		"ArchiveBacklogGrowing":      {"archive_backlog_oldest_age_seconds"},
+		"RetentionSubjectsUnparsed":  {"retention_subject_unparsed_rows"},
 		"RetentionVacuumHorizonHeld": {"retention_vacuum_horizon_held_seconds", "retention_vacuum_horizon_age_xids"},
 		"RetentionSlotRetainingWAL":  {"retention_slot_retained_wal_bytes"},
 		"RetentionDeadTuplesGrowing": {"retention_dead_tuples"},

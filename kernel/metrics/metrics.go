@@ -202,6 +202,11 @@ type Archive struct {
 	// upload intent left behind) whose every version was destroyed, per
 	// table (archive_orphans_destroyed_total{table}, ADR-069).
 	OrphansDestroyed *prometheus.CounterVec
+	// UnparsedSubjects is, per table, the rows whose declared subject field
+	// holds a digit but yields no subject, at the last pass
+	// (retention_subject_unparsed_rows{table}; no series before a pass, none
+	// for a table that declares no field).
+	UnparsedSubjects *prometheus.GaugeVec
 }
 
 // NewArchive creates the archive instruments and registers them on reg.
@@ -231,8 +236,12 @@ func NewArchive(reg prometheus.Registerer) (*Archive, error) {
 			Name: "archive_orphans_destroyed_total",
 			Help: "Objects an archive pass or an expungement wrote and never booked (an upload intent left behind), every version destroyed, per table.",
 		}, []string{"table"}),
+		UnparsedSubjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "retention_subject_unparsed_rows",
+			Help: "Hot rows whose declared subject field holds a digit but yields no subject (no fetch, hold, seal or order reaches them), per table, at the last archive pass.",
+		}, []string{"table"}),
 	}
-	if err := register(reg, m.RowsArchived, m.Quarantined, m.Failures, m.LastSuccess, m.Backlog, m.OrphansDestroyed); err != nil {
+	if err := register(reg, m.RowsArchived, m.Quarantined, m.Failures, m.LastSuccess, m.Backlog, m.OrphansDestroyed, m.UnparsedSubjects); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -40,7 +40,7 @@ func (Tables) RuleEvaluations() archive.TableSpec {
 		AgeColumn: "evaluated_at",
 		// The case an evaluation is about: case:<input->>'case_id'>
 		// (migrations/rules 00003: the function and its index).
-		Subjects: []archive.Subject{{Kind: subject.Case, SQL: "rule_evaluations_case(input)"}},
+		Subjects: []archive.Subject{{Kind: subject.Case, SQL: "rule_evaluations_case(input)", Field: "input ->> 'case_id'"}},
 		Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectRuleEvaluationsBatchRow, error) {
 			return queries.New(db).SelectRuleEvaluationsBatch(ctx, queries.SelectRuleEvaluationsBatchParams{
 				HotWindowDays: p.HotWindowDays, AfterKey: p.After.Key, AfterID: p.After.ID, BatchLimit: p.Limit, MaxBytes: p.MaxBytes,

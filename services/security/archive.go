@@ -48,8 +48,10 @@ func (Tables) AuditLog() archive.TableSpec {
 		// and the case_id of a delivered event's payload kept in
 		// detail.payload (00005): a row may be about both.
 		Subjects: []archive.Subject{
-			{Kind: subject.Case, SQL: "audit_log_case(subject_id)"},
-			{Kind: subject.Case, SQL: "audit_log_payload_case(detail)"},
+			// subject_id is checked only where it names a case (a person's id
+			// is not an unparsed case).
+			{Kind: subject.Case, SQL: "audit_log_case(subject_id)", Field: "CASE WHEN subject_id ~* 'case' THEN subject_id END"},
+			{Kind: subject.Case, SQL: "audit_log_payload_case(detail)", Field: "detail -> 'payload' ->> 'case_id'"},
 		},
 		Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectAuditLogBatchRow, error) {
 			return queries.New(db).SelectAuditLogBatch(ctx, queries.SelectAuditLogBatchParams{
@@ -67,7 +69,7 @@ func (Tables) DeadLetterAudit() archive.TableSpec {
 	return archive.TableSpec{
 		Table: DeadLetterTable, AgeColumn: "dlq_received_at",
 		// case:<payload->>'case_id'> (migrations/security 00003).
-		Subjects: []archive.Subject{{Kind: subject.Case, SQL: "dead_letter_audit_case(payload)"}},
+		Subjects: []archive.Subject{{Kind: subject.Case, SQL: "dead_letter_audit_case(payload)", Field: "payload ->> 'case_id'"}},
 		Select: archive.SelectRows(func(ctx context.Context, db prune.DB, p archive.SelectParams) ([]queries.SelectDeadLetterAuditBatchRow, error) {
 			return queries.New(db).SelectDeadLetterAuditBatch(ctx, queries.SelectDeadLetterAuditBatchParams{
 				HotWindowDays: p.HotWindowDays, AfterKey: p.After.Key, AfterID: p.After.ID, BatchLimit: p.Limit, MaxBytes: p.MaxBytes,
