@@ -21,6 +21,7 @@ import (
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/auth"
 	"github.com/craig/retention/kernel/courtorder"
+	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/settings"
@@ -55,6 +56,18 @@ type ArchiveAPI struct {
 	// Orders carries out court orders (seal, expunge); nil without a
 	// store (the calls answer 503 store_not_configured).
 	Orders *courtorder.Orders
+	// Journal is the service's journal of acts (ADR-070): while the
+	// database is behind the store's journal, every call but the
+	// listings and verify answers 503 restored_behind_journal. Nil: none.
+	Journal *journal.Journal
+}
+
+// journalExempt are the calls served while the database is behind the
+// store's journal: listings of the ledger, the holds, a purge and the
+// orders, and verify, which change nothing and name no row.
+var journalExempt = map[string]bool{
+	"GET /admin/archive/records": true, "GET /admin/archive/holds": true, "GET /admin/archive/purges/{id}": true,
+	"POST /admin/archive/verify": true, "GET /admin/subjects/orders": true,
 }
 
 // routes registers the archive API on mux.
@@ -313,6 +326,10 @@ func (a *ArchiveAPI) require(scope string, next handlerFunc) http.Handler {
 			writeJSON(w, http.StatusForbidden, map[string]string{"error": "insufficient_scope", "required": scope})
 			return
 		}
+		if err := a.Journal.Err(); err != nil && !journalExempt[r.Pattern] {
+			a.fail(w, r, err)
+			return
+		}
 		next(w, r, p)
 	})
 }
@@ -364,6 +381,11 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 // fail maps a lifecycle error to its answer.
 func (a *ArchiveAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
+	case errors.Is(err, journal.ErrBehind), errors.Is(err, journal.ErrDiverged):
+		writeError(w, http.StatusServiceUnavailable, RestoredBehindJournal, err.Error()+"; see the runbook, \"After restoring a database\"", nil)
+	case errors.Is(err, journal.ErrNotStored):
+		a.Logger.ErrorContext(r.Context(), "an act is done but its journal entry is not in the store yet", slog.String("route", route(r)), slog.Any("error", err))
+		writeError(w, http.StatusServiceUnavailable, "journal_not_stored", "the act is done and recorded in the database; its copy in the store could not be written yet (retried by the next act, verify, or this call again)", nil)
 	case errors.Is(err, archiveread.ErrOrderRef):
 		writeError(w, http.StatusForbidden, "order_ref_mismatch", "the order reference does not open this seal: a sealed read names the order that sealed the subject", nil)
 	case errors.Is(err, archiveread.ErrNoSubjectKey):
@@ -700,7 +722,7 @@ func (r *runtime[T]) archiveAPI(lm *lifecycle.Manager, arch *archiver, reader *a
 	v, am := keys.verifier, keys.metrics
 	r.logger.Info("archive API served", slog.Any("algorithms", v.Algorithms()), slog.Int("purge_approvals_required", as.Purge.ApprovalsRequired),
 		slog.Bool("store_object_lock", arch.objectLock), slog.Bool("archiver_enabled", arch.engine != nil), slog.Bool("reads", reader.reader != nil))
-	return &ArchiveAPI{Verifier: v, Metrics: am, Logger: r.logger, Lifecycle: lm, Engine: arch.engine,
+	return &ArchiveAPI{Verifier: v, Metrics: am, Logger: r.logger, Lifecycle: lm, Engine: arch.engine, Journal: arch.journal,
 		Knob: settings.EnvVar(r.spec.Name, "archive.enabled"), StoreKnob: settings.EnvVar(r.spec.Name, "archive.store.url"),
 		Reader: reader.reader, VerifyMetrics: reader.metrics, SubjectKeyKnob: settings.EnvVar(r.spec.Name, "archive.subject_key_file")}, nil
 }
@@ -723,7 +745,7 @@ func (r *runtime[T]) lifecycleManager(ctx context.Context, pool *pgxpool.Pool, a
 		return nil, err
 	}
 	return lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired, ObjectLock: arch.objectLock, Tables: tables,
-		SubjectKey: key, SubjectTables: subjectTableNames(archiveTables(r.spec, r.cfg))}, r.logger, pm)
+		SubjectKey: key, SubjectTables: subjectTableNames(archiveTables(r.spec, r.cfg)), Journal: arch.journal}, r.logger, pm)
 }
 
 // lockReconciler keeps the store's legal holds on the ledger's held
@@ -743,6 +765,15 @@ func (r *runtime[T]) lockReconciler(lm *lifecycle.Manager, arch *archiver) func(
 		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
+			if err := arch.journal.Err(); err != nil { // a restore forgot holds: no lock is touched until reconciled
+				r.logger.WarnContext(ctx, "store-lock reconciliation skipped: "+RestoredBehindJournal, slog.Any("error", err))
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-t.C:
+					continue
+				}
+			}
 			rep, err := lm.ReconcileLocks(ctx)
 			switch {
 			case ctx.Err() != nil:

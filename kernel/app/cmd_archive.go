@@ -15,6 +15,7 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/intent"
+	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/settings"
@@ -106,9 +107,14 @@ func (r *runtime[T]) archiveEngine(ctx context.Context, pool *pgxpool.Pool, reg 
 		r.logger.WarnContext(ctx, "archive.subject_key_file is not set: archives are booked without their subject index; subject fetch and subject holds are off until a key is set and the backfill has run",
 			slog.String("service", r.spec.Name), slog.String("env", settings.EnvVar(r.spec.Name, "archive.subject_key_file")))
 	}
+	jr, err := r.openJournal(ctx, pool, st)
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, fmt.Errorf("archiver refused to start: %w", err)
+	}
 	e, err := archive.New(pool, st, archiveTables(r.spec, r.cfg), r.scheduled(r.spec.Archive.Bookkeeper.Bookkeep), archive.Config{
 		Service: r.spec.Name, HotWindowDays: as.HotWindowDays, BatchSize: as.BatchSize, MaxBatchBytes: as.MaxBatchBytes, DBTimeout: as.DBTimeout,
-		LedgerHolds: true, ObjectLock: locked, SubjectKey: key,
+		LedgerHolds: true, ObjectLock: locked, SubjectKey: key, Journal: jr,
 	}, r.logger, m)
 	if err != nil {
 		_ = st.Close()
@@ -201,7 +207,7 @@ func (r *runtime[T]) startArchiver(ctx context.Context, pool *pgxpool.Pool, reg 
 			return &archiver{}, nil
 		}
 		r.logger.Info("archiver disabled: no scheduled archive passes", slog.String("knob", settings.EnvVar(r.spec.Name, "archive.enabled")))
-		return r.readOnlyArchiver(ctx, as), nil
+		return r.readOnlyArchiver(ctx, pool, as), nil
 	}
 	if w := as.DetectionWindowWarning(); w != "" {
 		r.logger.Warn(w, slog.String("hot_window_key", settings.EnvVar(r.spec.Name, "archive.hot_window_days")),
@@ -211,7 +217,7 @@ func (r *runtime[T]) startArchiver(ctx context.Context, pool *pgxpool.Pool, reg 
 	if err != nil {
 		return nil, err
 	}
-	a := &archiver{engine: e, store: st, objectLock: e.ObjectLock()}
+	a := &archiver{engine: e, store: st, objectLock: e.ObjectLock(), journal: e.Journal()}
 	if as.IntervalSeconds == 0 {
 		r.logger.Info("archiver enabled with interval 0: manual passes only")
 		return a, nil
@@ -245,6 +251,8 @@ type archiver struct {
 	engine     *archive.Engine
 	store      *store.Store
 	objectLock bool
+	// journal is the service's journal of acts (nil without a store).
+	journal *journal.Journal
 }
 
 // orphans is the engine's orphan sweeper (its metric), or nil without an
@@ -261,7 +269,7 @@ func (a *archiver) orphans() *intent.Sweeper {
 // gone) and keeping the store's locks on held archives. Nothing is
 // written there by it; a store that cannot be opened is a WARN and leaves
 // archived records unreadable until it can.
-func (r *runtime[T]) readOnlyArchiver(ctx context.Context, as archive.Settings) *archiver {
+func (r *runtime[T]) readOnlyArchiver(ctx context.Context, pool *pgxpool.Pool, as archive.Settings) *archiver {
 	if as.Store.URL == "" {
 		return &archiver{}
 	}
@@ -276,7 +284,12 @@ func (r *runtime[T]) readOnlyArchiver(ctx context.Context, as archive.Settings) 
 	if err != nil {
 		r.logger.Warn("store object lock unknown; holds are kept in the ledger only until it answers", slog.Any("error", err))
 	}
-	return &archiver{store: st, objectLock: locked}
+	jr, err := r.openJournal(ctx, pool, st)
+	if err != nil { // the journal is read again at every verify interval
+		r.logger.Error("the store's journal could not be compared with the database's; acts are journaled in the database until it can", slog.Any("error", err))
+		jr = journal.New(pool, st, r.spec.Name, &journal.Gate{})
+	}
+	return &archiver{store: st, objectLock: locked, journal: jr}
 }
 
 func (a *archiver) close() {

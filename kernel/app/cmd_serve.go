@@ -63,7 +63,11 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	archiveAPI, verifier, err := r.archiveSide(ctx, pool, arch, reg, keys)
+	invMetrics, err := metrics.NewInvariants(reg)
+	if err != nil {
+		return err
+	}
+	archiveAPI, verifier, err := r.archiveSide(ctx, pool, arch, reg, keys, invMetrics)
 	if err != nil {
 		return err
 	}
@@ -76,7 +80,7 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	worker, err := r.outboxWorker(pool, pub, reg)
+	worker, err := r.outboxWorker(pool, pub, reg, invMetrics)
 	if err != nil {
 		return err
 	}
@@ -115,7 +119,8 @@ func (r *runtime[T]) publisher(ctx context.Context) (*rabbitmq.Publisher, error)
 
 // archiveSide is serve's archive API (nil: not served) and its scheduled
 // archive verifier (nil: none).
-func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer, keys adminKeys) (*ArchiveAPI, func(context.Context) error, error) {
+func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *archiver, reg prometheus.Registerer, keys adminKeys,
+	inv *metrics.Invariants) (*ArchiveAPI, func(context.Context) error, error) {
 	reader, verifier, err := r.archiveReader(ctx, pool, arch, reg)
 	if err != nil {
 		return nil, nil, err
@@ -138,7 +143,7 @@ func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *
 		return nil, nil, err
 	}
 	var background []func(context.Context) error
-	for _, f := range []func(context.Context) error{verifier, r.lockReconciler(lm, arch), watch} {
+	for _, f := range []func(context.Context) error{verifier, r.lockReconciler(lm, arch), watch, r.journalWatch(arch, inv)} {
 		if f != nil {
 			background = append(background, f)
 		}
@@ -161,12 +166,8 @@ func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *
 // every pendingGaugeInterval; every PruneEveryTicks it sweeps, and the
 // replica that ran each group exports its invariants (ExportInvariants)
 // and what holds VACUUM back (WatchVacuum).
-func (r *runtime[T]) outboxWorker(pool *pgxpool.Pool, pub *rabbitmq.Publisher, reg prometheus.Registerer) (*outbox.Worker, error) {
+func (r *runtime[T]) outboxWorker(pool *pgxpool.Pool, pub *rabbitmq.Publisher, reg prometheus.Registerer, invMetrics *metrics.Invariants) (*outbox.Worker, error) {
 	sweeper, err := r.sweeper(pool, reg)
-	if err != nil {
-		return nil, err
-	}
-	invMetrics, err := metrics.NewInvariants(reg)
 	if err != nil {
 		return nil, err
 	}

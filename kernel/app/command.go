@@ -38,6 +38,11 @@ func lookup[T any](spec Spec[T], args []string) (string, command[T], []string, e
 		return name, &invariantsCmd[T]{}, rest, nil
 	case "probe":
 		return name, &probeCmd[T]{}, rest, nil
+	case "reconcile":
+		if spec.Archive == nil {
+			return name, nil, nil, errors.New("this service archives nothing: it keeps no journal of acts")
+		}
+		return name, &reconcileCmd[T]{}, rest, nil
 	case "archive":
 		if spec.Archive == nil {
 			return name, nil, nil, errors.New("this service archives nothing")

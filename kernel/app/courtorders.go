@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"github.com/craig/retention/kernel/journal"
 	"log/slog"
 	"net/http"
 
@@ -181,6 +182,8 @@ func (a *ArchiveAPI) orderFail(w http.ResponseWriter, r *http.Request, err error
 		writeJSON(w, http.StatusConflict, map[string]string{"error": "already_running"})
 	case errors.Is(err, courtorder.ErrNotIndexed):
 		writeError(w, http.StatusConflict, "subjects_not_indexed", err.Error(), nil)
+	case errors.Is(err, journal.ErrBehind), errors.Is(err, journal.ErrDiverged), errors.Is(err, journal.ErrNotStored):
+		a.fail(w, r, err)
 	case errors.Is(err, courtorder.ErrOrphans):
 		writeError(w, http.StatusServiceUnavailable, "orphan_uploads_left", err.Error(), nil)
 	case errors.Is(err, courtorder.ErrNoSubjectKey):
@@ -209,5 +212,5 @@ func (r *runtime[T]) courtOrders(ctx context.Context, pool *pgxpool.Pool, arch *
 		return nil, err
 	}
 	return courtorder.New(pool, arch.store, courtorder.Config{Service: r.spec.Name, Tables: archiveTables(r.spec, r.cfg), Key: key,
-		ObjectLock: arch.objectLock, Bookkeep: r.scheduled(r.spec.Archive.Bookkeeper.Bookkeep), Orphans: arch.orphans()}, r.logger)
+		ObjectLock: arch.objectLock, Bookkeep: r.scheduled(r.spec.Archive.Bookkeeper.Bookkeep), Orphans: arch.orphans(), Journal: arch.journal}, r.logger)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/intent"
+	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/metrics"
@@ -52,6 +53,10 @@ type Config struct {
 	// (subjects_indexed false) for the backfill. The index is written only
 	// with LedgerHolds (it references the kernel's ledger).
 	SubjectKey subject.Key
+	// Journal is the service's journal of acts (ADR-070): while its gate
+	// says the database is behind the store's journal (restored from a
+	// backup), every pass is refused with journal.ErrBehind. Nil: none.
+	Journal *journal.Journal
 }
 
 // Bounds of Config, shared with the settings validation.
@@ -220,6 +225,9 @@ func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 	if budget < 1 {
 		return rep, fail(ErrConfig, "", fmt.Errorf("budget %d: must be at least 1", budget))
 	}
+	if err := e.cfg.Journal.Err(); err != nil {
+		return rep, err // a restore forgot acts: no pass until reconciled
+	}
 	ps := &pass{e: e, rep: &rep, states: make([]tableState, len(e.specs)), budget: budget}
 	acquired, err := lease.TryRunWithin(ctx, e.pool, e.cfg.LockKey, e.cfg.DBTimeout, func(ctx context.Context, conn *pgx.Conn) error {
 		ps.conn = conn
@@ -295,6 +303,9 @@ func (e *Engine) sweepOrphans(ctx context.Context) {
 		e.logger.ErrorContext(ctx, "archive orphan sweep failed; the next pass sweeps again", slog.String("service", e.cfg.Service), slog.Any("error", err))
 	}
 }
+
+// Journal is the engine's journal of acts (nil: none).
+func (e *Engine) Journal() *journal.Journal { return e.cfg.Journal }
 
 // Orphans is the engine's orphan sweeper (for the court orders and GC,
 // which hold the archive lease too).

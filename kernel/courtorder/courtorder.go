@@ -34,6 +34,7 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/intent"
+	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/outbox"
@@ -126,6 +127,11 @@ type Config struct {
 	// order rewrites anything; nil: a sweeper of the pool and store that
 	// counts nothing (the archive engine's, with its metric, in a service).
 	Orphans *intent.Sweeper
+	// Journal records seals, unseals and executed expungements in the
+	// store too (ADR-070); while its gate says the database is behind the
+	// store's journal, every order is refused (journal.ErrBehind). Nil: no
+	// journal.
+	Journal *journal.Journal
 }
 
 // Orders carries out court orders on one service's records.
@@ -207,6 +213,9 @@ func (o *Orders) Seal(ctx context.Context, s subject.Subject, orderRef, reason, 
 	if err := o.checkOrder(orderRef, reason); err != nil {
 		return SealResult{}, err
 	}
+	if err := o.cfg.Journal.Err(); err != nil {
+		return SealResult{}, err
+	}
 	hash := o.cfg.Key.Hash(s)
 	res := SealResult{Subject: s.String(), Sealed: true, OrderRef: orderRef}
 	err := pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
@@ -218,15 +227,24 @@ func (o *Orders) Seal(ctx context.Context, s subject.Subject, orderRef, reason, 
 		if !row.SealedNow {
 			return nil
 		}
+		if err := o.journal(ctx, tx, journal.ActSeal, sealEntry{SubjectHash: subject.Hex(hash), OrderRef: orderRef}, actor); err != nil {
+			return err
+		}
 		return o.announce(ctx, tx, actor, "subject_sealed", map[string]any{"order_ref": orderRef, "reason": reason, "subject_hash": subject.Hex(hash)})
 	})
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	return res, o.cfg.Journal.Done(ctx)
 }
 
 // Unseal lifts s's seal (its reason and the order that lifts it
 // recorded); unsealing a subject that is not sealed changes nothing.
 func (o *Orders) Unseal(ctx context.Context, s subject.Subject, orderRef, reason, actor string) (SealResult, error) {
 	if err := o.checkOrder(orderRef, reason); err != nil {
+		return SealResult{}, err
+	}
+	if err := o.cfg.Journal.Err(); err != nil {
 		return SealResult{}, err
 	}
 	hash := o.cfg.Key.Hash(s)
@@ -236,9 +254,15 @@ func (o *Orders) Unseal(ctx context.Context, s subject.Subject, orderRef, reason
 		if err != nil || n == 0 {
 			return err
 		}
+		if err := o.journal(ctx, tx, journal.ActUnseal, sealEntry{SubjectHash: subject.Hex(hash), OrderRef: orderRef}, actor); err != nil {
+			return err
+		}
 		return o.announce(ctx, tx, actor, "subject_unsealed", map[string]any{"order_ref": orderRef, "reason": reason, "subject_hash": subject.Hex(hash)})
 	})
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	return res, o.cfg.Journal.Done(ctx)
 }
 
 func (o *Orders) checkOrder(orderRef, reason string) error {

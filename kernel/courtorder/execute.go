@@ -69,7 +69,10 @@ func (o *Orders) execute(ctx context.Context, ord *order) (Executed, error) {
 	}
 	res := Executed{ExpungeID: ord.id, Rewritten: len(lineage), RowsRemoved: removed, CertificateKey: cert,
 		Salt: subject.Hex(ord.salt), Commitment: subject.Hex(ord.commitment)}
-	return res, o.complete(ctx, ord, res, lineage)
+	if err := o.complete(ctx, ord, res, lineage); err != nil {
+		return res, err
+	}
+	return res, o.cfg.Journal.Done(ctx)
 }
 
 // noOrphans destroys every object written and never booked (an archive
@@ -244,6 +247,9 @@ func (o *Orders) complete(ctx context.Context, ord *order, res Executed, lineage
 			CertificateKey: &res.CertificateKey, ExpungeID: pgUUID(ord.id)})
 		if err != nil || n != 1 {
 			return fmt.Errorf("complete expungement %s (%d): %w", ord.id, n, err)
+		}
+		if err := o.journalExpunge(ctx, tx, ord, lineage); err != nil {
+			return err
 		}
 		old, supersededBy := []uuid.UUID{}, map[string]*uuid.UUID{}
 		for _, l := range lineage {

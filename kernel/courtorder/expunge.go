@@ -56,6 +56,9 @@ func (o *Orders) RequestExpunge(ctx context.Context, s subject.Subject, orderRef
 	if err := o.checkExpunge(ctx, orderRef, reason, holds); err != nil {
 		return Requested{}, err
 	}
+	if err := o.cfg.Journal.Err(); err != nil {
+		return Requested{}, err
+	}
 	hash := o.cfg.Key.Hash(s)
 	pending, err := queries.New(o.pool).PendingExpungement(ctx, hash)
 	switch {
@@ -273,6 +276,9 @@ type order struct {
 // call changes nothing and answers its outcome without the salt.
 func (o *Orders) Approve(ctx context.Context, id uuid.UUID, approver string) (Executed, error) {
 	var res Executed
+	if err := o.cfg.Journal.Err(); err != nil {
+		return res, err
+	}
 	acquired, err := lease.TryRun(ctx, o.pool, o.cfg.LockKey, func(ctx context.Context, _ *pgx.Conn) error {
 		ord, done, err := o.start(ctx, id, approver)
 		if err != nil || done != nil {

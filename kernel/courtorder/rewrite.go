@@ -263,7 +263,10 @@ func (o *Orders) book(ctx context.Context, ord *order, old queries.ExpungeArchiv
 		}
 		var next *uuid.UUID
 		if m != nil {
-			if err := o.bookSuccessor(ctx, tx, ord, oldID, m, k); err != nil {
+			if err := intent.Clear(ctx, tx, m.DataKey, m.ManifestKey); err != nil {
+				return err
+			}
+			if err := o.bookSuccessor(ctx, tx, oldID, m, k); err != nil {
 				return err
 			}
 			next = &m.ArchiveID
@@ -289,11 +292,8 @@ func (o *Orders) book(ctx context.Context, ord *order, old queries.ExpungeArchiv
 // bookSuccessor books the rewritten archive in tx: the ledger row (with
 // the old one's retention date), its subject index, the id holds carried
 // over, and, when a hold covers it under Object Lock, its objects locked.
-func (o *Orders) bookSuccessor(ctx context.Context, tx pgx.Tx, ord *order, oldID uuid.UUID, m *RewrittenManifest, k kept) error {
+func (o *Orders) bookSuccessor(ctx context.Context, tx pgx.Tx, oldID uuid.UUID, m *RewrittenManifest, k kept) error {
 	q := queries.New(tx)
-	if err := intent.Clear(ctx, tx, m.DataKey, m.ManifestKey); err != nil {
-		return err
-	}
 	if err := o.cfg.Bookkeep(ctx, tx, m.Manifest, m.ArchivedBy); err != nil {
 		return fmt.Errorf("book %s: %w", m.ArchiveID, err)
 	}

@@ -39,6 +39,10 @@ const (
 	// from its first moment) or waits for the booking to commit (the hold's
 	// own refresh then holds and locks it): never neither.
 	HoldsKey int64 = 0x4352_4149_4701_0003
+	// JournalKey serializes appends to the journal of acts (a
+	// transaction-scoped lock, never a lease): sequence numbers are dense
+	// and in commit order (ADR-070).
+	JournalKey int64 = 0x4352_4149_4701_0004
 )
 
 // Func runs while the lease is held, on the lease's own connection.

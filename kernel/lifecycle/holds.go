@@ -13,6 +13,7 @@ import (
 	"github.com/craig/retention/kernel/lease"
 
 	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/store"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -84,6 +85,9 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 	if err := req.check(); err != nil {
 		return Hold{}, err
 	}
+	if err := m.cfg.Journal.Err(); err != nil {
+		return Hold{}, err
+	}
 	if req.Table != nil && len(m.cfg.Tables) > 0 && !slices.Contains(m.cfg.Tables, *req.Table) {
 		return Hold{}, fmt.Errorf("%w: table %q is not archived by this service (archived: %v)", ErrInvalid, *req.Table, m.cfg.Tables)
 	}
@@ -129,12 +133,19 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 		if err := subjectDetail(ctx, q, detail, hashes); err != nil {
 			return err
 		}
+		if err := m.journalHold(ctx, tx, id, req, hashes, actor); err != nil {
+			return err
+		}
 		return m.record(ctx, tx, actor, "archive_hold_placed", detail, act{hold: id})
 	})
 	if err != nil {
 		return Hold{}, err
 	}
-	return m.hold(ctx, id)
+	h, err := m.hold(ctx, id)
+	if err != nil {
+		return h, err
+	}
+	return h, m.cfg.Journal.Done(ctx)
 }
 
 // ReleaseHold releases an active hold (a reason is required), clears
@@ -143,6 +154,9 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 func (m *Manager) ReleaseHold(ctx context.Context, id uuid.UUID, reason, actor string) (Hold, error) {
 	if strings.TrimSpace(reason) == "" || len(reason) > maxHoldText || !storableText(reason) {
 		return Hold{}, fmt.Errorf("%w: releasing a hold needs a reason (at most %d bytes)", ErrInvalid, maxHoldText)
+	}
+	if err := m.cfg.Journal.Err(); err != nil {
+		return Hold{}, err
 	}
 	var released []queries.RefreshLegalHoldsRow
 	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
@@ -168,9 +182,17 @@ func (m *Manager) ReleaseHold(ctx context.Context, id uuid.UUID, reason, actor s
 		if err := subjectDetail(ctx, q, detail, hashes); err != nil {
 			return err
 		}
+		if m.cfg.Journal != nil {
+			if err := journal.Append(ctx, tx, journal.ActHoldReleased, releaseEntry{HoldID: id}, actor); err != nil {
+				return err
+			}
+		}
 		return m.record(ctx, tx, actor, "archive_hold_released", detail, act{hold: id})
 	})
 	if err != nil {
+		return Hold{}, err
+	}
+	if err := m.cfg.Journal.Done(ctx); err != nil {
 		return Hold{}, err
 	}
 	// Off the objects after the release commits, for the archives still

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/outbox"
@@ -99,6 +100,10 @@ type Config struct {
 	// SubjectTables are the archived tables that declare subjects: a
 	// subject hold is refused while one of their archives is not indexed.
 	SubjectTables []string
+	// Journal records holds placed and released and archives purged in the
+	// store too (ADR-070); while its gate says the database is behind the
+	// store's journal, every act is refused (ErrBehind). Nil: no journal.
+	Journal *journal.Journal
 }
 
 // Manager runs the lifecycle of one service's archives.

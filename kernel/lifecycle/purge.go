@@ -13,6 +13,7 @@ import (
 
 	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/store"
 	"github.com/google/uuid"
@@ -53,6 +54,9 @@ type PurgeResult struct {
 func (m *Manager) Purge(ctx context.Context, limit int, dryRun bool, actor string) (PurgeResult, error) {
 	if limit < 1 || limit > MaxPurgeLimit {
 		return PurgeResult{}, fmt.Errorf("%w: limit %d outside 1..%d", ErrInvalid, limit, MaxPurgeLimit)
+	}
+	if err := m.cfg.Journal.Err(); err != nil {
+		return PurgeResult{}, err
 	}
 	var res PurgeResult
 	err := m.leased(ctx, func(ctx context.Context) error {
@@ -184,6 +188,9 @@ func (m *Manager) Approve(ctx context.Context, purgeID uuid.UUID, approver strin
 // leased runs fn under the archive lease (no archive pass or other purge
 // at the same time).
 func (m *Manager) leased(ctx context.Context, fn func(context.Context) error) error {
+	if err := m.cfg.Journal.Err(); err != nil { // a restore forgot acts: nothing is destroyed until reconciled
+		return err
+	}
 	acquired, err := lease.TryRun(ctx, m.pool, m.cfg.LockKey, func(ctx context.Context, _ *pgx.Conn) error { return fn(ctx) })
 	if err == nil && !acquired {
 		m.metrics.Refused.WithLabelValues(RefusedAlreadyRunning).Inc()
@@ -266,7 +273,10 @@ func (m *Manager) execute(ctx context.Context, purgeID uuid.UUID, ids []uuid.UUI
 		return err
 	}
 	res.Certificate, res.Status = key, StatusExecuted
-	return m.complete(ctx, purgeID, ids, actor, approver, insert, res)
+	if err := m.complete(ctx, purgeID, ids, actor, approver, insert, res); err != nil {
+		return err
+	}
+	return m.cfg.Journal.Done(ctx)
 }
 
 // destroy re-checks and locks one archive, deletes its manifest then its
@@ -292,6 +302,12 @@ func (m *Manager) destroy(ctx context.Context, purgeID, id uuid.UUID, purgedBy s
 				return fmt.Errorf("purge %s: delete %s: %w: %w", id, key, errStore, err)
 			}
 			failpoint.Inject([]string{failpoint.PurgeAfterManifestDelete, failpoint.PurgeAfterDataDelete}[i])
+		}
+		if m.cfg.Journal != nil {
+			if err := journal.Append(ctx, tx, journal.ActPurge, purgeEntry{PurgeID: purgeID, ArchiveID: id, Table: row.TableName,
+				DataKey: row.DataKey, ManifestKey: row.ManifestKey}, purgedBy); err != nil {
+				return err
+			}
 		}
 		n, err := q.StampPurged(ctx, queries.StampPurgedParams{PurgedBy: &purgedBy, PurgeID: pgUUID(purgeID), ArchiveID: pgUUID(id)})
 		if err != nil || n != 1 {

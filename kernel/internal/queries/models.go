@@ -148,6 +148,15 @@ type RetentionDetachedPartition struct {
 	BoundKnown bool
 }
 
+type RetentionJournal struct {
+	Seq      int64
+	Act      string
+	Detail   []byte
+	Actor    string
+	At       pgtype.Timestamptz
+	StoredAt pgtype.Timestamptz
+}
+
 type SubjectSeal struct {
 	SubjectHash []byte
 	OrderRef    string

@@ -197,6 +197,15 @@ type RetentionDetachedPartition struct {
 	BoundKnown bool
 }
 
+type RetentionJournal struct {
+	Seq      int64
+	Act      string
+	Detail   []byte
+	Actor    string
+	At       time.Time
+	StoredAt pgtype.Timestamptz
+}
+
 type SubjectSeal struct {
 	SubjectHash []byte
 	OrderRef    string

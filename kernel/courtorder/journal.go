@@ -1,0 +1,226 @@
+package courtorder
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/journal"
+	"github.com/craig/retention/kernel/lease"
+	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/kernel/subject"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// sealEntry is a seal or an unseal as the journal keeps it (ADR-070): the
+// subject's keyed hash, never the subject; the reason stays local.
+type sealEntry struct {
+	SubjectHash string `json:"subject_hash"`
+	OrderRef    string `json:"order_ref"`
+}
+
+// expungeEntry is an executed expungement as the journal keeps it: what a
+// reconcile needs to carry it out again on a restored database. The
+// subject is sealed under the subject key (a database restored from before
+// the order has nothing else to find its hot rows by).
+type expungeEntry struct {
+	ExpungeID   uuid.UUID         `json:"expunge_id"`
+	OrderRef    string            `json:"order_ref"`
+	RequestedBy string            `json:"requested_by"`
+	Commitment  string            `json:"commitment"`
+	Subject     []byte            `json:"subject"`
+	Archives    []expungedArchive `json:"archives"`
+}
+
+// expungedArchive is one archive an expungement superseded.
+type expungedArchive struct {
+	ArchiveID            uuid.UUID  `json:"archive_id"`
+	Table                string     `json:"table"`
+	DataKey              string     `json:"data_key"`
+	ManifestKey          string     `json:"manifest_key"`
+	SuccessorID          *uuid.UUID `json:"successor_id"`
+	SuccessorManifestKey *string    `json:"successor_manifest_key"`
+}
+
+// journal appends an act to the journal in tx (nothing without one).
+func (o *Orders) journal(ctx context.Context, tx pgx.Tx, act journal.Act, detail any, actor string) error {
+	if o.cfg.Journal == nil {
+		return nil
+	}
+	return journal.Append(ctx, tx, act, detail, actor)
+}
+
+// journalExpunge appends an executed order to the journal in tx.
+func (o *Orders) journalExpunge(ctx context.Context, tx pgx.Tx, ord *order, lineage []queries.ExpungementLineageRow) error {
+	if o.cfg.Journal == nil {
+		return nil
+	}
+	box, err := o.cfg.Key.Box([]byte(ord.subject.String()))
+	if err != nil {
+		return err
+	}
+	e := expungeEntry{ExpungeID: ord.id, OrderRef: ord.orderRef, RequestedBy: ord.requester, Commitment: subject.Hex(ord.commitment),
+		Subject: box, Archives: []expungedArchive{}}
+	for _, l := range lineage {
+		a := expungedArchive{ArchiveID: l.ArchiveID.Bytes, Table: l.TableName, DataKey: l.DataKey, ManifestKey: l.ManifestKey,
+			SuccessorManifestKey: l.NewManifestKey}
+		if l.NewArchiveID.Valid {
+			id := uuid.UUID(l.NewArchiveID.Bytes)
+			a.SuccessorID = &id
+		}
+		e.Archives = append(e.Archives, a)
+	}
+	return journal.Append(ctx, tx, journal.ActExpunge, e, ord.approver)
+}
+
+// Reapply re-applies a journaled seal, unseal or expungement that a
+// database restore forgot, and adopts the entry; an entry already applied
+// changes nothing. An expungement is carried out again: each successor the
+// restored ledger lacks is booked again from its objects, each superseded
+// archive stamped again and its objects destroyed again, the subject's hot
+// rows deleted again and its keyed hash replaced by the commitment again.
+func (o *Orders) Reapply(ctx context.Context, e journal.Entry) error {
+	switch e.Act {
+	case journal.ActSeal, journal.ActUnseal:
+		var s sealEntry
+		if err := json.Unmarshal(e.Detail, &s); err != nil {
+			return fmt.Errorf("journal entry %d: %w", e.Seq, err)
+		}
+		hash, err := hex.DecodeString(s.SubjectHash)
+		if err != nil {
+			return fmt.Errorf("journal entry %d: %w", e.Seq, err)
+		}
+		return pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+			q := queries.New(tx)
+			if e.Act == journal.ActSeal {
+				_, err = q.SealSubject(ctx, queries.SealSubjectParams{SubjectHash: hash, OrderRef: s.OrderRef,
+					Reason: fmt.Sprintf("restored from the store journal (entry %d)", e.Seq), SealedBy: e.Actor})
+			} else {
+				_, err = q.UnsealSubject(ctx, hash)
+			}
+			if err != nil {
+				return fmt.Errorf("journal entry %d (%s): %w", e.Seq, e.Act, err)
+			}
+			return journal.Adopt(ctx, tx, e)
+		})
+	case journal.ActExpunge:
+		var x expungeEntry
+		if err := json.Unmarshal(e.Detail, &x); err != nil {
+			return fmt.Errorf("journal entry %d: %w", e.Seq, err)
+		}
+		return o.reapplyExpunge(ctx, e, x)
+	}
+	return fmt.Errorf("journal entry %d: %s is not a court order", e.Seq, e.Act)
+}
+
+// reapplyExpunge carries out a journaled expungement again.
+func (o *Orders) reapplyExpunge(ctx context.Context, e journal.Entry, x expungeEntry) error {
+	if !o.cfg.Key.Valid() || o.store == nil {
+		return fmt.Errorf("journal entry %d: an expungement is re-applied with the subject key and the store", e.Seq)
+	}
+	plain, err := o.cfg.Key.Unbox(x.Subject)
+	if err != nil {
+		return fmt.Errorf("journal entry %d: open the subject (the key it was sealed under?): %w", e.Seq, err)
+	}
+	s, err := subject.Parse(string(plain))
+	if err != nil {
+		return fmt.Errorf("journal entry %d: %w", e.Seq, err)
+	}
+	commitment, err := hex.DecodeString(x.Commitment)
+	if err != nil {
+		return fmt.Errorf("journal entry %d: %w", e.Seq, err)
+	}
+	for _, a := range x.Archives {
+		if err := o.rebookSuccessor(ctx, a); err != nil {
+			return fmt.Errorf("journal entry %d: %w", e.Seq, err)
+		}
+		if err := o.destroy(ctx, a.ManifestKey, a.DataKey); err != nil {
+			return fmt.Errorf("journal entry %d: %w", e.Seq, err)
+		}
+	}
+	ord := &order{id: x.ExpungeID, subject: s, hash: o.cfg.Key.Hash(s), commitment: commitment, orderRef: x.OrderRef,
+		requester: x.RequestedBy, approver: e.Actor, at: e.Time()}
+	return pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+		q := queries.New(tx)
+		if err := q.LockHoldsShared(ctx, lease.HoldsKey); err != nil {
+			return err
+		}
+		at := pgtype.Timestamptz{Time: e.Time(), Valid: true}
+		ids := make([]uuid.UUID, 0, len(x.Archives))
+		for _, a := range x.Archives {
+			ids = append(ids, a.ArchiveID)
+			if _, err := q.ReapplySuperseded(ctx, queries.ReapplySupersededParams{PurgedAt: at, PurgedBy: &e.Actor, ExpungeID: pgUUID(x.ExpungeID),
+				SupersededBy: pgUUIDPtr(a.SuccessorID), ArchiveID: pgUUID(a.ArchiveID)}); err != nil {
+				return fmt.Errorf("stamp %s superseded: %w", a.ArchiveID, err)
+			}
+		}
+		for _, spec := range o.subjectSpecs() {
+			if _, err := tx.Exec(ctx, "DELETE FROM "+pgx.Identifier{spec.Table}.Sanitize()+" AS t WHERE "+archive.SubjectMatch(spec, 1), s.String()); err != nil {
+				return fmt.Errorf("expunge hot rows of %s again: %w", spec.Table, err)
+			}
+		}
+		if err := o.replaceHash(ctx, tx, ord); err != nil {
+			return err
+		}
+		if err := q.ReapplyExpungement(ctx, queries.ReapplyExpungementParams{ExpungeID: pgUUID(x.ExpungeID), Commitment: commitment, OrderRef: x.OrderRef,
+			Reason: fmt.Sprintf("restored from the store journal (entry %d)", e.Seq), Archives: pgUUIDs(ids), RequestedBy: x.RequestedBy,
+			ApprovedBy: &e.Actor, ExecutedAt: at}); err != nil {
+			return fmt.Errorf("record expungement %s: %w", x.ExpungeID, err)
+		}
+		return journal.Adopt(ctx, tx, e)
+	})
+}
+
+// rebookSuccessor books an expungement's successor again when the
+// restored ledger lacks it: its manifest and data read from the store
+// (the data checked against the manifest's sha256), booked like the
+// rewrite booked it. Without it the successor's rows (other subjects')
+// would be an orphan no ledger row names.
+func (o *Orders) rebookSuccessor(ctx context.Context, a expungedArchive) error {
+	if a.SuccessorID == nil || a.SuccessorManifestKey == nil {
+		return nil
+	}
+	q := queries.New(o.pool)
+	has, err := q.LedgerHas(ctx, pgUUID(*a.SuccessorID))
+	if err != nil || has {
+		return err
+	}
+	f, err := o.store.GetMatching(ctx, *a.SuccessorManifestKey, func(b []byte) bool {
+		var m RewrittenManifest
+		return json.Unmarshal(b, &m) == nil && m.ArchiveID == *a.SuccessorID
+	})
+	if err != nil {
+		return fmt.Errorf("successor %s: its manifest: %w", *a.SuccessorID, err)
+	}
+	var m RewrittenManifest
+	if err := json.Unmarshal(f.Data, &m); err != nil {
+		return fmt.Errorf("successor %s: its manifest: %w", *a.SuccessorID, err)
+	}
+	d, err := o.store.GetMatching(ctx, m.DataKey, store.SHA256Matches(m.DataSHA256))
+	if err != nil {
+		return fmt.Errorf("successor %s: its data: %w", *a.SuccessorID, err)
+	}
+	var k kept
+	sc := bufio.NewScanner(bytes.NewReader(d.Data))
+	sc.Buffer(nil, len(d.Data)+1)
+	for sc.Scan() {
+		k.docs = append(k.docs, sc.Text())
+	}
+	if _, ok := o.spec(m.Table); !ok {
+		return errors.New("successor " + a.SuccessorID.String() + ": table " + m.Table + " is not archived by this service")
+	}
+	return pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+		if err := queries.New(tx).LockHoldsShared(ctx, lease.HoldsKey); err != nil {
+			return err
+		}
+		return o.bookSuccessor(ctx, tx, a.ArchiveID, &m, k)
+	})
+}

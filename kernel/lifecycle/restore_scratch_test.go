@@ -1,0 +1,178 @@
+package lifecycle_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archiveread"
+	"github.com/craig/retention/kernel/courtorder"
+	"github.com/craig/retention/kernel/journal"
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/lifecycle"
+	"github.com/craig/retention/kernel/metrics"
+)
+
+// journaled is a world's lifecycle manager and court orders on one
+// database, with the journal of acts.
+type journaled struct {
+	pool   *pgxpool.Pool
+	j      *journal.Journal
+	mgr    *lifecycle.Manager
+	orders *courtorder.Orders
+}
+
+func (w *orderWorld) journaled(t *testing.T, pool *pgxpool.Pool) journaled {
+	t.Helper()
+	pm, err := metrics.NewPurge(prometheus.NewRegistry())
+	require.NoError(t, err)
+	j := journal.New(pool, w.st, w.s3.Service, &journal.Gate{})
+	_, err = j.Compare(w.ctx)
+	require.NoError(t, err)
+	mgr, err := lifecycle.New(pool, w.st, lifecycle.Config{Service: w.s3.Service, ObjectLock: true, Tables: []string{"rule_evaluations"},
+		SubjectKey: w.key, SubjectTables: []string{"rule_evaluations"}, Journal: j}, slog.New(w.logs), pm)
+	require.NoError(t, err)
+	orders, err := courtorder.New(pool, w.st, courtorder.Config{Service: w.s3.Service, Tables: []archive.TableSpec{subjectSpec()}, Key: w.key,
+		ObjectLock: true, Bookkeep: archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep, Journal: j}, slog.New(w.logs))
+	require.NoError(t, err)
+	return journaled{pool: pool, j: j, mgr: mgr, orders: orders}
+}
+
+// reconcile re-applies the store's entries the database lacks, as
+// `<service> reconcile` does.
+func (s journaled) reconcile(t *testing.T, ctx context.Context) []journal.Act {
+	t.Helper()
+	st, err := s.j.Compare(ctx)
+	require.NoError(t, err)
+	var acts []journal.Act
+	for _, seq := range st.Missing {
+		e, err := s.j.Read(ctx, seq)
+		require.NoError(t, err)
+		switch e.Act {
+		case journal.ActSeal, journal.ActUnseal, journal.ActExpunge:
+			err = s.orders.Reapply(ctx, e)
+		default:
+			err = s.mgr.Reapply(ctx, e)
+		}
+		require.NoError(t, err, "entry %d (%s)", seq, e.Act)
+		acts = append(acts, e.Act)
+	}
+	st, err = s.j.Compare(ctx)
+	require.NoError(t, err)
+	require.False(t, st.Behind(), "reconciled: %+v", st)
+	return acts
+}
+
+// count counts rows of pool's database.
+func count(t *testing.T, ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, pool.QueryRow(ctx, sql, args...).Scan(&n))
+	return n
+}
+
+// canaryInNoRow: no row of any table of pool's database holds the canary.
+func canaryInNoRow(t *testing.T, ctx context.Context, pool *pgxpool.Pool) {
+	t.Helper()
+	rows, err := pool.Query(ctx, `SELECT quote_ident(table_name) FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`)
+	require.NoError(t, err)
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	for _, tbl := range tables {
+		require.Zero(t, count(t, ctx, pool, `SELECT count(*) FROM `+tbl+` AS t WHERE strpos(t::text, $1) > 0`, canary), "table %s", tbl)
+	}
+}
+
+// TestARestoreCannotResurrect: the database is backed up; then case 18 is
+// sealed and held and case 17 expunged (its canary rows gone from every
+// row and object). Restored from the backup, the database has the case 17
+// rows back, no seal and no hold: the store's journal is ahead of it, so
+// purges, passes and orders are refused (journal.ErrBehind) until the
+// missing acts are re-applied. Then the seal and the hold are back (the
+// hold under its own id, still active, holding case 18's archives), case
+// 17's rows are in no row and no object version, the superseded archives
+// are stamped and their successors booked again (verify finds nothing
+// wrong), and reconciling again changes nothing.
+func TestARestoreCannotResurrect(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	live := w.journaled(t, w.db.Pool)
+	backup := kerneltest.Backup(t, w.db)
+
+	_, err := live.orders.Seal(w.ctx, mustSubject(t, "case:18"), "WIC-18", "sealed juvenile record", "ops:alice")
+	require.NoError(t, err)
+	hold, err := live.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "case 18 hearing", Reason: "subpoena", Subjects: []string{"case:18"}}, "ops:carol")
+	require.NoError(t, err)
+	req, err := live.orders.RequestExpunge(w.ctx, mustSubject(t, "case:17"), "JV-17", "unsubstantiated", []uuid.UUID{hold.ID}, "ops:alice")
+	require.NoError(t, err)
+	_, err = live.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
+	require.NoError(t, err)
+	w.canaryNowhere(t)
+	keys, err := w.st.List(w.ctx, journal.Prefix(w.s3.Service), 0)
+	require.NoError(t, err)
+	require.Len(t, keys, 3, "seal, hold, expungement: each in the store before it answered")
+
+	restored := kerneltest.Restore(t, backup)
+	require.Positive(t, count(t, w.ctx, restored.Pool, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'note' = $1`, canary), "the backup holds case 17's rows")
+	back := w.journaled(t, restored.Pool)
+	st, err := back.j.Compare(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3}, st.Missing)
+	_, err = back.mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.ErrorIs(t, err, journal.ErrBehind, "no purge while a restore forgot acts")
+	_, err = back.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Subjects: []string{"case:19"}}, "ops:carol")
+	require.ErrorIs(t, err, journal.ErrBehind, "no act: its entry would take a sequence number the store holds")
+	_, err = back.orders.Seal(w.ctx, mustSubject(t, "case:19"), "WIC-19", "r", "ops:alice")
+	require.ErrorIs(t, err, journal.ErrBehind)
+	am, err := metrics.NewArchive(prometheus.NewRegistry())
+	require.NoError(t, err)
+	eng, err := archive.New(restored.Pool, w.st, []archive.TableSpec{subjectSpec()}, archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep,
+		archive.Config{Service: w.s3.Service, HotWindowDays: 90, BatchSize: 5, MaxBatchBytes: archive.DefaultMaxBatchBytes, LedgerHolds: true, ObjectLock: true,
+			SubjectKey: w.key, Journal: back.j}, slog.New(w.logs), am)
+	require.NoError(t, err)
+	_, err = eng.RunPass(w.ctx, 10)
+	require.ErrorIs(t, err, journal.ErrBehind)
+
+	require.Equal(t, []journal.Act{journal.ActSeal, journal.ActHoldPlaced, journal.ActExpunge}, back.reconcile(t, w.ctx))
+	canaryInNoRow(t, w.ctx, restored.Pool)
+	w.canaryNowhere(t) // every object version: the store kept none
+	require.Equal(t, int64(1), count(t, w.ctx, restored.Pool, `SELECT count(*) FROM subject_seals WHERE order_ref = 'WIC-18'`), "the seal is back")
+	holds, err := back.mgr.Holds(w.ctx)
+	require.NoError(t, err)
+	require.Len(t, holds, 1)
+	require.Equal(t, hold.ID, holds[0].ID, "the hold is back under its own id")
+	require.True(t, holds[0].Active)
+	require.Equal(t, "case 18 hearing", holds[0].Title)
+	require.Equal(t, int64(3), count(t, w.ctx, restored.Pool, `SELECT count(*) FROM archive_ledger WHERE legal_hold AND purged_at IS NULL`),
+		"A2 and the successors of A1 and A4 (case 18 is in each) are held")
+	require.Equal(t, int64(2), count(t, w.ctx, restored.Pool, `SELECT count(*) FROM archive_ledger WHERE supersedes IS NOT NULL`), "the successors are booked again")
+	require.Equal(t, int64(1), count(t, w.ctx, restored.Pool, `SELECT count(*) FROM expungements WHERE status = 'executed' AND subject_hash IS NULL`))
+	reader := archiveread.New(restored.Pool, w.st, w.s3.Service, []archive.TableSpec{subjectSpec()}).WithSubjectKey(w.key)
+	rep, err := reader.Verify(w.ctx, true, 0)
+	require.NoError(t, err)
+	require.Zero(t, rep.Failed, "%+v", rep.Failures)
+	require.Zero(t, rep.OrphanCount, "%v", rep.Orphans)
+	var out bytes.Buffer
+	_, err = reader.Subject(w.ctx, &out, mustSubject(t, "case:17"), "ops:dana")
+	require.NoError(t, err)
+	require.NotContains(t, out.String(), canary)
+
+	ledger := count(t, w.ctx, restored.Pool, `SELECT count(*) FROM archive_ledger`)
+	require.Empty(t, back.reconcile(t, w.ctx), "a second reconcile re-applies nothing")
+	require.Equal(t, ledger, count(t, w.ctx, restored.Pool, `SELECT count(*) FROM archive_ledger`))
+	_, err = back.mgr.Purge(w.ctx, 10, true, "ops:alice")
+	require.NoError(t, err, "reconciled: the service works again")
+	_, err = back.orders.Seal(w.ctx, mustSubject(t, "case:19"), "WIC-19", "r", "ops:alice")
+	require.NoError(t, err, "a new act takes the next sequence number")
+	keys, err = w.st.List(w.ctx, journal.Prefix(w.s3.Service), 0)
+	require.NoError(t, err)
+	require.Len(t, keys, 4)
+}
