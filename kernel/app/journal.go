@@ -108,10 +108,10 @@ func (c *reconcileCmd[T]) check() error { return nil }
 
 // reconcileReport is what reconcile did.
 type reconcileReport struct {
-	Before    journal.State      `json:"before"`
-	Reapplied []reconciledAct    `json:"reapplied"`
-	After     journal.State      `json:"after"`
-	Published int                `json:"published"`
+	Before    journal.State       `json:"before"`
+	Reapplied []reconciledAct     `json:"reapplied"`
+	After     journal.State       `json:"after"`
+	Published int                 `json:"published"`
 	Acts      map[journal.Act]int `json:"acts"`
 }
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/intent"
-	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/pgsession"

@@ -34,8 +34,8 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/intent"
-	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/outbox"
 	"github.com/craig/retention/kernel/store"
