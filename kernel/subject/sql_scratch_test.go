@@ -50,6 +50,15 @@ func TestRetentionSubjectSQL(t *testing.T) {
 		{"case17", ptr("case:17")}, {"case/17", ptr("case:17")}, {"case- 17", ptr("case:17")}, {"case - 17", ptr("case:17")},
 		{"Case #17", ptr("case:17")}, {"case--17", nil}, {"casey17", nil}, {"case-+-17", nil}, {"++17", nil}, {"#-17", nil},
 		{"1 7", nil}, {"17-18", nil}, {"[17]", nil}, {"17#", nil},
+		// More of Unicode's white space and format characters, trimmed:
+		// next line, soft hyphen, the Arabic letter mark, bidi isolates
+		// (user interfaces wrap user text in them), interlinear
+		// annotation anchors, language tags.
+		{"\u008517\u0085", ptr("case:17")}, {"\u00ad17", ptr("case:17")}, {"\u061c17", ptr("case:17")}, {"\u206617\u2069", ptr("case:17")},
+		{"\u206817\u2069", ptr("case:17")}, {"\ufff917", ptr("case:17")}, {"\U000e000117", ptr("case:17")}, {"17\U000e0020", ptr("case:17")},
+		// A bidi embedding or override makes a value ambiguous: U+202E
+		// "71" reads as 17, U+202E "17" as 71. Never a case.
+		{"\u202e71", nil}, {"\u202e17", nil}, {"71\u202e", nil}, {"\u202d17\u202c", nil}, {"case-\u202b17", nil},
 	}
 	for _, c := range cases {
 		if c.in == "\x00" {

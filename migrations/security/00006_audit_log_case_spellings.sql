@@ -12,7 +12,7 @@
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION audit_log_case(p_subject_id text)
 RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT CASE WHEN p_subject_id ~* '^[\s\u00a0\u1680\u180e\u2000-\u200f\u2028-\u202f\u205f-\u2064\u3000\ufeff]*case([^a-z]|$)'
+    SELECT CASE WHEN p_subject_id ~* '^[\s\u0085\u00a0\u00ad\u061c\u1680\u180e\u2000-\u200f\u2028\u2029\u202f\u205f-\u206f\u3000\ufeff\ufff9-\ufffb\U000e0001\U000e0020-\U000e007f]*case([^a-z]|$)'
                 THEN retention_subject('case', p_subject_id) END
 $$;
 -- +goose StatementEnd
