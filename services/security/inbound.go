@@ -88,6 +88,26 @@ type outcome struct {
 	Applied *int64 `json:"applied,omitempty"`
 }
 
+// maxCaseIDBytes bounds the case_id an omitted payload keeps (a case
+// number is a few digits; anything longer names no case anyway).
+const maxCaseIDBytes = 64
+
+// caseOnly is what an audit row keeps of a payload too large to store: its
+// case_id, when it has a short scalar one, so that the row stays the
+// case's (fetched, held, sealed and expunged with it, audit_log's payload
+// subject); nil otherwise.
+func caseOnly(payload []byte) map[string]json.RawMessage {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(payload, &top) != nil {
+		return nil
+	}
+	v, ok := top["case_id"]
+	if !ok || len(v) == 0 || len(v) > maxCaseIDBytes || v[0] == '{' || v[0] == '[' {
+		return nil
+	}
+	return map[string]json.RawMessage{"case_id": v}
+}
+
 // Handle records d in audit_log and, for an archive event, books it in the
 // fleet ledger after validating it, in tx (the inbox's transaction). A
 // refused or divergent event is not an error (it is acknowledged: a forged
@@ -100,7 +120,7 @@ func (h *inbound) Handle(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery) er
 	if n := len(d.Message.Payload); n > MaxAuditPayload {
 		// Recorded, not stored whole: its size and hash identify it.
 		sum := sha256.Sum256(d.Message.Payload)
-		detail["payload"], detail["payload_bytes"], detail["payload_sha256"] = nil, n, hex.EncodeToString(sum[:])
+		detail["payload"], detail["payload_bytes"], detail["payload_sha256"] = caseOnly(d.Message.Payload), n, hex.EncodeToString(sum[:])
 		detail["payload_omitted"] = fmt.Sprintf("larger than %d bytes", MaxAuditPayload)
 	}
 	if isArchiveEvent(d.Message.EventType) {

@@ -419,4 +419,16 @@ func TestForgeryDoesNotUseUpTheEventID(t *testing.T) {
 	require.Nil(t, detail["payload"])
 	require.Greater(t, detail["payload_bytes"], float64(security.MaxAuditPayload))
 	require.Len(t, detail["payload_sha256"], 64)
+
+	// An oversized payload about a case keeps its case_id: the row stays
+	// the case's (it was no subject's on main, so a seal and an
+	// expungement of the case missed it).
+	for _, id := range []any{17, "case-17"} {
+		bigCase := delivery(t, "exchange.sent", map[string]any{"case_id": id, "blob": strings.Repeat("x", security.MaxAuditPayload)}, nil)
+		e.handle(t, bigCase)
+		require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM audit_log WHERE subject_id = $1 AND audit_log_payload_case(detail) = 'case:17'`,
+			bigCase.Message.ID.String()), "%v", id)
+		require.Zero(t, e.db.Count(t, `SELECT count(*) FROM audit_log WHERE subject_id = $1 AND strpos(detail::text, 'xxxx') > 0`, bigCase.Message.ID.String()),
+			"the payload is still not stored whole")
+	}
 }
