@@ -28,7 +28,7 @@ func marshal(v any) ([]byte, error) { return json.Marshal(v) }
 // the order completed (its sealed subject and salt erased).
 func (o *Orders) execute(ctx context.Context, ord *order) (Executed, error) {
 	q := queries.New(o.pool)
-	if err := o.noOrphans(ctx); err != nil { // an unbooked copy might hold the subject's rows
+	if err := o.noOrphans(ctx, ord); err != nil { // an unbooked copy might hold the subject's rows
 		return Executed{}, err
 	}
 	n, err := q.CountUnindexed(ctx, o.subjectTables())
@@ -64,7 +64,7 @@ func (o *Orders) execute(ctx context.Context, ord *order) (Executed, error) {
 	if err != nil {
 		return Executed{}, err
 	}
-	if err := o.noOrphans(ctx); err != nil { // never report completion while an unbooked copy exists
+	if err := o.noOrphans(ctx, ord); err != nil { // never report completion while an unbooked copy exists
 		return Executed{}, err
 	}
 	res := Executed{ExpungeID: ord.id, Rewritten: len(lineage), RowsRemoved: removed, CertificateKey: cert,
@@ -79,18 +79,21 @@ func (o *Orders) execute(ctx context.Context, ord *order) (Executed, error) {
 // pass or an earlier try of an order killed between its upload and its
 // booking: no ledger row names it, so no rewrite would reach it), under
 // the archive lease the caller holds, and fails with ErrOrphans while one
-// of the order's tables is left (the store refused to destroy it).
-func (o *Orders) noOrphans(ctx context.Context) error {
+// of the order's tables may still exist: the store refused to destroy it,
+// or it was destroyed within the late-upload window (an upload a dying
+// client sent may still land; ADR-069).
+func (o *Orders) noOrphans(ctx context.Context, ord *order) error {
 	rep, err := o.cfg.Orphans.Sweep(ctx)
 	if err != nil {
 		return fmt.Errorf("destroy orphan uploads: %w", err)
 	}
-	n, err := intent.Pending(ctx, o.pool, o.subjectTables())
+	n, err := o.cfg.Orphans.Pending(ctx, o.subjectTables(), ord.id) // its own successors it writes again
 	if err != nil {
 		return err
 	}
 	if n > 0 {
-		return fmt.Errorf("%w: %d object(s) written and never booked could not be destroyed (%v); approve again when the store answers", ErrOrphans, n, rep.Failed)
+		return fmt.Errorf("%w: %d object(s) written and never booked are not destroyed yet, or were destroyed less than %v ago and a late upload may still land (%d refused by the store); approve again then",
+			ErrOrphans, n, intent.LateUploadWindow, len(rep.Failed))
 	}
 	return nil
 }

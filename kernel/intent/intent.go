@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/store"
@@ -75,9 +76,23 @@ func Clear(ctx context.Context, tx pgx.Tx, keys ...string) error {
 	return nil
 }
 
-// Pending counts the intents of tables: objects written and not booked.
-func Pending(ctx context.Context, db DB, tables []string) (int64, error) {
-	n, err := queries.New(db).CountUploadIntents(ctx, tables)
+// LateUploadWindow is how long after an orphan's first destroy every
+// sweep destroys its key again before its intent is deleted: a PUT a
+// dying or cancelled client sent may still land after the destroy (a
+// proxy or the store's own buffering holds it), and an S3 store takes a
+// signed request for 15 minutes after its signature's time
+// (RequestTimeTooSkewed after that); 5 minutes more cover clock skew.
+const LateUploadWindow = 20 * time.Minute
+
+// Pending counts the intents of tables whose object may still exist: not
+// destroyed yet, or destroyed within the sweeper's late-upload window;
+// those of the work except (uuid.Nil: none) are not counted.
+func (s *Sweeper) Pending(ctx context.Context, tables []string, except uuid.UUID) (int64, error) {
+	p := queries.CountUploadIntentsParams{Tables: tables, LateSeconds: s.late.Seconds()}
+	if except != uuid.Nil {
+		p.ExceptWorkID = pgtype.UUID{Bytes: except, Valid: true}
+	}
+	n, err := queries.New(s.pool).CountUploadIntents(ctx, p)
 	if err != nil {
 		return 0, fmt.Errorf("count upload intents: %w", err)
 	}
@@ -95,6 +110,7 @@ type Sweeper struct {
 	objectLock bool
 	logger     *slog.Logger
 	destroyed  *prometheus.CounterVec
+	late       time.Duration
 }
 
 // NewSweeper returns a sweeper for the service's database and store.
@@ -103,49 +119,64 @@ type Sweeper struct {
 // destroyed counts orphans destroyed per table
 // (archive_orphans_destroyed_total{table}); nil counts nothing.
 func NewSweeper(pool *pgxpool.Pool, st *store.Store, objectLock bool, logger *slog.Logger, destroyed *prometheus.CounterVec) *Sweeper {
-	return &Sweeper{pool: pool, store: st, objectLock: objectLock, logger: logger, destroyed: destroyed}
+	return &Sweeper{pool: pool, store: st, objectLock: objectLock, logger: logger, destroyed: destroyed, late: LateUploadWindow}
+}
+
+// WithLateWindow returns a copy of the sweeper whose late-upload window is
+// d (tests; LateUploadWindow otherwise).
+func (s *Sweeper) WithLateWindow(d time.Duration) *Sweeper {
+	c := *s
+	c.late = d
+	return &c
 }
 
 // Report is what one Sweep did.
 type Report struct {
-	// Destroyed are the orphans whose every version is gone (their
-	// intents deleted).
+	// Destroyed are the orphans whose every version this sweep destroyed
+	// (the first time, or a late upload that landed since).
 	Destroyed []string `json:"destroyed"`
+	// Forgotten are the intents deleted: their late-upload window passed
+	// and the key was destroyed once more.
+	Forgotten []string `json:"forgotten"`
 	// Failed are the orphans the store did not destroy (their intents
 	// stay for the next sweep).
 	Failed []string `json:"failed"`
 }
 
-// Sweep destroys the objects of every intent no booking holds, a batch
-// at a time, each intent's row locked while its object is destroyed and
-// deleted in the same transaction. A store failure leaves that intent for
-// the next sweep (in Failed) and goes on; a database failure ends the
-// sweep with its error.
+// Sweep destroys the objects of every intent no booking holds, a batch at
+// a time, each intent's row locked while its key is destroyed. The first
+// destroy marks the intent; each later sweep destroys the key again (a
+// late upload that landed is destroyed, logged and counted), and once the
+// late-upload window has passed since the first destroy, the intent is
+// deleted. A store failure leaves that intent for the next sweep (in
+// Failed) and goes on; a database failure ends the sweep with its error.
 func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
-	rep := Report{Destroyed: []string{}, Failed: []string{}}
+	rep := Report{Destroyed: []string{}, Forgotten: []string{}, Failed: []string{}}
+	after := ""
 	for {
-		n, err := s.batch(ctx, &rep)
+		n, last, err := s.batch(ctx, after, &rep)
 		if err != nil || n < sweepBatch {
 			return rep, err
 		}
+		after = last
 	}
 }
 
-// batch sweeps one batch; it returns how many intents it locked.
-func (s *Sweeper) batch(ctx context.Context, rep *Report) (int, error) {
-	locked := 0
+// batch sweeps the intents after key after; it returns how many it locked
+// and the last key.
+func (s *Sweeper) batch(ctx context.Context, after string, rep *Report) (int, string, error) {
+	locked, last := 0, after
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
-		rows, err := q.LockOrphanIntents(ctx, sweepBatch)
+		rows, err := q.LockOrphanIntents(ctx, queries.LockOrphanIntentsParams{LateSeconds: s.late.Seconds(), After: after, Lim: sweepBatch})
 		if err != nil {
 			return fmt.Errorf("lock orphan intents: %w", err)
 		}
 		locked = len(rows)
 		for _, r := range rows {
-			if skip := failedBefore(rep, r.ObjectKey); skip {
-				continue // a store that refused it once in this sweep is not asked again
-			}
-			if err := s.destroy(ctx, r.ObjectKey); err != nil {
+			last = r.ObjectKey
+			existed, err := s.destroy(ctx, r.ObjectKey)
+			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -154,50 +185,57 @@ func (s *Sweeper) batch(ctx context.Context, rep *Report) (int, error) {
 					slog.String("key", r.ObjectKey), slog.String("table", r.TableName), slog.String("work", r.Work), slog.Any("error", err))
 				continue
 			}
-			if _, err := q.DeleteUploadIntent(ctx, r.ObjectKey); err != nil {
-				return fmt.Errorf("delete the intent of %s: %w", r.ObjectKey, err)
+			if err := s.settle(ctx, q, r, existed, rep); err != nil {
+				return err
 			}
-			rep.Destroyed = append(rep.Destroyed, r.ObjectKey)
-			if s.destroyed != nil {
-				s.destroyed.WithLabelValues(r.TableName).Inc()
-			}
-			s.logger.WarnContext(ctx, "destroyed an orphan upload: its booking never committed (its rows are still hot or in another archive)",
-				slog.String("key", r.ObjectKey), slog.String("table", r.TableName), slog.String("work", r.Work),
-				slog.String("work_id", uuid.UUID(r.WorkID.Bytes).String()), slog.Time("recorded_at", r.RecordedAt.Time))
 		}
 		return nil
 	})
-	if err != nil {
-		// What was destroyed stays destroyed (reported so); an intent whose
-		// delete rolled back is swept again, and an object already gone is
-		// not an error then.
-		return 0, err
-	}
-	if len(rep.Failed) > 0 && locked == len(rep.Failed) {
-		return 0, nil // only what the store refuses is left
-	}
-	return locked, nil
+	return locked, last, err
 }
 
-func failedBefore(rep *Report, key string) bool {
-	for _, k := range rep.Failed {
-		if k == key {
-			return true
+// settle records a destroyed key: the first destroy marks the intent, one
+// past the late-upload window deletes it, and a key that held a version
+// (the first time, or a late upload since) is logged and counted.
+func (s *Sweeper) settle(ctx context.Context, q *queries.Queries, r queries.LockOrphanIntentsRow, existed bool, rep *Report) error {
+	switch {
+	case !r.DestroyedAt.Valid:
+		if err := q.MarkIntentDestroyed(ctx, r.ObjectKey); err != nil {
+			return fmt.Errorf("mark the intent of %s destroyed: %w", r.ObjectKey, err)
 		}
+	case r.Expired:
+		if _, err := q.DeleteUploadIntent(ctx, r.ObjectKey); err != nil {
+			return fmt.Errorf("delete the intent of %s: %w", r.ObjectKey, err)
+		}
+		rep.Forgotten = append(rep.Forgotten, r.ObjectKey)
 	}
-	return false
+	if !existed && r.DestroyedAt.Valid {
+		return nil // destroyed before, nothing landed since
+	}
+	rep.Destroyed = append(rep.Destroyed, r.ObjectKey)
+	if s.destroyed != nil {
+		s.destroyed.WithLabelValues(r.TableName).Inc()
+	}
+	msg := "destroyed an orphan upload: its booking never committed (its rows are still hot or in another archive)"
+	if r.DestroyedAt.Valid {
+		msg = "destroyed a late upload of an orphan: it landed after the orphan was destroyed"
+	}
+	s.logger.WarnContext(ctx, msg, slog.String("key", r.ObjectKey), slog.String("table", r.TableName), slog.String("work", r.Work),
+		slog.String("work_id", uuid.UUID(r.WorkID.Bytes).String()), slog.Time("recorded_at", r.RecordedAt.Time))
+	return nil
 }
 
-// destroy destroys every version of key; nothing there is not an error.
-func (s *Sweeper) destroy(ctx context.Context, key string) error {
+// destroy destroys every version of key; existed says a version was there.
+func (s *Sweeper) destroy(ctx context.Context, key string) (bool, error) {
+	var existed bool
 	var err error
 	if s.objectLock {
-		_, err = s.store.DestroyReleased(ctx, key)
+		existed, err = s.store.DestroyReleased(ctx, key)
 	} else {
-		_, err = s.store.DestroyAllVersions(ctx, key)
+		existed, err = s.store.DestroyAllVersions(ctx, key)
 	}
 	if errors.Is(err, store.ErrNotFound) {
-		return nil
+		return false, nil
 	}
-	return err
+	return existed, err
 }

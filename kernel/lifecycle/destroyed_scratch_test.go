@@ -102,6 +102,13 @@ func TestOrphansOfKilledWorkAreDestroyedBeforeAnOrder(t *testing.T) {
 	req, err := w.orders.RequestExpunge(w.ctx, mustSubject(t, "case:17"), "JV-3", "order", nil, "ops:alice")
 	require.NoError(t, err)
 	_, err = w.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
+	require.ErrorIs(t, err, courtorder.ErrOrphans, "destroyed, but a late upload may still land: the order does not complete yet")
+	// Once the late-upload window has passed (none here), it completes.
+	orders, err := courtorder.New(w.db.Pool, w.st, courtorder.Config{Service: w.s3.Service, Tables: []archive.TableSpec{subjectSpec()}, Key: w.key,
+		ObjectLock: true, Bookkeep: archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep,
+		Orphans: intent.NewSweeper(w.db.Pool, w.st, true, slog.New(w.logs), nil).WithLateWindow(0)}, slog.New(w.logs))
+	require.NoError(t, err)
+	_, err = orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
 	require.NoError(t, err)
 	for _, key := range []string{hot, rewritten} {
 		n, err := w.st.VersionCount(w.ctx, key)
@@ -148,7 +155,7 @@ func TestAnOrphanLeftByACancelledPassIsDestroyedAndLogged(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 	}
 	require.Equal(t, int64(4), w.db.Count(t, `SELECT count(*) FROM rule_evaluations`), "the row stays hot")
-	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_upload_intents`))
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_upload_intents WHERE destroyed_at IS NULL`), "every intent's object destroyed")
 	var keys []string
 	for _, r := range logs.Records() {
 		if r.Message == "destroyed an orphan upload: its booking never committed (its rows are still hot or in another archive)" {
@@ -168,6 +175,50 @@ func TestAnOrphanLeftByACancelledPassIsDestroyedAndLogged(t *testing.T) {
 	}
 	require.Equal(t, 2.0, testutil.ToFloat64(am.OrphansDestroyed.WithLabelValues("rule_evaluations")))
 	require.Equal(t, int64(4), w.db.Count(t, `SELECT count(*) FROM archive_ledger`), "nothing booked")
+}
+
+// TestALateUploadOfAnOrphanIsDestroyedToo: a PUT a cancelled client sent
+// can land after the sweep destroyed its key (a proxy held it): the intent
+// stays through the late-upload window and every sweep destroys the key
+// again, logging the late landing; only after the window is the intent
+// deleted (on main the late object stayed, named by nothing).
+func TestALateUploadOfAnOrphanIsDestroyedToo(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 0)
+	logs := &kerneltest.LogRecorder{}
+	sw := intent.NewSweeper(w.db.Pool, w.st, false, slog.New(logs), nil)
+	key := "retention-archives/" + w.s3.Service + "/rule_evaluations/late.ndjson"
+	require.NoError(t, intent.Record(w.ctx, w.db.Pool, intent.WorkArchive, uuid.Must(uuid.NewV7()), "rule_evaluations", "system:retention", key))
+	rep, err := sw.Sweep(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{key}, rep.Destroyed, "destroyed before anything landed")
+	n, err := sw.Pending(w.ctx, []string{"rule_evaluations"}, uuid.Nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "within the late-upload window the orphan may still exist")
+
+	require.NoError(t, w.st.PutCreate(w.ctx, key, []byte("{}\n"), store.ContentTypeNDJSON)) // the late PUT lands
+	rep, err = sw.Sweep(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{key}, rep.Destroyed)
+	require.Empty(t, rep.Forgotten)
+	versions, err := w.st.VersionCount(w.ctx, key)
+	require.NoError(t, err)
+	require.Zero(t, versions)
+	late := 0
+	for _, r := range logs.Records() {
+		if r.Message == "destroyed a late upload of an orphan: it landed after the orphan was destroyed" {
+			late++
+		}
+	}
+	require.Equal(t, 1, late)
+
+	rep, err = sw.WithLateWindow(0).Sweep(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{key}, rep.Forgotten, "past the window: destroyed once more, then forgotten")
+	require.Empty(t, rep.Destroyed, "nothing landed since")
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_upload_intents`))
+	err = pgx.BeginFunc(w.ctx, w.db.Pool, func(tx pgx.Tx) error { return intent.Clear(w.ctx, tx, key) })
+	require.ErrorIs(t, err, intent.ErrSwept, "a swept upload is never booked")
 }
 
 // TestASweptIntentRollsItsBookingBack: the intent row arbitrates between a

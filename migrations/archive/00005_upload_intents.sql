@@ -5,7 +5,8 @@
 -- cancelled request, a database timeout) is never unknown: its intent
 -- names its key, and the next holder of the archive lease destroys every
 -- version of it (its rows are still hot, or booked in another archive:
--- nothing is lost) and deletes the intent.
+-- nothing is lost), again until no late PUT can land, and then deletes
+-- the intent.
 --
 -- The row itself is the arbiter between a booking and a sweep: a booking
 -- deletes its intents and fails unless it deleted them all; a sweep locks
@@ -24,7 +25,13 @@ CREATE TABLE archive_upload_intents (
     -- The table whose rows the object holds.
     table_name  text        NOT NULL,
     recorded_by text        NOT NULL,
-    recorded_at timestamptz NOT NULL DEFAULT now()
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    -- When a sweep first destroyed the object. The intent stays, and every
+    -- sweep destroys the key again, for the late-upload window (a PUT a
+    -- dying client sent can still land after the destroy: the store takes
+    -- a signed request for 15 minutes); after it the intent is deleted.
+    -- A destroyed intent is never booked.
+    destroyed_at timestamptz
 );
 CREATE INDEX archive_upload_intents_table_idx ON archive_upload_intents (table_name);
 

@@ -13,12 +13,12 @@
 -- +goose NO TRANSACTION
 
 -- +goose Up
--- +goose StatementBegin
+-- A SQL-standard body (parsed at creation, still inlined): pg_restore
+-- builds the index with an empty search_path, where a body kept as text
+-- would not find retention_subject.
 CREATE OR REPLACE FUNCTION audit_log_payload_case(p_detail jsonb)
-RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT retention_subject('case', p_detail -> 'payload' ->> 'case_id')
-$$;
--- +goose StatementEnd
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN retention_subject('case', p_detail -> 'payload' ->> 'case_id');
 DROP INDEX CONCURRENTLY IF EXISTS audit_log_payload_case_idx;
 CREATE INDEX CONCURRENTLY audit_log_payload_case_idx ON audit_log (audit_log_payload_case(detail));
 

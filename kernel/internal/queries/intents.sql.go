@@ -12,7 +12,7 @@ import (
 )
 
 const clearUploadIntents = `-- name: ClearUploadIntents :execrows
-DELETE FROM archive_upload_intents WHERE object_key = ANY ($1::text[])
+DELETE FROM archive_upload_intents WHERE object_key = ANY ($1::text[]) AND destroyed_at IS NULL
 `
 
 // ClearUploadIntents deletes a booking's intents, in the booking's
@@ -27,13 +27,25 @@ func (q *Queries) ClearUploadIntents(ctx context.Context, keys []string) (int64,
 }
 
 const countUploadIntents = `-- name: CountUploadIntents :one
-SELECT count(*) FROM archive_upload_intents WHERE table_name = ANY ($1::text[])
+SELECT count(*) FROM archive_upload_intents
+WHERE table_name = ANY ($1::text[])
+  AND (destroyed_at IS NULL OR destroyed_at >= now() - make_interval(secs => $2::float8))
+  AND work_id IS DISTINCT FROM $3::uuid
 `
 
-// CountUploadIntents counts the intents of the given tables: objects
-// written and not booked.
-func (q *Queries) CountUploadIntents(ctx context.Context, tables []string) (int64, error) {
-	row := q.db.QueryRow(ctx, countUploadIntents, tables)
+type CountUploadIntentsParams struct {
+	Tables       []string
+	LateSeconds  float64
+	ExceptWorkID pgtype.UUID
+}
+
+// CountUploadIntents counts the intents of the given tables whose object
+// may still exist: not destroyed, or destroyed within the late-upload
+// window (late_seconds).
+// Intents of the work except_work_id (a retried order's own successors:
+// it writes the same bytes under the same keys again) are not counted.
+func (q *Queries) CountUploadIntents(ctx context.Context, arg CountUploadIntentsParams) (int64, error) {
+	row := q.db.QueryRow(ctx, countUploadIntents, arg.Tables, arg.LateSeconds, arg.ExceptWorkID)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
@@ -53,25 +65,36 @@ func (q *Queries) DeleteUploadIntent(ctx context.Context, objectKey string) (int
 }
 
 const lockOrphanIntents = `-- name: LockOrphanIntents :many
-SELECT object_key, work, work_id, table_name, recorded_at
+SELECT object_key, work, work_id, table_name, recorded_at, destroyed_at,
+       (destroyed_at IS NOT NULL AND destroyed_at < now() - make_interval(secs => $1::float8))::boolean AS expired
 FROM archive_upload_intents
-ORDER BY recorded_at, object_key
-LIMIT $1
+WHERE object_key > $2::text
+ORDER BY object_key
+LIMIT $3
 FOR UPDATE SKIP LOCKED
 `
 
+type LockOrphanIntentsParams struct {
+	LateSeconds float64
+	After       string
+	Lim         int32
+}
+
 type LockOrphanIntentsRow struct {
-	ObjectKey  string
-	Work       string
-	WorkID     pgtype.UUID
-	TableName  string
-	RecordedAt pgtype.Timestamptz
+	ObjectKey   string
+	Work        string
+	WorkID      pgtype.UUID
+	TableName   string
+	RecordedAt  pgtype.Timestamptz
+	DestroyedAt pgtype.Timestamptz
+	Expired     bool
 }
 
 // LockOrphanIntents locks up to lim intents nobody else holds (a booking
-// in progress holds its own), oldest first.
-func (q *Queries) LockOrphanIntents(ctx context.Context, lim int32) ([]LockOrphanIntentsRow, error) {
-	rows, err := q.db.Query(ctx, lockOrphanIntents, lim)
+// in progress holds its own), in key order after a key; expired says the
+// late-upload window (late_seconds) has passed since the first destroy.
+func (q *Queries) LockOrphanIntents(ctx context.Context, arg LockOrphanIntentsParams) ([]LockOrphanIntentsRow, error) {
+	rows, err := q.db.Query(ctx, lockOrphanIntents, arg.LateSeconds, arg.After, arg.Lim)
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +108,8 @@ func (q *Queries) LockOrphanIntents(ctx context.Context, lim int32) ([]LockOrpha
 			&i.WorkID,
 			&i.TableName,
 			&i.RecordedAt,
+			&i.DestroyedAt,
+			&i.Expired,
 		); err != nil {
 			return nil, err
 		}
@@ -96,12 +121,24 @@ func (q *Queries) LockOrphanIntents(ctx context.Context, lim int32) ([]LockOrpha
 	return items, nil
 }
 
+const markIntentDestroyed = `-- name: MarkIntentDestroyed :exec
+UPDATE archive_upload_intents SET destroyed_at = now() WHERE object_key = $1 AND destroyed_at IS NULL
+`
+
+// MarkIntentDestroyed records a sweep's first destroy of an intent's object.
+func (q *Queries) MarkIntentDestroyed(ctx context.Context, objectKey string) error {
+	_, err := q.db.Exec(ctx, markIntentDestroyed, objectKey)
+	return err
+}
+
 const recordUploadIntents = `-- name: RecordUploadIntents :exec
 
 INSERT INTO archive_upload_intents (object_key, work, work_id, table_name, recorded_by)
 SELECT k, $1::text, $2::uuid, $3::text, $4::text
 FROM unnest($5::text[]) AS k
-ON CONFLICT (object_key) DO NOTHING
+ON CONFLICT (object_key) DO UPDATE
+SET destroyed_at = NULL, recorded_at = now(), recorded_by = EXCLUDED.recorded_by
+WHERE archive_upload_intents.work = EXCLUDED.work AND archive_upload_intents.work_id = EXCLUDED.work_id
 `
 
 type RecordUploadIntentsParams struct {
@@ -114,8 +151,9 @@ type RecordUploadIntentsParams struct {
 
 // Upload intents (migrations/archive/00005, ADR-069).
 // RecordUploadIntents records the objects a piece of work is about to
-// write; a retry of the same work (an expungement's successor has a
-// deterministic key) finds its intent already there.
+// write. A retry of the same work (an expungement's successor has a
+// deterministic key) finds its intent there, perhaps swept: it is a new
+// upload of the same bytes, so the intent is live again.
 func (q *Queries) RecordUploadIntents(ctx context.Context, arg RecordUploadIntentsParams) error {
 	_, err := q.db.Exec(ctx, recordUploadIntents,
 		arg.Work,

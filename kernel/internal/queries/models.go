@@ -80,12 +80,13 @@ type ArchiveSubjectKey struct {
 }
 
 type ArchiveUploadIntent struct {
-	ObjectKey  string
-	Work       string
-	WorkID     pgtype.UUID
-	TableName  string
-	RecordedBy string
-	RecordedAt pgtype.Timestamptz
+	ObjectKey   string
+	Work        string
+	WorkID      pgtype.UUID
+	TableName   string
+	RecordedBy  string
+	RecordedAt  pgtype.Timestamptz
+	DestroyedAt pgtype.Timestamptz
 }
 
 type EventInbox struct {

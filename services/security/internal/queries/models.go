@@ -112,12 +112,13 @@ type ArchiveSubjectKey struct {
 }
 
 type ArchiveUploadIntent struct {
-	ObjectKey  string
-	Work       string
-	WorkID     uuid.UUID
-	TableName  string
-	RecordedBy string
-	RecordedAt time.Time
+	ObjectKey   string
+	Work        string
+	WorkID      uuid.UUID
+	TableName   string
+	RecordedBy  string
+	RecordedAt  time.Time
+	DestroyedAt pgtype.Timestamptz
 }
 
 type AuditLog struct {
