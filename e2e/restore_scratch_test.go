@@ -95,7 +95,9 @@ func TestAfterRestoringADatabase(t *testing.T) {
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a read could show a case whose seal the restore forgot")
-	require.Eventually(t, func() bool { return s.metric(t, `retention_invariant_violations{invariant="restored_behind_journal"}`) == "3" },
+	require.Eventually(t, func() bool {
+		return s.metric(t, `retention_invariant_violations{invariant="restored_behind_journal"}`) == "3"
+	},
 		30*time.Second, 50*time.Millisecond, "the invariant counts the three acts the database lacks")
 	require.Equal(t, 0, s.stop(t), s.stderr.String())
 
