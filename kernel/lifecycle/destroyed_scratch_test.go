@@ -315,6 +315,17 @@ func TestASealedSubjectAnswersHoldsAndOrdersAsAnUnknownOne(t *testing.T) {
 		require.Empty(t, h.Covers, "hold %s", h.ID)
 	}
 	require.Equal(t, int64(3), w.db.Count(t, `SELECT count(*) FROM archive_ledger WHERE legal_hold`), "the hold still holds case 17's three archives")
+	recs, err := w.mgr.Records(w.ctx, lifecycle.Filter{})
+	require.NoError(t, err)
+	require.Len(t, recs, 4)
+	for _, r := range recs {
+		require.NotContains(t, r.Holds, sealed.ID, "the records listing does not name the sealed case's hold (it did on main)")
+		require.False(t, r.LegalHold, "nor show its archives held for it: %s", r.ArchiveID)
+	}
+	heldOnly := true
+	recs, err = w.mgr.Records(w.ctx, lifecycle.Filter{Held: &heldOnly})
+	require.NoError(t, err)
+	require.Empty(t, recs, "nor select them as held")
 
 	_, err = w.orders.RequestExpunge(w.ctx, mustSubject(t, "case:17"), "JV-17", "order", nil, "ops:alice")
 	var held *courtorder.HeldError

@@ -7,24 +7,33 @@
 --   AND NOT legal_hold AND NOT archive_is_held(...) AND purged_at IS NULL
 
 -- ListArchiveRecords pages the ledger (by archive_id) with each archive's
--- state; filters are optional.
+-- state; filters are optional. A sealed subject answers as an unknown one
+-- does (ADR-067): a hold that covers an archive only through a sealed
+-- subject's hash is not listed in its holds, and the archive is not shown
+-- held (nor selected by held) for it; it is held all the same (the purge
+-- reads archive_is_held).
 -- name: ListArchiveRecords :many
 SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.record_count,
        l.first_record_id, l.last_record_id, l.first_record_at, l.last_record_at, l.archived_at, l.archived_by,
-       l.retention_until, l.legal_hold, l.purged_at, l.purged_by,
-       COALESCE((SELECT array_agg(h.id ORDER BY h.id) FROM archive_holds AS h
-                 WHERE h.released_at IS NULL
-                   AND (l.archive_id = ANY (h.archive_ids)
-                        OR (h.table_name = l.table_name
-                            AND (h.from_at IS NULL OR l.last_record_at >= h.from_at)
-                            AND (h.to_at IS NULL OR l.first_record_at < h.to_at))
-                        OR (cardinality(h.subject_hashes) > 0
-                            AND (NOT l.subjects_indexed
-                                 OR EXISTS (SELECT 1 FROM archive_subjects AS s
-                                            WHERE s.archive_id = l.archive_id AND s.subject_hashes && h.subject_hashes))))), '{}')::uuid[] AS holds
+       l.retention_until, (l.legal_hold AND cardinality(v.holds) > 0)::boolean AS legal_hold, l.purged_at, l.purged_by,
+       v.holds
 FROM archive_ledger AS l
+CROSS JOIN LATERAL (
+    SELECT COALESCE((SELECT array_agg(h.id ORDER BY h.id) FROM archive_holds AS h
+                     WHERE h.released_at IS NULL
+                       AND (l.archive_id = ANY (h.archive_ids)
+                            OR (h.table_name = l.table_name
+                                AND (h.from_at IS NULL OR l.last_record_at >= h.from_at)
+                                AND (h.to_at IS NULL OR l.first_record_at < h.to_at))
+                            OR (cardinality(h.subject_hashes) > 0
+                                AND (NOT l.subjects_indexed
+                                     OR EXISTS (SELECT 1 FROM archive_subjects AS s
+                                                WHERE s.archive_id = l.archive_id
+                                                  AND s.subject_hashes && ARRAY(SELECT x FROM unnest(h.subject_hashes) AS x
+                                                                                EXCEPT SELECT subject_hash FROM subject_seals)))))), '{}')::uuid[] AS holds
+) AS v
 WHERE (sqlc.narg(table_name)::text IS NULL OR l.table_name = sqlc.narg(table_name)::text)
-  AND (sqlc.narg(held)::boolean IS NULL OR l.legal_hold = sqlc.narg(held)::boolean)
+  AND (sqlc.narg(held)::boolean IS NULL OR (l.legal_hold AND cardinality(v.holds) > 0) = sqlc.narg(held)::boolean)
   AND (sqlc.narg(purgeable)::boolean IS NULL OR sqlc.narg(purgeable)::boolean = (
            l.retention_until IS NOT NULL AND l.retention_until <= (now() AT TIME ZONE 'UTC')::date AND NOT l.legal_hold
            AND NOT archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
