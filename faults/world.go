@@ -339,10 +339,10 @@ func (w *World) checkLocks(ctx context.Context, rep *Report) error {
 	}
 }
 
-// checkOrphans lists the objects no ledger row names and checks verify
-// reports each of them.
+// checkOrphans lists the objects no ledger row names (every key with a
+// version, behind a delete marker too) and checks verify reports each.
 func (w *World) checkOrphans(ctx context.Context, ledger []ledgerRow, rep *Report) error {
-	objs, err := w.Store.ListObjects(ctx, store.Prefix+w.Service+"/")
+	objs, err := w.Store.ListAllObjects(ctx, store.Prefix+w.Service+"/") // behind delete markers too
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package archiveread_test
 import (
 	"context"
 	"encoding/json"
+	"gocloud.dev/blob"
 	"log/slog"
 	"testing"
 	"time"
@@ -82,7 +83,28 @@ func TestCollectOrphans(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, n, "every version of %s is destroyed (a plain delete left them behind a marker)", key)
 	}
-	require.Equal(t, int64(2), db.Count(t, `SELECT count(*) FROM archive_lifecycle_log WHERE action = 'archive_orphans_collected' AND actor = 'ops:alice'`))
+
+	// An orphan another tool's plain delete hid behind a delete marker
+	// still holds its bytes: verify and gc see it, and gc destroys it (on
+	// main both listed current objects only).
+	hidden := put(uuid.Must(uuid.NewV7()))
+	raw, err := blob.OpenBucket(ctx, s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = raw.Close() })
+	require.NoError(t, raw.Delete(ctx, hidden.Data)) // a delete marker on top
+	n, err := st.VersionCount(ctx, hidden.Data)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "its version and the marker")
+	vr, err := later.Verify(ctx, false, 0)
+	require.NoError(t, err)
+	require.Contains(t, vr.Orphans, hidden.Data)
+	rep, err = later.CollectOrphans(ctx, 2, false, "ops:alice", hidden.Data)
+	require.NoError(t, err)
+	require.Equal(t, []string{hidden.Data}, rep.Deleted)
+	n, err = st.VersionCount(ctx, hidden.Data)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, int64(3), db.Count(t, `SELECT count(*) FROM archive_lifecycle_log WHERE action = 'archive_orphans_collected' AND actor = 'ops:alice'`))
 }
 
 // TestScheduledVerifier: the scheduled verifier's first run is deep, counts

@@ -296,7 +296,10 @@ func (r *Reader) orphanObjects(ctx context.Context) ([]store.Object, error) {
 	for _, k := range named {
 		known[k] = true
 	}
-	objs, err := r.store.ListObjects(ctx, store.Prefix+r.service+"/")
+	// Every key with a version, not only a current one: an orphan behind a
+	// delete marker (a plain delete in a versioned bucket) still holds its
+	// rows.
+	objs, err := r.store.ListAllObjects(ctx, store.Prefix+r.service+"/")
 	if err != nil {
 		return nil, err
 	}

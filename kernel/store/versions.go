@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/url"
 	"sort"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -239,4 +240,53 @@ func (s *Store) VersionCount(ctx context.Context, key string) (int, error) {
 	}
 	vs, ms, err := s.allVersions(ctx, key)
 	return len(vs) + len(ms), err
+}
+
+// ListAllObjects is ListObjects over every key under prefix that has any
+// version or delete marker, not only a current version: an object hidden
+// behind a delete marker still holds its bytes. ModTime is the newest
+// version's or marker's. Without versions (a local backend) it is
+// ListObjects.
+func (s *Store) ListAllObjects(ctx context.Context, prefix string) ([]Object, error) {
+	if s.s3 == nil {
+		return s.ListObjects(ctx, prefix)
+	}
+	newest := map[string]time.Time{}
+	note := func(key *string, at *time.Time) {
+		k := aws.ToString(key)
+		if t := aws.ToTime(at); t.After(newest[k]) || newest[k].IsZero() {
+			newest[k] = t
+		}
+	}
+	var keyMarker, versionMarker *string
+	for {
+		lctx, cancel := s.bound(ctx)
+		out, err := s.s3.ListObjectVersions(lctx, &s3.ListObjectVersionsInput{Bucket: aws.String(s.identity.Bucket), Prefix: aws.String(prefix),
+			KeyMarker: keyMarker, VersionIdMarker: versionMarker})
+		if err != nil {
+			err = timedOut(lctx, err)
+			cancel()
+			if keyMarker == nil && ctx.Err() == nil {
+				return s.ListObjects(ctx, prefix) // a store without version listing: its current objects are all there is
+			}
+			return nil, fmt.Errorf("store: list versions under %s: %w", prefix, err)
+		}
+		cancel()
+		for _, v := range out.Versions {
+			note(v.Key, v.LastModified)
+		}
+		for _, m := range out.DeleteMarkers {
+			note(m.Key, m.LastModified)
+		}
+		if !aws.ToBool(out.IsTruncated) || (out.NextKeyMarker == nil && out.NextVersionIdMarker == nil) {
+			break
+		}
+		keyMarker, versionMarker = out.NextKeyMarker, out.NextVersionIdMarker
+	}
+	objs := make([]Object, 0, len(newest))
+	for k, t := range newest {
+		objs = append(objs, Object{Key: k, ModTime: t})
+	}
+	sort.Slice(objs, func(i, j int) bool { return objs[i].Key < objs[j].Key })
+	return objs, nil
 }
