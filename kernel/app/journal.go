@@ -56,6 +56,11 @@ func (r *runtime[T]) checkJournal(ctx context.Context, j *journal.Journal) (jour
 	return st, nil
 }
 
+// BehindRecheckInterval is how often serve compares the journals again
+// while the database is behind the store's (or the comparison failed):
+// `reconcile` runs beside the service, which reopens within a minute.
+const BehindRecheckInterval = time.Minute
+
 // journalWatch is serve's journal check (nil without a journal): at boot,
 // then every verify interval (every DefaultLockReconcileInterval when
 // scheduled verification is off), it compares the journals and exports
@@ -70,8 +75,6 @@ func (r *runtime[T]) journalWatch(arch *archiver, m *metrics.Invariants) func(co
 		every = time.Duration(as.VerifyIntervalHours) * time.Hour
 	}
 	return func(ctx context.Context) error {
-		t := time.NewTicker(every)
-		defer t.Stop()
 		for {
 			st, err := r.checkJournal(ctx, arch.journal)
 			switch {
@@ -82,10 +85,14 @@ func (r *runtime[T]) journalWatch(arch *archiver, m *metrics.Invariants) func(co
 			default:
 				m.Violations.WithLabelValues(RestoredBehindJournal).Set(float64(len(st.Missing)))
 			}
+			wait := every
+			if st.Behind() || err != nil {
+				wait = min(every, BehindRecheckInterval) // reopen soon after `reconcile`
+			}
 			select {
 			case <-ctx.Done():
 				return nil
-			case <-t.C:
+			case <-time.After(wait):
 			}
 		}
 	}
