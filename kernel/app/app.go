@@ -174,6 +174,9 @@ commands:
                                 (archiving services) index by subject the archives booked
                                 before the subject index or without a key; exit 3 without
                                 archive.subject_key_file or a store, 1 when an archive is left
+  reconcile [--json]            (archiving services) after a database restore, re-apply every
+                                act of the store's journal the database lacks; exit 1 while
+                                still behind, 3 without a store
 
 every command accepts --config FILE (YAML); environment variables CRAIG_%[2]s__<KEY> override it.
 `
