@@ -59,11 +59,7 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 		return err // the archiver was asked for and cannot run: refuse to boot
 	}
 	defer arch.close()
-	keys, err := r.adminKeys(reg)
-	if err != nil {
-		return err
-	}
-	invMetrics, err := metrics.NewInvariants(reg)
+	keys, invMetrics, err := r.serveMetrics(reg)
 	if err != nil {
 		return err
 	}
@@ -99,6 +95,17 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 	}
 	r.logger.Info("stopped", slog.String("service", r.spec.Name))
 	return nil
+}
+
+// serveMetrics are serve's admin API keys (with their refusal metrics) and
+// the invariants gauge the sweep's watchdogs and the journal check share.
+func (r *runtime[T]) serveMetrics(reg prometheus.Registerer) (adminKeys, *metrics.Invariants, error) {
+	keys, err := r.adminKeys(reg)
+	if err != nil {
+		return keys, nil, err
+	}
+	inv, err := metrics.NewInvariants(reg)
+	return keys, inv, err
 }
 
 // publisher is serve's event publisher, signing with the configured key. A

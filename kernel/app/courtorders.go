@@ -3,13 +3,13 @@ package app
 import (
 	"context"
 	"errors"
-	"github.com/craig/retention/kernel/journal"
 	"log/slog"
 	"net/http"
 
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/auth"
 	"github.com/craig/retention/kernel/courtorder"
+	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/subject"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"

@@ -3,7 +3,6 @@ package archiveread_test
 import (
 	"context"
 	"encoding/json"
-	"gocloud.dev/blob"
 	"log/slog"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob"
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"

@@ -85,45 +85,12 @@ func (m *Manager) journalHold(ctx context.Context, tx pgx.Tx, id uuid.UUID, req 
 // archive's objects are destroyed again first (they are gone; nothing
 // left is not an error).
 func (m *Manager) Reapply(ctx context.Context, e journal.Entry) error {
-	var apply func(context.Context, pgx.Tx) error
-	switch e.Act {
-	case journal.ActHoldPlaced:
-		var h holdEntry
-		if err := json.Unmarshal(e.Detail, &h); err != nil {
-			return fmt.Errorf("journal entry %d: %w", e.Seq, err)
-		}
-		apply = func(ctx context.Context, tx pgx.Tx) error { return m.reapplyHold(ctx, tx, e, h) }
-	case journal.ActHoldReleased:
-		var r releaseEntry
-		if err := json.Unmarshal(e.Detail, &r); err != nil {
-			return fmt.Errorf("journal entry %d: %w", e.Seq, err)
-		}
-		apply = func(ctx context.Context, tx pgx.Tx) error {
-			reason := fmt.Sprintf("restored from the store journal (entry %d)", e.Seq)
-			_, err := queries.New(tx).ReapplyRelease(ctx, queries.ReapplyReleaseParams{ReleasedAt: pgtype.Timestamptz{Time: e.Time(), Valid: true},
-				ReleasedBy: &e.Actor, ReleaseReason: &reason, ID: pgUUID(r.HoldID)})
-			return err
-		}
-	case journal.ActPurge:
-		var p purgeEntry
-		if err := json.Unmarshal(e.Detail, &p); err != nil {
-			return fmt.Errorf("journal entry %d: %w", e.Seq, err)
-		}
-		for _, key := range []string{p.ManifestKey, p.DataKey} {
-			if err := m.deleteObject(ctx, key); err != nil {
-				return fmt.Errorf("journal entry %d: destroy %s again: %w", e.Seq, key, err)
-			}
-		}
-		apply = func(ctx context.Context, tx pgx.Tx) error {
-			_, err := queries.New(tx).ReapplyPurged(ctx, queries.ReapplyPurgedParams{PurgedAt: pgtype.Timestamptz{Time: e.Time(), Valid: true},
-				PurgedBy: &e.Actor, PurgeID: pgUUID(p.PurgeID), ArchiveID: pgUUID(p.ArchiveID)})
-			return err
-		}
-	default:
-		return fmt.Errorf("journal entry %d: %s is not a lifecycle act", e.Seq, e.Act)
+	apply, err := m.reapplier(ctx, e)
+	if err != nil {
+		return err
 	}
 	var rows []queries.RefreshLegalHoldsRow
-	err := pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, m.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
 		if err := q.LockHoldsExclusive(ctx, lease.HoldsKey); err != nil {
 			return err
@@ -147,6 +114,49 @@ func (m *Manager) Reapply(ctx context.Context, e journal.Entry) error {
 		}
 	}
 	return m.lockObjects(ctx, locked, true)
+}
+
+// reapplier is what re-applies entry e in a transaction (a purged
+// archive's objects are destroyed again first, here).
+func (m *Manager) reapplier(ctx context.Context, e journal.Entry) (func(context.Context, pgx.Tx) error, error) {
+	var apply func(context.Context, pgx.Tx) error
+	switch e.Act {
+	case journal.ActHoldPlaced:
+		var h holdEntry
+		if err := json.Unmarshal(e.Detail, &h); err != nil {
+			return nil, fmt.Errorf("journal entry %d: %w", e.Seq, err)
+		}
+		apply = func(ctx context.Context, tx pgx.Tx) error { return m.reapplyHold(ctx, tx, e, h) }
+	case journal.ActHoldReleased:
+		var r releaseEntry
+		if err := json.Unmarshal(e.Detail, &r); err != nil {
+			return nil, fmt.Errorf("journal entry %d: %w", e.Seq, err)
+		}
+		apply = func(ctx context.Context, tx pgx.Tx) error {
+			reason := fmt.Sprintf("restored from the store journal (entry %d)", e.Seq)
+			_, err := queries.New(tx).ReapplyRelease(ctx, queries.ReapplyReleaseParams{ReleasedAt: pgtype.Timestamptz{Time: e.Time(), Valid: true},
+				ReleasedBy: &e.Actor, ReleaseReason: &reason, ID: pgUUID(r.HoldID)})
+			return err
+		}
+	case journal.ActPurge:
+		var p purgeEntry
+		if err := json.Unmarshal(e.Detail, &p); err != nil {
+			return nil, fmt.Errorf("journal entry %d: %w", e.Seq, err)
+		}
+		for _, key := range []string{p.ManifestKey, p.DataKey} {
+			if err := m.deleteObject(ctx, key); err != nil {
+				return nil, fmt.Errorf("journal entry %d: destroy %s again: %w", e.Seq, key, err)
+			}
+		}
+		apply = func(ctx context.Context, tx pgx.Tx) error {
+			_, err := queries.New(tx).ReapplyPurged(ctx, queries.ReapplyPurgedParams{PurgedAt: pgtype.Timestamptz{Time: e.Time(), Valid: true},
+				PurgedBy: &e.Actor, PurgeID: pgUUID(p.PurgeID), ArchiveID: pgUUID(p.ArchiveID)})
+			return err
+		}
+	default:
+		return nil, fmt.Errorf("journal entry %d: %s is not a lifecycle act", e.Seq, e.Act)
+	}
+	return apply, nil
 }
 
 // reapplyHold places a journaled hold again under its own id.
