@@ -381,7 +381,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 // fail maps a lifecycle error to its answer.
 func (a *ArchiveAPI) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
-	case errors.Is(err, journal.ErrBehind), errors.Is(err, journal.ErrDiverged):
+	case errors.Is(err, journal.ErrBehind), errors.Is(err, journal.ErrDiverged), errors.Is(err, journal.ErrUnchecked):
 		writeError(w, http.StatusServiceUnavailable, RestoredBehindJournal, err.Error()+"; see the runbook, \"After restoring a database\"", nil)
 	case errors.Is(err, journal.ErrNotStored):
 		a.Logger.ErrorContext(r.Context(), "an act is done but its journal entry is not in the store yet", slog.String("route", route(r)), slog.Any("error", err))

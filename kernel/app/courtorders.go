@@ -182,7 +182,7 @@ func (a *ArchiveAPI) orderFail(w http.ResponseWriter, r *http.Request, err error
 		writeJSON(w, http.StatusConflict, map[string]string{"error": "already_running"})
 	case errors.Is(err, courtorder.ErrNotIndexed):
 		writeError(w, http.StatusConflict, "subjects_not_indexed", err.Error(), nil)
-	case errors.Is(err, journal.ErrBehind), errors.Is(err, journal.ErrDiverged), errors.Is(err, journal.ErrNotStored):
+	case errors.Is(err, journal.ErrBehind), errors.Is(err, journal.ErrDiverged), errors.Is(err, journal.ErrNotStored), errors.Is(err, journal.ErrUnchecked):
 		a.fail(w, r, err)
 	case errors.Is(err, courtorder.ErrOrphans):
 		writeError(w, http.StatusServiceUnavailable, "orphan_uploads_left", err.Error(), nil)

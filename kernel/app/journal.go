@@ -183,6 +183,10 @@ func reconcile(ctx context.Context, j *journal.Journal, lm *lifecycle.Manager, o
 	if rep.Before, err = j.Compare(ctx); err != nil {
 		return rep, err
 	}
+	if len(rep.Before.Gaps) > 0 {
+		return rep, fmt.Errorf("journal entries %v are in neither the store nor the database: an act's record was destroyed, and nothing can re-apply it; "+
+			"compare the lifecycle log and the certificates with the store before deciding (ADR-070); nothing was re-applied", rep.Before.Gaps)
+	}
 	for _, seq := range rep.Before.Missing {
 		e, err := j.Read(ctx, seq)
 		if err != nil {

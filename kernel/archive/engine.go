@@ -225,7 +225,7 @@ func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 	if budget < 1 {
 		return rep, fail(ErrConfig, "", fmt.Errorf("budget %d: must be at least 1", budget))
 	}
-	if err := e.cfg.Journal.Err(); err != nil {
+	if err := e.cfg.Journal.Check(ctx); err != nil {
 		return rep, err // a restore forgot acts: no pass until reconciled
 	}
 	ps := &pass{e: e, rep: &rep, states: make([]tableState, len(e.specs)), budget: budget}

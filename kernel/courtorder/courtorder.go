@@ -213,7 +213,7 @@ func (o *Orders) Seal(ctx context.Context, s subject.Subject, orderRef, reason, 
 	if err := o.checkOrder(orderRef, reason); err != nil {
 		return SealResult{}, err
 	}
-	if err := o.cfg.Journal.Err(); err != nil {
+	if err := o.cfg.Journal.Check(ctx); err != nil {
 		return SealResult{}, err
 	}
 	hash := o.cfg.Key.Hash(s)
@@ -244,7 +244,7 @@ func (o *Orders) Unseal(ctx context.Context, s subject.Subject, orderRef, reason
 	if err := o.checkOrder(orderRef, reason); err != nil {
 		return SealResult{}, err
 	}
-	if err := o.cfg.Journal.Err(); err != nil {
+	if err := o.cfg.Journal.Check(ctx); err != nil {
 		return SealResult{}, err
 	}
 	hash := o.cfg.Key.Hash(s)

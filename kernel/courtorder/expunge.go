@@ -56,7 +56,7 @@ func (o *Orders) RequestExpunge(ctx context.Context, s subject.Subject, orderRef
 	if err := o.checkExpunge(ctx, orderRef, reason, holds); err != nil {
 		return Requested{}, err
 	}
-	if err := o.cfg.Journal.Err(); err != nil {
+	if err := o.cfg.Journal.Check(ctx); err != nil {
 		return Requested{}, err
 	}
 	hash := o.cfg.Key.Hash(s)
@@ -276,7 +276,7 @@ type order struct {
 // call changes nothing and answers its outcome without the salt.
 func (o *Orders) Approve(ctx context.Context, id uuid.UUID, approver string) (Executed, error) {
 	var res Executed
-	if err := o.cfg.Journal.Err(); err != nil {
+	if err := o.cfg.Journal.Check(ctx); err != nil {
 		return res, err
 	}
 	acquired, err := lease.TryRun(ctx, o.pool, o.cfg.LockKey, func(ctx context.Context, _ *pgx.Conn) error {

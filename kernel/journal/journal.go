@@ -145,6 +145,9 @@ func (j *Journal) Publish(ctx context.Context) (int, error) {
 		if errors.Is(err, store.ErrAlreadyExists) {
 			err = j.same(ctx, e)
 		}
+		if errors.Is(err, ErrDiverged) {
+			_, _ = j.Compare(ctx) // shut the gate: the store is ahead
+		}
 		if err != nil {
 			return n, fmt.Errorf("journal: entry %d: %w", r.Seq, err)
 		}
@@ -179,9 +182,10 @@ func jsonEqual(a, b json.RawMessage) bool {
 	return bytes.Equal(ax, by)
 }
 
-// Read reads the store's entry seq.
+// Read reads the store's entry seq: its first version (one written over
+// it, or a delete marker on top, does not change what was journaled).
 func (j *Journal) Read(ctx context.Context, seq int64) (Entry, error) {
-	b, err := j.store.Get(ctx, Key(j.service, seq))
+	b, err := j.store.GetFirstVersion(ctx, Key(j.service, seq)) // written create-only: the first version is the act
 	if err != nil {
 		return Entry{}, fmt.Errorf("journal: read entry %d: %w", seq, err)
 	}
@@ -200,29 +204,35 @@ type State struct {
 	// Missing are the store's entries the database lacks, in order: the
 	// acts a restore forgot.
 	Missing []int64 `json:"missing"`
+	// Gaps are sequence numbers below the store's highest that neither
+	// side has: an entry destroyed in the store and forgotten by a
+	// restore. Nothing can re-apply it; it is refused until an operator
+	// has decided (ADR-070).
+	Gaps []int64 `json:"gaps"`
 }
 
-// Behind reports whether the database lacks entries the store holds.
-func (s State) Behind() bool { return len(s.Missing) > 0 }
+// Behind reports whether the database lacks entries the store holds, or
+// an entry is lost from both.
+func (s State) Behind() bool { return len(s.Missing) > 0 || len(s.Gaps) > 0 }
 
 // Compare lists the store's entries and the database's, and sets the gate.
 func (j *Journal) Compare(ctx context.Context) (State, error) {
-	objs, err := j.store.List(ctx, Prefix(j.service), 0)
+	objs, err := j.store.ListAllObjects(ctx, Prefix(j.service)) // behind a delete marker too
 	if err != nil {
 		return State{}, fmt.Errorf("journal: list the store's entries: %w", err)
 	}
 	stored := make([]int64, 0, len(objs))
-	for _, k := range objs {
-		name := strings.TrimSuffix(strings.TrimPrefix(k, Prefix(j.service)), ".json")
+	for _, o := range objs {
+		name := strings.TrimSuffix(strings.TrimPrefix(o.Key, Prefix(j.service)), ".json")
 		seq, err := strconv.ParseInt(name, 10, 64)
-		if err != nil || seq < 1 || Key(j.service, seq) != k {
+		if err != nil || seq < 1 || Key(j.service, seq) != o.Key {
 			continue // not an entry (a stray object is not an act)
 		}
 		stored = append(stored, seq)
 	}
 	sort.Slice(stored, func(a, b int) bool { return stored[a] < stored[b] })
 	q := queries.New(j.pool)
-	st := State{Missing: []int64{}}
+	st := State{Missing: []int64{}, Gaps: []int64{}}
 	if st.DatabaseSeq, err = q.JournalMax(ctx); err != nil {
 		return State{}, fmt.Errorf("journal: the database's entries: %w", err)
 	}
@@ -234,15 +244,25 @@ func (j *Journal) Compare(ctx context.Context) (State, error) {
 	for _, s := range have {
 		in[s] = true
 	}
+	inStore := make(map[int64]bool, len(stored))
 	for _, s := range stored {
+		inStore[s] = true
 		st.StoreSeq = max(st.StoreSeq, s)
 		if !in[s] {
 			st.Missing = append(st.Missing, s)
 		}
 	}
+	for s := int64(1); s < st.StoreSeq && len(st.Gaps) < maxGaps; s++ {
+		if !inStore[s] && !in[s] {
+			st.Gaps = append(st.Gaps, s)
+		}
+	}
 	j.gate.Set(st)
 	return st, nil
 }
+
+// maxGaps bounds the gaps a State lists (one is enough to refuse).
+const maxGaps = 100
 
 // Adopt records the store's entry e in the database journal, in the
 // transaction that re-applied it; adopting it twice changes nothing.
@@ -283,14 +303,21 @@ func (g *Gate) Err() error {
 	if !g.state.Behind() {
 		return nil
 	}
-	return fmt.Errorf("%w: %d act(s) the store journaled are not in the database (entries %d..%d)", ErrBehind,
+	if len(g.state.Missing) == 0 {
+		return fmt.Errorf("%w: journal entries %v are in neither the store nor the database", ErrBehind, g.state.Gaps)
+	}
+	err := fmt.Errorf("%w: %d act(s) the store journaled are not in the database (entries %d..%d)", ErrBehind,
 		len(g.state.Missing), g.state.Missing[0], g.state.Missing[len(g.state.Missing)-1])
+	if len(g.state.Gaps) > 0 {
+		err = fmt.Errorf("%w, and entries %v are in neither", err, g.state.Gaps)
+	}
+	return err
 }
 
 // State is the last comparison's outcome.
 func (g *Gate) State() State {
 	if g == nil {
-		return State{Missing: []int64{}}
+		return State{Missing: []int64{}, Gaps: []int64{}}
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -313,4 +340,42 @@ func (j *Journal) Done(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrNotStored, err)
 	}
 	return nil
+}
+
+// ErrUnchecked: an act could not tell whether the database is behind the
+// store's journal (the store or the database did not answer): it is
+// refused, as it would be while behind.
+var ErrUnchecked = errors.New("journal: cannot tell whether the database is behind the store's journal")
+
+// Check is what an act asks before it acts: the gate's error, or, when the
+// gate is open, whether the store holds the entry the database would take
+// next (one read of each): a database restored since the last comparison
+// is caught before it destroys or forgets anything, and the gate is shut.
+// A check that cannot be made refuses the act (ErrUnchecked). Nil for a
+// nil journal.
+func (j *Journal) Check(ctx context.Context) error {
+	if j == nil {
+		return nil
+	}
+	if err := j.gate.Err(); err != nil {
+		return err
+	}
+	next, err := queries.New(j.pool).JournalMax(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnchecked, err)
+	}
+	n, err := j.store.VersionCount(ctx, Key(j.service, next+1))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrUnchecked, err)
+	}
+	if n == 0 {
+		return nil
+	}
+	if _, err := j.Compare(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnchecked, err)
+	}
+	if err := j.gate.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: the store holds entry %d the database has not taken", ErrBehind, next+1)
 }

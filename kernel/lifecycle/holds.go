@@ -85,7 +85,7 @@ func (m *Manager) PlaceHold(ctx context.Context, req HoldRequest, actor string) 
 	if err := req.check(); err != nil {
 		return Hold{}, err
 	}
-	if err := m.cfg.Journal.Err(); err != nil {
+	if err := m.cfg.Journal.Check(ctx); err != nil {
 		return Hold{}, err
 	}
 	if req.Table != nil && len(m.cfg.Tables) > 0 && !slices.Contains(m.cfg.Tables, *req.Table) {
@@ -155,7 +155,7 @@ func (m *Manager) ReleaseHold(ctx context.Context, id uuid.UUID, reason, actor s
 	if strings.TrimSpace(reason) == "" || len(reason) > maxHoldText || !storableText(reason) {
 		return Hold{}, fmt.Errorf("%w: releasing a hold needs a reason (at most %d bytes)", ErrInvalid, maxHoldText)
 	}
-	if err := m.cfg.Journal.Err(); err != nil {
+	if err := m.cfg.Journal.Check(ctx); err != nil {
 		return Hold{}, err
 	}
 	var released []queries.RefreshLegalHoldsRow
@@ -183,7 +183,11 @@ func (m *Manager) ReleaseHold(ctx context.Context, id uuid.UUID, reason, actor s
 			return err
 		}
 		if m.cfg.Journal != nil {
-			if err := journal.Append(ctx, tx, journal.ActHoldReleased, releaseEntry{HoldID: id}, actor); err != nil {
+			e, err := m.releaseJournal(id, reason)
+			if err != nil {
+				return err
+			}
+			if err := journal.Append(ctx, tx, journal.ActHoldReleased, e, actor); err != nil {
 				return err
 			}
 		}

@@ -34,9 +34,23 @@ type holdText struct {
 	Reason string `json:"reason"`
 }
 
-// releaseEntry is a hold released.
+// releaseEntry is a hold released; its reason, free text a person typed,
+// is sealed under the subject key (null without one).
 type releaseEntry struct {
 	HoldID uuid.UUID `json:"hold_id"`
+	Reason []byte    `json:"reason"`
+}
+
+// releaseJournal is the journal entry of a hold released for reason.
+func (m *Manager) releaseJournal(id uuid.UUID, reason string) (releaseEntry, error) {
+	e := releaseEntry{HoldID: id}
+	if m.cfg.SubjectKey.Valid() {
+		var err error
+		if e.Reason, err = m.cfg.SubjectKey.Box([]byte(reason)); err != nil {
+			return e, err
+		}
+	}
+	return e, nil
 }
 
 // purgeEntry is one archive a purge destroyed.
@@ -133,7 +147,14 @@ func (m *Manager) reapplier(ctx context.Context, e journal.Entry) (func(context.
 			return nil, fmt.Errorf("journal entry %d: %w", e.Seq, err)
 		}
 		apply = func(ctx context.Context, tx pgx.Tx) error {
-			reason := fmt.Sprintf("restored from the store journal (entry %d)", e.Seq)
+			reason := fmt.Sprintf("restored from the store journal (entry %d; reason withheld)", e.Seq)
+			if len(r.Reason) > 0 {
+				plain, err := m.cfg.SubjectKey.Unbox(r.Reason)
+				if err != nil {
+					return fmt.Errorf("open the release's reason (the subject key it was released under?): %w", err)
+				}
+				reason = string(plain)
+			}
 			_, err := queries.New(tx).ReapplyRelease(ctx, queries.ReapplyReleaseParams{ReleasedAt: pgtype.Timestamptz{Time: e.Time(), Valid: true},
 				ReleasedBy: &e.Actor, ReleaseReason: &reason, ID: pgUUID(r.HoldID)})
 			return err
@@ -149,8 +170,17 @@ func (m *Manager) reapplier(ctx context.Context, e journal.Entry) (func(context.
 			}
 		}
 		apply = func(ctx context.Context, tx pgx.Tx) error {
-			_, err := queries.New(tx).ReapplyPurged(ctx, queries.ReapplyPurgedParams{PurgedAt: pgtype.Timestamptz{Time: e.Time(), Valid: true},
-				PurgedBy: &e.Actor, PurgeID: pgUUID(p.PurgeID), ArchiveID: pgUUID(p.ArchiveID)})
+			at := pgtype.Timestamptz{Time: e.Time(), Valid: true}
+			q := queries.New(tx)
+			if _, err := q.ReapplyPurged(ctx, queries.ReapplyPurgedParams{PurgedAt: at, PurgedBy: &e.Actor, PurgeID: pgUUID(p.PurgeID),
+				ArchiveID: pgUUID(p.ArchiveID)}); err != nil {
+				return err
+			}
+			// A purge frozen before the backup and approved since is executed:
+			// its row says so, or a second approval would write its
+			// certificate again (refused: it exists) and stay stuck.
+			_, err := q.ReapplyPurgeRow(ctx, queries.ReapplyPurgeRowParams{Actor: e.Actor, ExecutedAt: at, ArchiveID: pgUUID(p.ArchiveID),
+				CertificateKey: m.certificateKey(p.PurgeID), PurgeID: pgUUID(p.PurgeID)})
 			return err
 		}
 	default:

@@ -55,9 +55,6 @@ func (m *Manager) Purge(ctx context.Context, limit int, dryRun bool, actor strin
 	if limit < 1 || limit > MaxPurgeLimit {
 		return PurgeResult{}, fmt.Errorf("%w: limit %d outside 1..%d", ErrInvalid, limit, MaxPurgeLimit)
 	}
-	if err := m.cfg.Journal.Err(); err != nil {
-		return PurgeResult{}, err
-	}
 	var res PurgeResult
 	err := m.leased(ctx, func(ctx context.Context) error {
 		rows, err := queries.New(m.pool).SelectPurgeCandidates(ctx, int32(limit+1))
@@ -188,7 +185,7 @@ func (m *Manager) Approve(ctx context.Context, purgeID uuid.UUID, approver strin
 // leased runs fn under the archive lease (no archive pass or other purge
 // at the same time).
 func (m *Manager) leased(ctx context.Context, fn func(context.Context) error) error {
-	if err := m.cfg.Journal.Err(); err != nil { // a restore forgot acts: nothing is destroyed until reconciled
+	if err := m.cfg.Journal.Check(ctx); err != nil { // a restore forgot acts: nothing is destroyed until reconciled
 		return err
 	}
 	acquired, err := lease.TryRun(ctx, m.pool, m.cfg.LockKey, func(ctx context.Context, _ *pgx.Conn) error { return fn(ctx) })
@@ -366,11 +363,16 @@ func (m *Manager) certify(ctx context.Context, purgeID uuid.UUID, actor, approve
 	if err != nil {
 		return "", err
 	}
-	key := store.Prefix + m.cfg.Service + "/purges/" + purgeID.String() + ".json"
+	key := m.certificateKey(purgeID)
 	if err := m.store.PutCreate(ctx, key, b, store.ContentTypeJSON); err != nil {
 		return "", fmt.Errorf("purge %s: destruction record %s: %w", purgeID, key, err)
 	}
 	return key, nil
+}
+
+// certificateKey is where a purge's destruction record is written.
+func (m *Manager) certificateKey(purgeID uuid.UUID) string {
+	return store.Prefix + m.cfg.Service + "/purges/" + purgeID.String() + ".json"
 }
 
 // complete writes the purges row and stages <service>.archive_purged.

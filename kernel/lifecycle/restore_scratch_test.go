@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob"
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"
@@ -120,7 +121,30 @@ func TestARestoreCannotResurrect(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, keys, 3, "seal, hold, expungement: each in the store before it answered")
 
+	// Someone with the store's credentials hides the expungement's entry
+	// behind a delete marker and writes over the hold's: the journal reads
+	// what was first written, under every marker.
+	raw, err := blob.OpenBucket(w.ctx, w.s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = raw.Close() })
+	require.NoError(t, raw.Delete(w.ctx, journal.Key(w.s3.Service, 3)))
+	forged, err := w.st.Get(w.ctx, journal.Key(w.s3.Service, 1))
+	require.NoError(t, err)
+	require.NoError(t, raw.WriteAll(w.ctx, journal.Key(w.s3.Service, 2), forged, nil))
+
 	restored := kerneltest.Restore(t, backup)
+	// A service on the restored database acts before it has compared the
+	// journals: each act checks the store for the entry it would take.
+	pm, err := metrics.NewPurge(prometheus.NewRegistry())
+	require.NoError(t, err)
+	early, err := lifecycle.New(restored.Pool, w.st, lifecycle.Config{Service: w.s3.Service, ObjectLock: true, Tables: []string{"rule_evaluations"},
+		SubjectKey: w.key, SubjectTables: []string{"rule_evaluations"}, Journal: journal.New(restored.Pool, w.st, w.s3.Service, &journal.Gate{})}, slog.New(w.logs), pm)
+	require.NoError(t, err)
+	restored.Exec(t, `UPDATE archive_ledger SET retention_until = (now() AT TIME ZONE 'UTC')::date - 1`)
+	_, err = early.Purge(w.ctx, 10, false, "ops:alice")
+	require.ErrorIs(t, err, journal.ErrBehind, "no purge before the first comparison either (it purged the forgotten hold's archives)")
+	require.Zero(t, count(t, w.ctx, restored.Pool, `SELECT count(*) FROM archive_ledger WHERE purged_at IS NOT NULL AND expunge_id IS NULL`))
+	restored.Exec(t, `UPDATE archive_ledger SET retention_until = NULL`)
 	require.Positive(t, count(t, w.ctx, restored.Pool, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'note' = $1`, canary), "the backup holds case 17's rows")
 	back := w.journaled(t, restored.Pool)
 	st, err := back.j.Compare(w.ctx)
@@ -172,7 +196,32 @@ func TestARestoreCannotResurrect(t *testing.T) {
 	require.NoError(t, err, "reconciled: the service works again")
 	_, err = back.orders.Seal(w.ctx, mustSubject(t, "case:19"), "WIC-19", "r", "ops:alice")
 	require.NoError(t, err, "a new act takes the next sequence number")
-	keys, err = w.st.List(w.ctx, journal.Prefix(w.s3.Service), 0)
+	all, err := w.st.ListAllObjects(w.ctx, journal.Prefix(w.s3.Service))
 	require.NoError(t, err)
-	require.Len(t, keys, 4)
+	require.Len(t, all, 4, "entry 3 behind its delete marker, and the new act's 4")
+}
+
+// TestAJournalWithAGapRefusesToReconcile: an entry destroyed in the store
+// (every version) and forgotten by a restore is a gap: nothing can
+// re-apply it, so the database stays behind and the service refuses.
+func TestAJournalWithAGapRefusesToReconcile(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	live := w.journaled(t, w.db.Pool)
+	backup := kerneltest.Backup(t, w.db)
+	for _, c := range []string{"case:18", "case:19", "case:20"} {
+		_, err := live.orders.Seal(w.ctx, mustSubject(t, c), "WIC", "sealed", "ops:alice")
+		require.NoError(t, err)
+	}
+	_, err := w.st.DestroyAllVersions(w.ctx, journal.Key(w.s3.Service, 2))
+	require.NoError(t, err)
+	restored := kerneltest.Restore(t, backup)
+	back := w.journaled(t, restored.Pool)
+	st, err := back.j.Compare(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 3}, st.Missing)
+	require.Equal(t, []int64{2}, st.Gaps)
+	_, err = back.orders.Seal(w.ctx, mustSubject(t, "case:21"), "WIC", "sealed", "ops:alice")
+	require.ErrorIs(t, err, journal.ErrBehind)
+	require.ErrorContains(t, back.j.Err(), "[2]")
 }

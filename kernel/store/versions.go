@@ -290,3 +290,30 @@ func (s *Store) ListAllObjects(ctx context.Context, prefix string) ([]Object, er
 	sort.Slice(objs, func(i, j int) bool { return objs[i].Key < objs[j].Key })
 	return objs, nil
 }
+
+// GetFirstVersion reads the oldest version of key: for an object written
+// create-only, the bytes first written, whatever was written over them or
+// a delete marker hides (ErrNotFound when it has no version). Without
+// versions it is Get.
+func (s *Store) GetFirstVersion(ctx context.Context, key string) ([]byte, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if s.s3 == nil {
+		return s.Get(ctx, key)
+	}
+	versions, _, err := s.allVersions(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if len(versions) == 0 {
+		return nil, fmt.Errorf("store: %s: %w", key, ErrNotFound)
+	}
+	first := versions[0] // a listing is newest first: among equal times, the last listed is the oldest
+	for _, v := range versions[1:] {
+		if !aws.ToTime(v.LastModified).After(aws.ToTime(first.LastModified)) {
+			first = v
+		}
+	}
+	return s.getVersion(ctx, key, aws.ToString(first.VersionId))
+}

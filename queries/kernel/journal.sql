@@ -78,3 +78,15 @@ ON CONFLICT (expunge_id) DO UPDATE
 SET status = 'executed', subject_hash = NULL, subject_box = NULL, salt_box = NULL, commitment = EXCLUDED.commitment,
     approved_by = EXCLUDED.approved_by, executed_at = COALESCE(expungements.executed_at, EXCLUDED.executed_at)
 WHERE expungements.status <> 'executed';
+
+-- ReapplyPurgeRow records a journaled purge's destroyed archive on its
+-- purges row, when the restored database has it: the purge was executed
+-- (the store's journal says so), by its approver when another identity.
+-- name: ReapplyPurgeRow :execrows
+UPDATE purges
+SET status = 'executed',
+    approved_by = CASE WHEN requested_by <> sqlc.arg(actor)::text THEN sqlc.arg(actor)::text ELSE approved_by END,
+    executed_at = COALESCE(executed_at, sqlc.arg(executed_at)),
+    purged = CASE WHEN sqlc.arg(archive_id)::uuid = ANY (purged) THEN purged ELSE purged || sqlc.arg(archive_id)::uuid END,
+    certificate_key = COALESCE(certificate_key, sqlc.arg(certificate_key)::text)
+WHERE purge_id = sqlc.arg(purge_id);

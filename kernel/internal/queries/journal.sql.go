@@ -217,6 +217,41 @@ func (q *Queries) ReapplyHold(ctx context.Context, arg ReapplyHoldParams) (int64
 	return result.RowsAffected(), nil
 }
 
+const reapplyPurgeRow = `-- name: ReapplyPurgeRow :execrows
+UPDATE purges
+SET status = 'executed',
+    approved_by = CASE WHEN requested_by <> $1::text THEN $1::text ELSE approved_by END,
+    executed_at = COALESCE(executed_at, $2),
+    purged = CASE WHEN $3::uuid = ANY (purged) THEN purged ELSE purged || $3::uuid END,
+    certificate_key = COALESCE(certificate_key, $4::text)
+WHERE purge_id = $5
+`
+
+type ReapplyPurgeRowParams struct {
+	Actor          string
+	ExecutedAt     pgtype.Timestamptz
+	ArchiveID      pgtype.UUID
+	CertificateKey string
+	PurgeID        pgtype.UUID
+}
+
+// ReapplyPurgeRow records a journaled purge's destroyed archive on its
+// purges row, when the restored database has it: the purge was executed
+// (the store's journal says so), by its approver when another identity.
+func (q *Queries) ReapplyPurgeRow(ctx context.Context, arg ReapplyPurgeRowParams) (int64, error) {
+	result, err := q.db.Exec(ctx, reapplyPurgeRow,
+		arg.Actor,
+		arg.ExecutedAt,
+		arg.ArchiveID,
+		arg.CertificateKey,
+		arg.PurgeID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const reapplyPurged = `-- name: ReapplyPurged :execrows
 UPDATE archive_ledger
 SET purged_at = $1, purged_by = $2, purge_id = $3
