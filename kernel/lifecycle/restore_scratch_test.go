@@ -225,3 +225,56 @@ func TestAJournalWithAGapRefusesToReconcile(t *testing.T) {
 	require.ErrorIs(t, err, journal.ErrBehind)
 	require.ErrorContains(t, back.j.Err(), "[2]")
 }
+
+// TestAPurgeApprovedAfterTheBackupIsExecutedAfterReconcile: the backup
+// holds a purge awaiting approval; it was approved since. Reconciled, its
+// archives are stamped purged and the purge itself executed by its
+// approver (it stayed awaiting approval, and a second approval failed on
+// its existing certificate); a release's reason comes back as it was.
+func TestAPurgeApprovedAfterTheBackupIsExecutedAfterReconcile(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 1)
+	key := testKey(t)
+	journaledMgr := func(pool *pgxpool.Pool) (*lifecycle.Manager, *journal.Journal) {
+		pm, err := metrics.NewPurge(prometheus.NewRegistry())
+		require.NoError(t, err)
+		j := journal.New(pool, w.st, w.s3.Service, &journal.Gate{})
+		mgr, err := lifecycle.New(pool, w.st, lifecycle.Config{Service: w.s3.Service, ApprovalsRequired: 1, SubjectKey: key, Journal: j}, slog.New(&kerneltest.LogRecorder{}), pm)
+		require.NoError(t, err)
+		return mgr, j
+	}
+	a := w.archived(t, 400, "CURRENT_DATE - 1")
+	w.archived(t, 401, "NULL")
+	mgr, _ := journaledMgr(w.db.Pool)
+	h, err := mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Table: ptr("rule_evaluations")}, "ops:carol")
+	require.NoError(t, err)
+	_, err = mgr.ReleaseHold(w.ctx, h.ID, "the hearing closed on 3 December", "ops:dave")
+	require.NoError(t, err)
+	res, err := mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	backup := kerneltest.Backup(t, w.db)
+	_, err = mgr.Approve(w.ctx, *res.PurgeID, "ops:bob")
+	require.NoError(t, err)
+
+	restored := kerneltest.Restore(t, backup)
+	back, j := journaledMgr(restored.Pool)
+	st, err := j.Compare(w.ctx)
+	require.NoError(t, err)
+	require.Len(t, st.Missing, 1, "the purge's one archive")
+	e, err := j.Read(w.ctx, st.Missing[0])
+	require.NoError(t, err)
+	require.NoError(t, back.Reapply(w.ctx, e))
+	st, err = j.Compare(w.ctx)
+	require.NoError(t, err)
+	require.False(t, st.Behind())
+	var status, approver string
+	require.NoError(t, restored.Pool.QueryRow(w.ctx, `SELECT status, approved_by FROM purges WHERE purge_id = $1`, *res.PurgeID).Scan(&status, &approver))
+	require.Equal(t, []string{"executed", "ops:bob"}, []string{status, approver})
+	require.Equal(t, int64(1), restored.Count(t, `SELECT count(*) FROM archive_ledger WHERE purged_at IS NOT NULL AND archive_id = $1`, a.ArchiveID))
+	_, err = back.Approve(w.ctx, *res.PurgeID, "ops:erin")
+	require.ErrorIs(t, err, lifecycle.ErrNotAwaiting, "executed once")
+	var reason string
+	require.NoError(t, w.db.Pool.QueryRow(w.ctx, `SELECT release_reason FROM archive_holds WHERE id = $1`, h.ID).Scan(&reason))
+	require.Equal(t, "the hearing closed on 3 December", reason)
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM retention_journal WHERE strpos(detail::text, 'hearing closed') > 0`), "the reason is sealed in the journal")
+}
