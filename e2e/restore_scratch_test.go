@@ -60,6 +60,13 @@ func TestAfterRestoringADatabase(t *testing.T) {
 	code, _, errOut := runCmd(t, run, env(db.URL), "archive", "run", "--json")
 	require.Equal(t, app.ExitOK, code, errOut)
 	backup := kerneltest.Backup(t, db)
+	// Rows archived after the backup: hot again in the restored database.
+	db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+		SELECT now() - make_interval(days => 95, mins => g), 'r',
+		       jsonb_build_object('case_id', 7 + g % 2, 'note', CASE WHEN g % 2 = 0 THEN $1 ELSE 'kept' END), '{}'
+		FROM generate_series(1, 4) g`, restoreCanary)
+	code, _, errOut = runCmd(t, run, env(db.URL), "archive", "run", "--json")
+	require.Equal(t, app.ExitOK, code, errOut)
 
 	s := serve(t, run, env(db.URL))
 	waitHealthy(t, s)
@@ -145,10 +152,27 @@ func TestAfterRestoringADatabase(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrNoMatchingVersion, "no version of %s holds the canary", k)
 	}
 
-	// The service works again: case 8 is sealed, its hold active.
+	// The service works again: case 8 is sealed, its hold active, and no
+	// archive object is unknown (the copies of rows hot again are gone).
 	s = serve(t, run, env(restored.URL))
 	waitHealthy(t, s)
 	u = "http://" + s.addr + "/admin/"
+	code, _, body = call(t, "POST", u+"archive/verify", mint(t, "ops:dana", "archive:read"), `{"deep": true}`)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, float64(0), body["failed"], body)
+	require.Equal(t, float64(0), body["orphan_count"], body)
+	req, err = http.NewRequest(http.MethodGet, u+"subjects/case:8/rows", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+mint(t, "ops:dana", "archive:read archive:sealed-read"))
+	req.Header.Set("X-Craig-Order-Ref", "WIC-8")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var sealedRead bytes.Buffer
+	_, _ = sealedRead.ReadFrom(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, sealedRead.String())
+	require.Equal(t, 6, strings.Count(sealedRead.String(), `"kept"`),
+		"case 8's rows, those archived after the backup too (the successor, their only copy, booked again): %s", sealedRead.String())
 	code, _, body = call(t, "GET", u+"archive/holds", mint(t, "ops:dana", "archive:read"), "")
 	require.Equal(t, http.StatusOK, code, body)
 	holds, _ := json.Marshal(body["holds"])

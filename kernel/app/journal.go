@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/courtorder"
 	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lifecycle"
@@ -120,6 +121,9 @@ type reconcileReport struct {
 	After     journal.State       `json:"after"`
 	Published int                 `json:"published"`
 	Acts      map[journal.Act]int `json:"acts"`
+	// Copies are the unknown archive objects checked, and those destroyed
+	// as copies of hot rows (archiveread.DestroyHotCopies).
+	Copies archiveread.GCReport `json:"copies"`
 }
 
 type reconciledAct struct {
@@ -169,7 +173,8 @@ func (c *reconcileCmd[T]) run(ctx context.Context, rt *runtime[T]) (int, error) 
 	if err != nil {
 		return ExitFail, err
 	}
-	rep, err := reconcile(ctx, journal.New(pool, st, rt.spec.Name, &journal.Gate{}), lm, orders, rt.logger)
+	reader := archiveread.New(pool, st, rt.spec.Name, tables).WithSubjectKey(key)
+	rep, err := reconcile(ctx, journal.New(pool, st, rt.spec.Name, &journal.Gate{}), lm, orders, reader, rt.logger)
 	if err != nil {
 		return ExitFail, err
 	}
@@ -177,8 +182,8 @@ func (c *reconcileCmd[T]) run(ctx context.Context, rt *runtime[T]) (int, error) 
 }
 
 // reconcile re-applies the store's entries the database lacks, in order.
-func reconcile(ctx context.Context, j *journal.Journal, lm *lifecycle.Manager, orders *courtorder.Orders, logger *slog.Logger) (reconcileReport, error) {
-	rep := reconcileReport{Reapplied: []reconciledAct{}, Acts: map[journal.Act]int{}}
+func reconcile(ctx context.Context, j *journal.Journal, lm *lifecycle.Manager, orders *courtorder.Orders, reader *archiveread.Reader, logger *slog.Logger) (reconcileReport, error) {
+	rep := reconcileReport{Reapplied: []reconciledAct{}, Acts: map[journal.Act]int{}, Copies: archiveread.GCReport{Orphans: []string{}, Deleted: []string{}}}
 	var err error
 	if rep.Before, err = j.Compare(ctx); err != nil {
 		return rep, err
@@ -186,6 +191,16 @@ func reconcile(ctx context.Context, j *journal.Journal, lm *lifecycle.Manager, o
 	if len(rep.Before.Gaps) > 0 {
 		return rep, fmt.Errorf("journal entries %v are in neither the store nor the database: an act's record was destroyed, and nothing can re-apply it; "+
 			"compare the lifecycle log and the certificates with the store before deciding (ADR-070); nothing was re-applied", rep.Before.Gaps)
+	}
+	if len(rep.Before.Missing) > 0 && reader != nil {
+		// First, while the restored database still holds the rows: every
+		// unknown archive object all of whose rows are hot is a copy (an
+		// archive booked after the backup, an upload whose intent the
+		// restore forgot); it goes, so no copy of a case an expungement
+		// below removes again is left.
+		if rep.Copies, err = reader.DestroyHotCopies(ctx, CLIActor("reconcile")); err != nil {
+			return rep, fmt.Errorf("destroy copies of hot rows: %w", err)
+		}
 	}
 	for _, seq := range rep.Before.Missing {
 		e, err := j.Read(ctx, seq)
