@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -71,8 +72,14 @@ func (s *Store) SetLegalHold(ctx context.Context, key string, on bool) error {
 // versitygw answers 400 InvalidArgument for a version another delete took
 // first, and a listing right after can still show a version deleted a
 // moment before. A second pass settles both (the hostile round saw 8
-// replicas fail without it); the third is for a store slow to settle.
-const destroyPasses = 3
+// replicas fail without it); the later ones are for a store slow to settle,
+// each after a pause (destroyPassPause times the pass) that lets a listing
+// catch up with deletes (a loaded machine saw a version listed 3 passes in
+// a row, every delete of it answered NoSuchVersion).
+const destroyPasses = 5
+
+// destroyPassPause is the first pause between a destroy's passes.
+const destroyPassPause = 20 * time.Millisecond
 
 // DestroyAllVersions deletes every version and delete marker of key, so
 // nothing of the object is left in a versioned bucket; false when it had
@@ -109,6 +116,16 @@ func (s *Store) DestroyAllVersions(ctx context.Context, key string) (bool, error
 		}
 		if pending, err = s.stillListed(ctx, key, ids); err != nil || len(pending) == 0 {
 			return existed && err == nil, err
+		}
+		if pass < destroyPasses {
+			select {
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-time.After(time.Duration(pass) * destroyPassPause):
+			}
+			if pending, err = s.stillListed(ctx, key, ids); err != nil || len(pending) == 0 {
+				return existed && err == nil, err // settled while we paused
+			}
 		}
 		if pass == destroyPasses {
 			if raced != nil {
