@@ -53,6 +53,8 @@ var afterFirstCycle = map[string]bool{
 	"archive_orphan_objects": true,
 	// the archive backlog: read after each archive pass (0 would claim "no backlog")
 	"archive_backlog_oldest_age_seconds": true,
+	// the unparsed subjects: counted after each archive pass (0 would claim "none")
+	"retention_subject_unparsed_rows": true,
 }
 
 // TestFreshServeExportsEveryMonitoredSeries boots rules' and security's

@@ -252,7 +252,7 @@ func InvariantSpecs[T any](spec Spec[T], cfg T) []invariants.Spec {
 		}
 		for _, t := range archiveTables(spec, cfg) { // then their unparsed subjects
 			if q := archive.UnparsedSQL(t); q != "" {
-				out = append(out, invariants.ForUnparsedSubjects(t.Table, q))
+				out = append(out, invariants.ForUnparsedSubjects(t.Table, q, as.Enabled))
 			}
 		}
 	}

@@ -59,8 +59,14 @@ type Spec struct {
 // (<table>_subject_unparsed): rows whose declared subject field holds a
 // digit but yields no subject (countSQL, archive.UnparsedSQL), which no
 // fetch, hold, seal or order reaches. It reads every hot row of the table.
-func ForUnparsedSubjects(table, countSQL string) Spec {
-	return Spec{Name: table + "_subject_unparsed", Table: table, WindowDays: 1,
+// Disabled, like the table's hot-window watchdog, while the archiver is
+// off (enabled false).
+func ForUnparsedSubjects(table, countSQL string, enabled bool) Spec {
+	window := 0
+	if enabled {
+		window = 1
+	}
+	return Spec{Name: table + "_subject_unparsed", Table: table, WindowDays: window,
 		Description: table + " rows whose declared subject field holds digits but yields no subject: no fetch, hold, seal or order reaches them",
 		count: func(ctx context.Context, db prune.DB) (int64, error) {
 			var n int64

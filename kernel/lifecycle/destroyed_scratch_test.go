@@ -394,7 +394,7 @@ func TestUnparsedSubjectsAreCounted(t *testing.T) {
 	}
 	spec := subjectSpec()
 	spec.Subjects[0].Field = "input ->> 'case_id'"
-	res, err := invariants.Check(w.ctx, w.db.Pool, invariants.ForUnparsedSubjects(spec.Table, archive.UnparsedSQL(spec)))
+	res, err := invariants.Check(w.ctx, w.db.Pool, invariants.ForUnparsedSubjects(spec.Table, archive.UnparsedSQL(spec), true))
 	require.NoError(t, err)
 	require.Equal(t, int64(2), res.Violations, "[17] and 17-18; +17 is case:17, seventeen holds no digit")
 	require.Equal(t, "rule_evaluations_subject_unparsed", res.Name)
