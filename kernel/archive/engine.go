@@ -282,11 +282,6 @@ func (e *Engine) unparsed(ctx context.Context, rep *PassReport) {
 	}
 }
 
-// OrphanSweepTimeout bounds the orphan sweep at a pass's start and end:
-// a few store round trips an orphan, and there is at most one batch's pair
-// of objects a killed pass left (the rest waits for the next pass).
-const OrphanSweepTimeout = 30 * time.Second
-
 // sweepOrphans destroys, under the archive lease, the objects a pass or an
 // expungement wrote and never booked (ADR-069). At a pass's end it runs
 // after every flight landed, also when the pass was cancelled, so a cancel
@@ -297,7 +292,10 @@ func (e *Engine) sweepOrphans(ctx context.Context) {
 	if !e.cfg.LedgerHolds {
 		return // no kernel ledger, no intents (a test's bookkeeper)
 	}
-	sctx, cancel := context.WithTimeout(ctx, OrphanSweepTimeout)
+	// Bounded like every database step of a pass (archive.db_timeout): a
+	// database that stops answering ends the pass, sweep included, within
+	// its bound; what is left is swept by the next pass.
+	sctx, cancel := e.dbStep(ctx)
 	defer cancel()
 	if _, err := e.orphans.Sweep(sctx); err != nil && ctx.Err() == nil {
 		e.logger.ErrorContext(ctx, "archive orphan sweep failed; the next pass sweeps again", slog.String("service", e.cfg.Service), slog.Any("error", err))
