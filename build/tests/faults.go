@@ -61,19 +61,31 @@ func (Test) Faults(ctx context.Context) error {
 // overrides it.
 const faultsModelChecks = "100"
 
-// runModel runs the lifecycle model test longer than the ordinary run,
-// with a random seed unless RAPID_SEED names one (it prints the seed of a
-// failure, to replay it).
+// faultsDestructionChecks is how many random sequences the destruction
+// model (SIGKILLs, cancels, restores and reconcile) runs here (the
+// ordinary run takes 8, about a minute and a half; a restore costs a
+// pg_dump and a pg_restore): CRAIG_FAULTS_DESTRUCTION_CHECKS overrides it.
+const faultsDestructionChecks = "20"
+
+// runModel runs the lifecycle and destruction model tests longer than the
+// ordinary run, with a random seed unless RAPID_SEED names one (each prints
+// the seed of a failure, to replay it).
 func runModel(ctx context.Context) error {
-	checks := workspace.EnvOr("CRAIG_FAULTS_MODEL_CHECKS", faultsModelChecks)
-	fmt.Printf("==> go test -run '^TestLifecycleModel$' ./lifecycle/ (kernel), %s sequences\n", checks)
-	cmd := exec.CommandContext(ctx, mg.GoCmd(), "-C", "kernel", "test", "-count=1", "-timeout", "30m", "-v",
-		"-run", "^TestLifecycleModel$", "./lifecycle/", "-rapid.seed="+workspace.EnvOr("RAPID_SEED", "0"))
-	// The count goes by the environment: -rapid.checks=100 is rapid's
-	// default, which the test takes for "not set" (and runs 25).
-	cmd.Env = append(os.Environ(), "CRAIG_MODEL_RANDOM=1", "CRAIG_MODEL_CHECKS="+checks)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	return cmd.Run()
+	var errs []error
+	for _, m := range []struct{ name, env, checks string }{
+		{"TestLifecycleModel", "CRAIG_MODEL_CHECKS", workspace.EnvOr("CRAIG_FAULTS_MODEL_CHECKS", faultsModelChecks)},
+		{"TestDestructionModel", "CRAIG_DESTRUCTION_CHECKS", workspace.EnvOr("CRAIG_FAULTS_DESTRUCTION_CHECKS", faultsDestructionChecks)},
+	} {
+		fmt.Printf("==> go test -run '^%s$' ./lifecycle/ (kernel), %s sequences\n", m.name, m.checks)
+		cmd := exec.CommandContext(ctx, mg.GoCmd(), "-C", "kernel", "test", "-count=1", "-timeout", "30m", "-v",
+			"-run", "^"+m.name+"$", "./lifecycle/", "-rapid.seed="+workspace.EnvOr("RAPID_SEED", "0"))
+		// The count goes by the environment: -rapid.checks=100 is rapid's
+		// default, which the tests take for "not set".
+		cmd.Env = append(os.Environ(), "CRAIG_MODEL_RANDOM=1", m.env+"="+m.checks)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		errs = append(errs, cmd.Run())
+	}
+	return errors.Join(errs...)
 }
 
 var fuzzExecs = regexp.MustCompile(`execs: (\d+)`)

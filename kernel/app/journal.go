@@ -15,6 +15,7 @@ import (
 	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/reconcile"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/store"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -114,23 +115,6 @@ func (c *reconcileCmd[T]) define(fs *flag.FlagSet) {
 
 func (c *reconcileCmd[T]) check() error { return nil }
 
-// reconcileReport is what reconcile did.
-type reconcileReport struct {
-	Before    journal.State       `json:"before"`
-	Reapplied []reconciledAct     `json:"reapplied"`
-	After     journal.State       `json:"after"`
-	Published int                 `json:"published"`
-	Acts      map[journal.Act]int `json:"acts"`
-	// Copies are the unknown archive objects checked, and those destroyed
-	// as copies of hot rows (archiveread.DestroyHotCopies).
-	Copies archiveread.GCReport `json:"copies"`
-}
-
-type reconciledAct struct {
-	Seq int64       `json:"seq"`
-	Act journal.Act `json:"act"`
-}
-
 func (c *reconcileCmd[T]) run(ctx context.Context, rt *runtime[T]) (int, error) {
 	as, _ := rt.archiveSettings()
 	if as.Store.URL == "" {
@@ -174,64 +158,15 @@ func (c *reconcileCmd[T]) run(ctx context.Context, rt *runtime[T]) (int, error) 
 		return ExitFail, err
 	}
 	reader := archiveread.New(pool, st, rt.spec.Name, tables).WithSubjectKey(key)
-	rep, err := reconcile(ctx, journal.New(pool, st, rt.spec.Name, &journal.Gate{}), lm, orders, reader, rt.logger)
+	rep, err := reconcile.Reconciler{Journal: journal.New(pool, st, rt.spec.Name, &journal.Gate{}), Lifecycle: lm, Orders: orders, Reader: reader,
+		Logger: rt.logger, Actor: CLIActor("reconcile")}.Run(ctx)
 	if err != nil {
 		return ExitFail, err
 	}
 	return c.report(rt, rep)
 }
 
-// reconcile re-applies the store's entries the database lacks, in order.
-func reconcile(ctx context.Context, j *journal.Journal, lm *lifecycle.Manager, orders *courtorder.Orders, reader *archiveread.Reader, logger *slog.Logger) (reconcileReport, error) {
-	rep := reconcileReport{Reapplied: []reconciledAct{}, Acts: map[journal.Act]int{}, Copies: archiveread.GCReport{Orphans: []string{}, Deleted: []string{}}}
-	var err error
-	if rep.Before, err = j.Compare(ctx); err != nil {
-		return rep, err
-	}
-	if len(rep.Before.Gaps) > 0 {
-		return rep, fmt.Errorf("journal entries %v are in neither the store nor the database: an act's record was destroyed, and nothing can re-apply it; "+
-			"compare the lifecycle log and the certificates with the store before deciding (ADR-070); nothing was re-applied", rep.Before.Gaps)
-	}
-	if len(rep.Before.Missing) > 0 && reader != nil {
-		// First, while the restored database still holds the rows: every
-		// unknown archive object all of whose rows are hot is a copy (an
-		// archive booked after the backup, an upload whose intent the
-		// restore forgot); it goes, so no copy of a case an expungement
-		// below removes again is left.
-		if rep.Copies, err = reader.DestroyHotCopies(ctx, CLIActor("reconcile")); err != nil {
-			return rep, fmt.Errorf("destroy copies of hot rows: %w", err)
-		}
-	}
-	for _, seq := range rep.Before.Missing {
-		e, err := j.Read(ctx, seq)
-		if err != nil {
-			return rep, err
-		}
-		switch e.Act {
-		case journal.ActSeal, journal.ActUnseal, journal.ActExpunge:
-			err = orders.Reapply(ctx, e)
-		default:
-			err = lm.Reapply(ctx, e)
-		}
-		if err != nil {
-			return rep, fmt.Errorf("reconcile stopped at entry %d (%s); what came before is re-applied, run it again once the cause is fixed: %w", seq, e.Act, err)
-		}
-		rep.Reapplied = append(rep.Reapplied, reconciledAct{Seq: seq, Act: e.Act})
-		rep.Acts[e.Act]++
-		logger.InfoContext(ctx, "journal entry re-applied", slog.Int64("seq", seq), slog.String("act", string(e.Act)), slog.String("actor", e.Actor))
-	}
-	if rep.After, err = j.Compare(ctx); err != nil {
-		return rep, err
-	}
-	if !rep.After.Behind() {
-		if rep.Published, err = j.Publish(ctx); err != nil {
-			return rep, err
-		}
-	}
-	return rep, nil
-}
-
-func (c *reconcileCmd[T]) report(rt *runtime[T], rep reconcileReport) (int, error) {
+func (c *reconcileCmd[T]) report(rt *runtime[T], rep reconcile.Report) (int, error) {
 	code := ExitOK
 	if rep.After.Behind() {
 		code = ExitFail

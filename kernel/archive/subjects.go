@@ -290,3 +290,41 @@ func SubjectRowsSubjectsSQL(spec TableSpec) string {
 	return "SELECT DISTINCT craig_s.subject FROM " + pgx.Identifier{spec.Table}.Sanitize() + " AS t CROSS JOIN LATERAL " + subjectValues(spec) +
 		" WHERE " + SubjectMatch(spec, 1) + " AND craig_s.subject IS NOT NULL"
 }
+
+// insertableColumnsSQL reads the columns of a table an INSERT may write
+// (not generated, not an identity ALWAYS); the table name is a bound
+// parameter.
+const insertableColumnsSQL = `SELECT column_name::text FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name = $1 AND is_generated = 'NEVER' AND coalesce(identity_generation, '') <> 'ALWAYS'
+ORDER BY ordinal_position`
+
+// PutBack inserts into spec's table each archived document of docs whose
+// row it lacks (ON CONFLICT DO NOTHING: a row still hot stays as it is),
+// every insertable column read from the document as the table's types
+// read it, and returns how many rows it inserted. It brings back rows a
+// database restore lost whose only copy is an archive object the restored
+// ledger does not know.
+func PutBack(ctx context.Context, db prune.DB, spec TableSpec, docs []string) (int64, error) {
+	rows, err := db.Query(ctx, insertableColumnsSQL, spec.Table)
+	if err != nil {
+		return 0, fmt.Errorf("columns of %s: %w", spec.Table, err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("columns of %s: %w", spec.Table, err)
+	}
+	if len(names) == 0 {
+		return 0, fmt.Errorf("columns of %s: table not found in the current schema", spec.Table)
+	}
+	cols, vals := make([]string, len(names)), make([]string, len(names))
+	for i, n := range names {
+		cols[i] = pgx.Identifier{n}.Sanitize()
+		vals[i] = "t." + cols[i]
+	}
+	tag, err := db.Exec(ctx, "INSERT INTO "+pgx.Identifier{spec.Table}.Sanitize()+" ("+strings.Join(cols, ", ")+") SELECT "+strings.Join(vals, ", ")+
+		" FROM "+docsAsRows(spec)+" ON CONFLICT DO NOTHING", docs)
+	if err != nil {
+		return 0, fmt.Errorf("put back rows of %s: %w", spec.Table, err)
+	}
+	return tag.RowsAffected(), nil
+}

@@ -35,6 +35,12 @@ type GCReport struct {
 	DryRun  bool     `json:"dry_run"`
 	Orphans []string `json:"orphans"`
 	Deleted []string `json:"deleted"`
+	// PutBack counts the rows a copy's destruction put back into their hot
+	// table first (PutBackCopies, DestroyCopies: rows a restore lost).
+	PutBack int64 `json:"put_back,omitempty"`
+	// Left are the unknown objects a copy's destruction left for gc, each
+	// with why (not rows of its table).
+	Left []string `json:"left,omitempty"`
 }
 
 // CollectOrphans destroys, every version (or, dry, lists) the archive

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/intent"
 	"github.com/craig/retention/kernel/internal/queries"
@@ -29,6 +30,9 @@ func marshal(v any) ([]byte, error) { return json.Marshal(v) }
 func (o *Orders) execute(ctx context.Context, ord *order) (Executed, error) {
 	q := queries.New(o.pool)
 	if err := o.noOrphans(ctx, ord); err != nil { // an unbooked copy might hold the subject's rows
+		return Executed{}, err
+	}
+	if err := o.noCopies(ctx, ord); err != nil {
 		return Executed{}, err
 	}
 	n, err := q.CountUnindexed(ctx, o.subjectTables())
@@ -94,6 +98,22 @@ func (o *Orders) noOrphans(ctx context.Context, ord *order) error {
 	if n > 0 {
 		return fmt.Errorf("%w: %d object(s) written and never booked are not destroyed yet, or were destroyed less than %v ago and a late upload may still land (%d refused by the store); approve again then",
 			ErrOrphans, n, intent.LateUploadWindow, len(rep.Failed))
+	}
+	return nil
+}
+
+// noCopies destroys, under the archive lease the caller holds, the archive
+// objects no ledger row names that copy rows held elsewhere
+// (archiveread.DestroyCopiesLeased): after a database restore the journal
+// did not see (nothing journaled since the backup), an archive booked after
+// the backup and a successor an order's try wrote are such objects, and no
+// rewrite would reach them (ADR-069).
+func (o *Orders) noCopies(ctx context.Context, ord *order) error {
+	if o.store == nil {
+		return nil
+	}
+	if _, err := archiveread.New(o.pool, o.store, o.cfg.Service, o.cfg.Tables).DestroyCopiesLeased(ctx, ord.approver); err != nil {
+		return fmt.Errorf("destroy copies no ledger row names: %w", err)
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/craig/retention/kernel/intent"
 	"github.com/craig/retention/kernel/invariants"
 	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/store"
@@ -415,4 +416,51 @@ func TestUnparsedSubjectsAreCounted(t *testing.T) {
 	req, err := orders.RequestExpunge(w.ctx, mustSubject(t, "case:17"), "JV-5", "order", nil, "ops:alice")
 	require.NoError(t, err)
 	require.Equal(t, int64(2), req.UnparsedRows)
+}
+
+// TestACancelWhileTheBookingWaitsLeavesNoOrphan: a pass cancelled while its
+// booking waits on a lock (here a hold placement's), its objects uploaded,
+// destroys them in its own end-of-pass sweep, before the lock is free:
+// the cancel stops the waiting statement on the server, so the booking's
+// transaction no longer holds the intent it had taken (with pgx's default
+// the backend kept waiting, the sweep skipped the intent it still locked,
+// and the object outlived the pass).
+func TestACancelWhileTheBookingWaitsLeavesNoOrphan(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	for n := 1; n <= 3; n++ {
+		w.db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+			VALUES (now() - interval '200 days' + make_interval(mins => $1), 'r', jsonb_build_object('case_id', 17, 'n', 300 + $1), '{}')`, n)
+	}
+	blocker, err := w.db.Pool.Begin(w.ctx)
+	require.NoError(t, err)
+	defer func() { _ = blocker.Rollback(w.ctx) }()
+	_, err = blocker.Exec(w.ctx, `SELECT pg_advisory_xact_lock($1)`, lease.HoldsKey)
+	require.NoError(t, err)
+	pctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.eng.RunPass(pctx, 1)
+		done <- err
+	}()
+	waiting := func() bool {
+		var n int
+		require.NoError(t, w.db.Pool.QueryRow(w.ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event = 'advisory'`, w.db.Name).Scan(&n))
+		return n > 0
+	}
+	require.Eventually(t, waiting, 30*time.Second, 5*time.Millisecond, "the booking waits on the holds lock")
+	cancel()
+	if err := <-done; err != nil {
+		require.ErrorIs(t, err, context.Canceled, "a cancelled pass fails nothing")
+	}
+	// The lock is still held: whatever the pass destroyed, it destroyed
+	// before a booking could go on.
+	var key string
+	require.NoError(t, w.db.Pool.QueryRow(w.ctx, `SELECT object_key FROM archive_upload_intents WHERE destroyed_at IS NOT NULL AND object_key LIKE '%.ndjson'`).Scan(&key),
+		"the pass's own sweep destroyed its upload")
+	n, err := w.st.VersionCount(w.ctx, key)
+	require.NoError(t, err)
+	require.Zero(t, n, "no version of %s is left", key)
+	require.False(t, waiting(), "the cancelled booking no longer waits")
 }

@@ -278,3 +278,45 @@ func TestAPurgeApprovedAfterTheBackupIsExecutedAfterReconcile(t *testing.T) {
 	require.Equal(t, "the hearing closed on 3 December", reason)
 	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM retention_journal WHERE strpos(detail::text, 'hearing closed') > 0`), "the reason is sealed in the journal")
 }
+
+// TestRowsOnlyAnUnknownArchiveHoldsComeBack: rows written after the backup
+// and archived after it exist, once the database is restored, only in an
+// archive object the restored ledger does not know (nothing was journaled
+// since: the service is not behind). An expungement first puts those rows
+// back into the hot table and destroys the copy, so the order reaches the
+// subject's rows in it and no other row is lost (on main the object stayed,
+// with the expunged case's rows, and gc would have destroyed the others).
+func TestRowsOnlyAnUnknownArchiveHoldsComeBack(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	backup := kerneltest.Backup(t, w.db)
+	for n := 1; n <= 4; n++ {
+		c, note := 18, "after-the-backup"
+		if n%2 == 0 {
+			c, note = 17, canary
+		}
+		w.db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+			VALUES (now() - interval '200 days' + make_interval(mins => $1), 'r', jsonb_build_object('case_id', $2::int, 'n', 400 + $1, 'note', $3::text), '{}')`, n, c, note)
+	}
+	rep, err := w.eng.RunPass(w.ctx, 10)
+	require.NoError(t, err)
+	require.NoError(t, rep.Err())
+	require.NotEmpty(t, rep.Tables[0].Archives)
+
+	restored := kerneltest.Restore(t, backup)
+	back := w.journaled(t, restored.Pool)
+	require.Zero(t, count(t, w.ctx, restored.Pool, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'note' = 'after-the-backup'`), "the restore lost them")
+	req, err := back.orders.RequestExpunge(w.ctx, mustSubject(t, "case:17"), "JV-41", "order", nil, "ops:alice")
+	require.NoError(t, err)
+	_, err = back.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
+	require.NoError(t, err)
+	canaryInNoRow(t, w.ctx, restored.Pool)
+	objs, err := w.st.ListAllObjects(w.ctx, "retention-archives/"+w.s3.Service+"/")
+	require.NoError(t, err)
+	for _, o := range objs {
+		_, err := w.st.GetMatching(w.ctx, o.Key, func(b []byte) bool { return bytes.Contains(b, []byte(canary)) })
+		require.Error(t, err, "no version of %s holds the expunged case's rows", o.Key)
+	}
+	require.Equal(t, int64(2), count(t, w.ctx, restored.Pool, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'note' = 'after-the-backup'`),
+		"case 18's rows the restore lost are hot again")
+}

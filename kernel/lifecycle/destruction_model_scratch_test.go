@@ -1,0 +1,468 @@
+package lifecycle_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archiveread"
+	"github.com/craig/retention/kernel/courtorder"
+	"github.com/craig/retention/kernel/intent"
+	"github.com/craig/retention/kernel/journal"
+	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/lease"
+	"github.com/craig/retention/kernel/lifecycle"
+	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/reconcile"
+	"github.com/craig/retention/kernel/store"
+)
+
+// destructionSeed and destructionChecks: the destruction model's fixed
+// seed and number of sequences in the ordinary run (-rapid.seed, RAPID_SEED
+// or CRAIG_MODEL_RANDOM=1 choose another seed, as for TestLifecycleModel,
+// and CRAIG_DESTRUCTION_CHECKS another number; go tool mage test:faults
+// runs 20 with a random seed). Each sequence has its own database and prefix, and
+// a restore costs a pg_dump and a pg_restore: eight sequences keep the
+// model near two minutes here.
+const (
+	destructionSeed   = "4040"
+	destructionChecks = 8
+	// modelCases are the cases the model's rows are about (case:1..4).
+	modelCases = 4
+)
+
+// destructionWorld is one sequence's service: its database (replaced by a
+// restore), the store's prefix, and everything that acts on them, rebuilt
+// on the database a restore brings.
+type destructionWorld struct {
+	ctx    context.Context
+	t      *testing.T
+	base   *world
+	db     *kerneltest.DB
+	j      *journal.Journal
+	mgr    *lifecycle.Manager
+	orders *courtorder.Orders
+	eng    *archive.Engine
+	reader *archiveread.Reader
+	logs   *kerneltest.LogRecorder
+}
+
+// rebuild makes the journal, the lifecycle manager, the court orders, the
+// archive engine and the reader on db, and compares the journals.
+func (d *destructionWorld) rebuild(db *kerneltest.DB) journal.State {
+	t := d.t
+	d.db = db
+	key := testKey(t)
+	d.j = journal.New(db.Pool, d.base.st, d.base.s3.Service, &journal.Gate{})
+	st, err := d.j.Compare(d.ctx)
+	require.NoError(t, err)
+	pm, err := metrics.NewPurge(prometheus.NewRegistry())
+	require.NoError(t, err)
+	d.mgr, err = lifecycle.New(db.Pool, d.base.st, lifecycle.Config{Service: d.base.s3.Service, ObjectLock: true, Tables: []string{"rule_evaluations"},
+		SubjectKey: key, SubjectTables: []string{"rule_evaluations"}, Journal: d.j}, slog.New(d.logs), pm)
+	require.NoError(t, err)
+	// The orders sweep with no late-upload window: the model's uploads are
+	// all in the past (a window would refuse every order for 20 minutes).
+	d.orders, err = courtorder.New(db.Pool, d.base.st, courtorder.Config{Service: d.base.s3.Service, Tables: []archive.TableSpec{subjectSpec()}, Key: key,
+		ObjectLock: true, Bookkeep: archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep, Journal: d.j,
+		Orphans: intent.NewSweeper(db.Pool, d.base.st, true, slog.New(d.logs), nil).WithLateWindow(0)}, slog.New(d.logs))
+	require.NoError(t, err)
+	am, err := metrics.NewArchive(prometheus.NewRegistry())
+	require.NoError(t, err)
+	d.eng, err = archive.New(db.Pool, d.base.st, []archive.TableSpec{subjectSpec()}, archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep,
+		archive.Config{Service: d.base.s3.Service, HotWindowDays: 90, BatchSize: 3, MaxBatchBytes: archive.DefaultMaxBatchBytes, LedgerHolds: true, ObjectLock: true,
+			SubjectKey: key, Journal: d.j}, slog.New(d.logs), am)
+	require.NoError(t, err)
+	d.reader = archiveread.New(db.Pool, d.base.st, d.base.s3.Service, []archive.TableSpec{subjectSpec()}).WithSubjectKey(key)
+	return st
+}
+
+// reconcile runs the real reconcile (kernel/reconcile).
+func (d *destructionWorld) reconcile() (reconcile.Report, error) {
+	return reconcile.Reconciler{Journal: d.j, Lifecycle: d.mgr, Orders: d.orders, Reader: d.reader, Logger: slog.New(d.logs), Actor: "cli:reconcile"}.Run(d.ctx)
+}
+
+// canaryOf is written into each row about case c of generation g (the
+// rows written between two expungements of c).
+func canaryOf(c, g int) string { return fmt.Sprintf("CANARY-%d-G%d-", c, g) }
+
+// TestDestructionModel: random sequences of rows about cases 1..4, archive
+// passes, passes cancelled while their booking waits (after their uploads),
+// passes and order tries killed between upload and booking (the intent and
+// the object left, nothing booked), seals and unseals, subject holds and
+// releases, expungements, backups, and restores of the database to the
+// last backup (the store keeping its objects and journal) followed by
+// reconcile, drive a real database and the real store (Object Lock). After
+// every step: no row and no object version holds a row of an executed
+// expungement; no hold and no seal is forgotten; after a restore,
+// reconcile brings the database level with the store's journal, verify
+// finds every booked archive whole, and reconciling again re-applies
+// nothing and books nothing.
+func TestDestructionModel(t *testing.T) {
+	if f := flag.Lookup("rapid.seed"); f != nil && f.Value.String() == "0" && os.Getenv("RAPID_SEED") == "" && os.Getenv("CRAIG_MODEL_RANDOM") == "" {
+		require.NoError(t, flag.Set("rapid.seed", destructionSeed))
+	}
+	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == "100" {
+		n := strconv.Itoa(destructionChecks)
+		if v := os.Getenv("CRAIG_DESTRUCTION_CHECKS"); v != "" {
+			n = v
+		}
+		require.NoError(t, flag.Set("rapid.checks", n))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), modelTimeout)
+	t.Cleanup(cancel)
+	sequences, steps, restores, reapplied := 0, 0, 0, 0
+
+	rapid.Check(t, func(rt *rapid.T) {
+		sequences++
+		base := newWorldLocked(t, 0, true)
+		base.ctx = ctx
+		d := &destructionWorld{ctx: ctx, t: t, base: base, logs: &kerneltest.LogRecorder{}}
+		d.rebuild(base.db)
+		gen := map[int]int{}           // case -> its rows' generation
+		executed := map[string]bool{}  // canaries of executed expungements
+		holds := map[uuid.UUID]int{}   // active hold -> its case
+		seals := map[int]string{}      // sealed case -> its order reference
+		var locked []string            // keys the store may hold under legal hold
+		t.Cleanup(func() { unlockKeys(base.st, locked) })
+		var backup string
+		insert := func(c, n, daysAgo int) {
+			for i := 0; i < n; i++ {
+				d.db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+					VALUES (now() - make_interval(days => $1) + make_interval(mins => $2), 'r', jsonb_build_object('case_id', $3::int, 'note', $4::text), '{}')`,
+					daysAgo, i, c, canaryOf(c, gen[c]))
+			}
+		}
+		for c := 1; c <= modelCases; c++ {
+			insert(c, 2, 300)
+			insert(c, 1, 10) // hot: never archived
+		}
+		// orphan leaves what a process killed between its PUT and its
+		// booking leaves: the intent, the data object of docs (rows as
+		// to_jsonb lines), and nothing booked.
+		orphan := func(work intent.Work, id uuid.UUID, docs string) {
+			keys, err := store.NewArchiveKeys(base.s3.Service, "rule_evaluations", time.Now(), id.String())
+			require.NoError(t, err)
+			require.NoError(t, intent.Record(ctx, d.db.Pool, work, id, "rule_evaluations", "system:retention", keys.Data, keys.Manifest))
+			require.NoError(t, base.st.PutCreate(ctx, keys.Data, []byte(docs), store.ContentTypeNDJSON))
+		}
+
+		rt.Repeat(map[string]func(*rapid.T){
+			"rows": func(rt *rapid.T) {
+				c := rapid.IntRange(1, modelCases).Draw(rt, "case")
+				insert(c, rapid.IntRange(1, 3).Draw(rt, "rows"), rapid.IntRange(100, 400).Draw(rt, "days_ago"))
+			},
+			"pass": func(rt *rapid.T) {
+				rep, err := d.eng.RunPass(ctx, rapid.IntRange(1, 3).Draw(rt, "budget"))
+				if err != nil {
+					rt.Fatalf("pass: %v", err)
+				}
+				if err := rep.Err(); err != nil {
+					rt.Fatalf("pass: %v", err)
+				}
+			},
+			"pass_cancelled": func(rt *rapid.T) {
+				// A hold placement's lock keeps the pass's booking waiting
+				// after its uploads; the pass is cancelled there.
+				blocker, err := d.db.Pool.Begin(ctx)
+				require.NoError(t, err)
+				defer func() { _ = blocker.Rollback(ctx) }()
+				_, err = blocker.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lease.HoldsKey)
+				require.NoError(t, err)
+				pctx, stop := context.WithCancel(ctx)
+				defer stop()
+				done := make(chan error, 1)
+				go func() {
+					_, err := d.eng.RunPass(pctx, 1)
+					done <- err
+				}()
+				tick := time.NewTicker(5 * time.Millisecond)
+				defer tick.Stop()
+				for {
+					select {
+					case err := <-done: // nothing to archive: no booking waited
+						if err != nil {
+							rt.Fatalf("pass: %v", err)
+						}
+						return
+					case <-tick.C:
+					}
+					var waiting int
+					require.NoError(t, base.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND wait_event = 'advisory'`, d.db.Name).Scan(&waiting))
+					if waiting > 0 {
+						stop()
+						if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+							rt.Fatalf("cancelled pass: %v", err)
+						}
+						return
+					}
+				}
+			},
+			"pass_killed": func(rt *rapid.T) {
+				var docs *string
+				require.NoError(t, d.db.Pool.QueryRow(ctx, `SELECT string_agg(to_jsonb(t)::text, E'\n') FROM (SELECT * FROM rule_evaluations
+					WHERE evaluated_at < now() - interval '90 days' ORDER BY id LIMIT 3) t`).Scan(&docs))
+				if docs == nil {
+					rt.Skip("nothing aged")
+				}
+				orphan(intent.WorkArchive, uuid.Must(uuid.NewV7()), *docs+"\n")
+			},
+			"order_killed": func(rt *rapid.T) {
+				// An order's try killed after its successor's PUT: the
+				// successor holds a booked archive's rows but one case's.
+				var id uuid.UUID
+				var dataKey string
+				err := d.db.Pool.QueryRow(ctx, `SELECT archive_id, data_key FROM archive_ledger WHERE purged_at IS NULL ORDER BY archive_id LIMIT 1 OFFSET $1`,
+					rapid.IntRange(0, 5).Draw(rt, "archive")).Scan(&id, &dataKey)
+				if errors.Is(err, pgx.ErrNoRows) {
+					rt.Skip("no archive")
+				}
+				require.NoError(t, err)
+				data, err := base.st.Get(ctx, dataKey)
+				require.NoError(t, err)
+				drop := rapid.IntRange(1, modelCases).Draw(rt, "dropped_case")
+				var kept []string
+				for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+					if !strings.Contains(line, fmt.Sprintf("CANARY-%d-G", drop)) {
+						kept = append(kept, line)
+					}
+				}
+				order := uuid.Must(uuid.NewV7())
+				orphan(intent.WorkExpungement, uuid.NewSHA1(order, id[:]), strings.Join(kept, "\n")+"\n")
+			},
+			"seal": func(rt *rapid.T) {
+				c := rapid.IntRange(1, modelCases).Draw(rt, "case")
+				if _, ok := seals[c]; ok {
+					rt.Skip("sealed")
+				}
+				ref := "WIC-" + strconv.Itoa(c) + "-" + strconv.Itoa(steps)
+				if _, err := d.orders.Seal(ctx, caseSubject(c), ref, "sealed record", "ops:alice"); err != nil {
+					rt.Fatalf("seal case %d: %v", c, err)
+				}
+				seals[c] = ref
+			},
+			"unseal": func(rt *rapid.T) {
+				if len(seals) == 0 {
+					rt.Skip("no seal")
+				}
+				c := rapid.SampledFrom(sortedKeys(seals)).Draw(rt, "case")
+				if _, err := d.orders.Unseal(ctx, caseSubject(c), seals[c], "order vacated", "ops:alice"); err != nil {
+					rt.Fatalf("unseal case %d: %v", c, err)
+				}
+				delete(seals, c)
+			},
+			"hold": func(rt *rapid.T) {
+				c := rapid.IntRange(1, modelCases).Draw(rt, "case")
+				h, err := d.mgr.PlaceHold(ctx, lifecycle.HoldRequest{Title: "hearing", Reason: "subpoena", Subjects: []string{"case:" + strconv.Itoa(c)}}, "ops:carol")
+				if err != nil {
+					rt.Fatalf("hold case %d: %v", c, err)
+				}
+				holds[h.ID] = c
+			},
+			"release": func(rt *rapid.T) {
+				if len(holds) == 0 {
+					rt.Skip("no hold")
+				}
+				var ids []uuid.UUID
+				for id := range holds {
+					ids = append(ids, id)
+				}
+				id := rapid.SampledFrom(sortedIDs(ids)).Draw(rt, "hold")
+				if _, err := d.mgr.ReleaseHold(ctx, id, "hearing over", "ops:carol"); err != nil {
+					rt.Fatalf("release: %v", err)
+				}
+				delete(holds, id)
+			},
+			"expunge": func(rt *rapid.T) {
+				c := rapid.IntRange(1, modelCases).Draw(rt, "case")
+				var named []uuid.UUID // every active hold: none keeps the order back
+				for id := range holds {
+					named = append(named, id)
+				}
+				req, err := d.orders.RequestExpunge(ctx, caseSubject(c), "JV-"+strconv.Itoa(steps), "order", sortedIDs(named), "ops:alice")
+				if err != nil {
+					rt.Fatalf("expunge case %d: %v", c, err)
+				}
+				if _, err := d.orders.Approve(ctx, req.ExpungeID, "ops:bob"); err != nil {
+					rt.Fatalf("approve the expungement of case %d: %v", c, err)
+				}
+				for g := 0; g <= gen[c]; g++ {
+					executed[canaryOf(c, g)] = true
+				}
+				gen[c]++
+			},
+			"backup": func(rt *rapid.T) {
+				backup = kerneltest.Backup(t, d.db)
+			},
+			"restore": func(rt *rapid.T) {
+				if backup == "" {
+					rt.Skip("no backup")
+				}
+				restores++
+				st := d.rebuild(kerneltest.Restore(t, backup))
+				if st.Behind() {
+					if _, err := d.mgr.Purge(ctx, 10, false, "ops:alice"); !errors.Is(err, journal.ErrBehind) {
+						rt.Fatalf("a purge on a database behind the journal: %v, want ErrBehind", err)
+					}
+				}
+				rep, err := d.reconcile()
+				if err != nil {
+					rt.Fatalf("reconcile: %v", err)
+				}
+				if rep.After.Behind() || len(rep.Reapplied) != len(st.Missing) {
+					rt.Fatalf("reconcile left the database behind: %+v", rep)
+				}
+				reapplied += len(rep.Reapplied)
+				d.rebuild(d.db) // a service booting on the reconciled database
+				ledger := d.db.Count(t, `SELECT count(*) FROM archive_ledger`)
+				again, err := d.reconcile()
+				if err != nil || len(again.Reapplied) != 0 || len(again.Copies.Deleted) != 0 {
+					rt.Fatalf("a second reconcile changed something: %+v, %v", again, err)
+				}
+				if n := d.db.Count(t, `SELECT count(*) FROM archive_ledger`); n != ledger {
+					rt.Fatalf("a second reconcile booked %d archive(s)", n-ledger)
+				}
+				vr, err := d.reader.Verify(ctx, true, 0)
+				if err != nil || vr.Failed != 0 {
+					rt.Fatalf("verify after reconcile: %+v, %v", vr.Failures, err)
+				}
+			},
+			"": func(rt *rapid.T) {
+				steps++
+				checkDestruction(rt, d, executed, holds, seals)
+				locked = appendLedgerKeys(t, d, locked)
+			},
+		})
+	})
+	t.Logf("destruction model: %d sequences, %d steps, %d restores, %d journal entries re-applied", sequences, steps, restores, reapplied)
+}
+
+// checkDestruction compares the database and the store with the model.
+func checkDestruction(rt *rapid.T, d *destructionWorld, executed map[string]bool, holds map[uuid.UUID]int, seals map[int]string) {
+	ctx := d.ctx
+	canaries := sortedKeys(executed)
+	// No row of any table holds an executed expungement's row.
+	rows, err := d.db.Pool.Query(ctx, `SELECT quote_ident(table_name) FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`)
+	if err != nil {
+		rt.Fatalf("tables: %v", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		rt.Fatalf("tables: %v", err)
+	}
+	for _, c := range canaries {
+		for _, tbl := range tables {
+			var n int
+			if err := d.db.Pool.QueryRow(ctx, `SELECT count(*) FROM `+tbl+` AS t WHERE strpos(t::text, $1) > 0`, c).Scan(&n); err != nil {
+				rt.Fatalf("%s: %v", tbl, err)
+			}
+			if n > 0 {
+				rt.Fatalf("%d row(s) of %s hold %s, expunged", n, tbl, c)
+			}
+		}
+	}
+	// No object version under the service's prefix does.
+	if len(canaries) > 0 {
+		objs, err := d.base.st.ListAllObjects(ctx, store.Prefix+d.base.s3.Service+"/")
+		if err != nil {
+			rt.Fatalf("list: %v", err)
+		}
+		for _, o := range objs {
+			f, err := d.base.st.GetMatching(ctx, o.Key, func(b []byte) bool {
+				return slices.ContainsFunc(canaries, func(c string) bool { return strings.Contains(string(b), c) })
+			})
+			if err == nil {
+				for _, r := range d.logs.Records() {
+					line := r.Message
+					r.Attrs(func(a slog.Attr) bool { line += " " + a.String(); return true })
+					rt.Log(line)
+				}
+				rt.Fatalf("object %s (version %q) holds an expunged row: %.200s", o.Key, f.VersionID, f.Data)
+			}
+			if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrNoMatchingVersion) {
+				rt.Fatalf("read %s: %v", o.Key, err)
+			}
+		}
+	}
+	// No hold is forgotten, none comes back.
+	got, err := d.mgr.Holds(ctx)
+	if err != nil {
+		rt.Fatalf("holds: %v", err)
+	}
+	active := map[uuid.UUID]bool{}
+	for _, h := range got {
+		if h.Active {
+			active[h.ID] = true
+		}
+	}
+	for id, c := range holds {
+		if !active[id] {
+			rt.Fatalf("the hold %s on case %d is forgotten", id, c)
+		}
+	}
+	if len(active) != len(holds) {
+		rt.Fatalf("%d active holds, the model has %d", len(active), len(holds))
+	}
+	// No seal is forgotten, none comes back.
+	srows, err := d.db.Pool.Query(ctx, `SELECT order_ref FROM subject_seals ORDER BY order_ref`)
+	if err != nil {
+		rt.Fatalf("seals: %v", err)
+	}
+	refs, err := pgx.CollectRows(srows, pgx.RowTo[string])
+	if err != nil {
+		rt.Fatalf("seals: %v", err)
+	}
+	var want []string
+	for _, r := range seals {
+		want = append(want, r)
+	}
+	slices.Sort(want)
+	if !slices.Equal(refs, want) {
+		rt.Fatalf("seals %v, the model has %v", refs, want)
+	}
+}
+
+// appendLedgerKeys adds the ledger's keys to locked (lifted at the end so
+// the scratch prefix can be cleaned).
+func appendLedgerKeys(t *testing.T, d *destructionWorld, locked []string) []string {
+	t.Helper()
+	rows, err := d.db.Pool.Query(d.ctx, `SELECT data_key, manifest_key FROM archive_ledger WHERE legal_hold`)
+	require.NoError(t, err)
+	for _, r := range must(pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ D, M string }]))(t) {
+		if !slices.Contains(locked, r.D) {
+			locked = append(locked, r.D, r.M)
+		}
+	}
+	return locked
+}
+
+// unlockKeys lifts the store's legal hold from keys.
+func unlockKeys(st *store.Store, keys []string) {
+	for _, k := range keys {
+		_ = st.SetLegalHold(context.Background(), k, false)
+	}
+}
+
+func sortedKeys[K interface{ ~int | ~string }, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,109 @@
+// Package reconcile re-applies, after a database restore, every act the
+// store's journal holds and the database lacks (ADR-070): `<service>
+// reconcile` runs it, and the lifecycle model test drives the same code.
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/craig/retention/kernel/archiveread"
+	"github.com/craig/retention/kernel/courtorder"
+	"github.com/craig/retention/kernel/journal"
+	"github.com/craig/retention/kernel/lifecycle"
+)
+
+// Report is what a reconcile did.
+type Report struct {
+	Before    journal.State       `json:"before"`
+	Reapplied []Reapplied         `json:"reapplied"`
+	After     journal.State       `json:"after"`
+	Published int                 `json:"published"`
+	Acts      map[journal.Act]int `json:"acts"`
+	// Copies are the unknown archive objects checked, and those destroyed
+	// as copies of rows held elsewhere (archiveread.PutBackCopies before
+	// the acts are re-applied, archiveread.DestroyCopies after).
+	Copies archiveread.GCReport `json:"copies"`
+}
+
+// Reapplied is one journal entry re-applied.
+type Reapplied struct {
+	Seq int64       `json:"seq"`
+	Act journal.Act `json:"act"`
+}
+
+// Reconciler holds what a reconcile acts through, all on the restored
+// database and the service's store.
+type Reconciler struct {
+	Journal   *journal.Journal
+	Lifecycle *lifecycle.Manager
+	Orders    *courtorder.Orders
+	// Reader, when set, destroys the unknown objects that copy rows held
+	// elsewhere (see Run).
+	Reader *archiveread.Reader
+	Logger *slog.Logger
+	// Actor is who the copies' destruction is recorded under.
+	Actor string
+}
+
+// Run re-applies the store's entries the database lacks, in order, each in
+// its own transaction with its entry adopted, so running it again changes
+// nothing. It refuses, re-applying nothing, when an entry is in neither
+// journal (a gap). Before the first entry, while the restored database
+// still holds the rows, every unknown archive object all of whose rows are
+// hot goes (an archive booked after the backup, an upload whose intent the
+// restore forgot), so no copy of a case an expungement below removes again
+// is left; after the last, every unknown expungement successor goes (an
+// order's try the journal does not know). Then the database's entries the
+// store lacks are published.
+func (r Reconciler) Run(ctx context.Context) (Report, error) {
+	rep := Report{Reapplied: []Reapplied{}, Acts: map[journal.Act]int{}, Copies: archiveread.GCReport{Orphans: []string{}, Deleted: []string{}}}
+	var err error
+	if rep.Before, err = r.Journal.Compare(ctx); err != nil {
+		return rep, err
+	}
+	if len(rep.Before.Gaps) > 0 {
+		return rep, fmt.Errorf("journal entries %v are in neither the store nor the database: an act's record was destroyed, and nothing can re-apply it; "+
+			"compare the lifecycle log and the certificates with the store before deciding (ADR-070); nothing was re-applied", rep.Before.Gaps)
+	}
+	if len(rep.Before.Missing) > 0 && r.Reader != nil {
+		if rep.Copies, err = r.Reader.PutBackCopies(ctx, r.Actor); err != nil {
+			return rep, fmt.Errorf("destroy copies of hot rows: %w", err)
+		}
+	}
+	for _, seq := range rep.Before.Missing {
+		e, err := r.Journal.Read(ctx, seq)
+		if err != nil {
+			return rep, err
+		}
+		switch e.Act {
+		case journal.ActSeal, journal.ActUnseal, journal.ActExpunge:
+			err = r.Orders.Reapply(ctx, e)
+		default:
+			err = r.Lifecycle.Reapply(ctx, e)
+		}
+		if err != nil {
+			return rep, fmt.Errorf("reconcile stopped at entry %d (%s); what came before is re-applied, run it again once the cause is fixed: %w", seq, e.Act, err)
+		}
+		rep.Reapplied = append(rep.Reapplied, Reapplied{Seq: seq, Act: e.Act})
+		rep.Acts[e.Act]++
+		r.Logger.InfoContext(ctx, "journal entry re-applied", slog.Int64("seq", seq), slog.String("act", string(e.Act)), slog.String("actor", e.Actor))
+	}
+	if len(rep.Before.Missing) > 0 && r.Reader != nil {
+		after, err := r.Reader.DestroyCopies(ctx, r.Actor)
+		if err != nil {
+			return rep, fmt.Errorf("destroy copies left by unjournaled order tries: %w", err)
+		}
+		rep.Copies.Deleted = append(rep.Copies.Deleted, after.Deleted...)
+	}
+	if rep.After, err = r.Journal.Compare(ctx); err != nil {
+		return rep, err
+	}
+	if !rep.After.Behind() {
+		if rep.Published, err = r.Journal.Publish(ctx); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
