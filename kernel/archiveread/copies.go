@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -29,26 +30,48 @@ import (
 // that does not read as rows of its table (for gc). It runs under the
 // archive lease (no pass is between its puts and its booking), and is
 // logged and announced like a gc.
-func (r *Reader) PutBackCopies(ctx context.Context, actor string) (GCReport, error) {
-	return r.leased(ctx, func(ctx context.Context) (GCReport, error) { return r.destroyCopies(ctx, actor, false) })
+//
+// destroyed names keys an act the database does not know yet destroyed (a
+// purge or an expungement the journal holds): what versions of them are
+// left are destroyed without putting anything back, so no purged or
+// expunged row comes back.
+func (r *Reader) PutBackCopies(ctx context.Context, actor string, destroyed map[string]bool) (GCReport, error) {
+	return r.leased(ctx, func(ctx context.Context) (GCReport, error) {
+		return r.destroyCopies(ctx, actor, copyRules{putBack: true, destroyed: destroyed})
+	})
 }
 
-// DestroyCopies is PutBackCopies that also destroys each unknown
-// expungement successor: an object whose archive id is a version-5 UUID
+// DestroyCopies destroys each unknown pass archive all of whose rows are in
+// their hot table (putting nothing back: it leaves the others, listed in
+// Left) and each unknown expungement successor: an object whose archive id is a version-5 UUID
 // (derived from an order and the archive it rewrites) that no ledger row
 // names was written by an order's try that was never booked and that the
 // database no longer knows of (its intent lost with a restore). Its rows
 // are a subset of the archive it rewrites, which the ledger books (or
 // whose rows are since destroyed): a copy, never the only one.
 func (r *Reader) DestroyCopies(ctx context.Context, actor string) (GCReport, error) {
-	return r.leased(ctx, func(ctx context.Context) (GCReport, error) { return r.destroyCopies(ctx, actor, true) })
+	return r.leased(ctx, func(ctx context.Context) (GCReport, error) {
+		return r.destroyCopies(ctx, actor, copyRules{successors: true})
+	})
 }
 
 // DestroyCopiesLeased is DestroyCopies for a caller that holds the archive
 // lease (an expungement, before it rewrites: a copy no ledger row names is
-// one no rewrite would reach).
+// one no rewrite would reach). It never writes a row into the database
+// from the store: an object no ledger row names may be anyone's.
 func (r *Reader) DestroyCopiesLeased(ctx context.Context, actor string) (GCReport, error) {
-	return r.destroyCopies(ctx, actor, true)
+	return r.destroyCopies(ctx, actor, copyRules{successors: true})
+}
+
+// copyRules say which unknown objects a copies' destruction takes:
+// putBack, pass archives after their missing rows are put back (else only
+// those all of whose rows are hot); successors, unknown expungement
+// successors; destroyed, the keys an act the database does not know yet
+// destroyed.
+type copyRules struct {
+	putBack    bool
+	successors bool
+	destroyed  map[string]bool
 }
 
 func (r *Reader) leased(ctx context.Context, f func(context.Context) (GCReport, error)) (GCReport, error) {
@@ -64,7 +87,7 @@ func (r *Reader) leased(ctx context.Context, f func(context.Context) (GCReport, 
 	return rep, err
 }
 
-func (r *Reader) destroyCopies(ctx context.Context, actor string, successors bool) (GCReport, error) {
+func (r *Reader) destroyCopies(ctx context.Context, actor string, rules copyRules) (GCReport, error) {
 	rep := GCReport{Orphans: []string{}, Deleted: []string{}}
 	objs, err := r.orphanObjects(ctx)
 	if err != nil {
@@ -81,20 +104,26 @@ func (r *Reader) destroyCopies(ctx context.Context, actor string, successors boo
 		}
 		rep.Orphans = append(rep.Orphans, o.Key)
 		switch {
+		case rules.destroyed[o.Key]: // its act destroyed it: what is left goes, nothing comes back
 		case isSuccessorKey(data):
-			if !successors {
+			if !rules.successors {
 				continue // the journal may book it again
 			}
-		default:
+		case rules.putBack:
 			n, err := r.putBack(ctx, o.Key)
 			if err != nil {
-				rep.Left = append(rep.Left, o.Key+": "+err.Error())
+				rep.Left = append(rep.Left, o.Key)
 				continue // left for gc: not rows of its table
 			}
 			rep.PutBack += n
+		default:
+			if hot, err := r.allHot(ctx, o.Key); err != nil || !hot {
+				rep.Left = append(rep.Left, o.Key)
+				continue // the only copy of some row, or not rows of its table
+			}
 		}
 		for _, key := range []string{o.Key, data + ".manifest.json"} {
-			if key != o.Key && !unknown[key] {
+			if key != o.Key && !unknown[key] && !rules.destroyed[key] {
 				continue
 			}
 			_, err := r.store.DestroyAllVersions(ctx, key)
@@ -125,15 +154,25 @@ func isSuccessorKey(stem string) bool {
 // putBack inserts into the hot table its key names every row of the data
 // object key (its first version) the table lacks, and returns how many.
 func (r *Reader) putBack(ctx context.Context, key string) (int64, error) {
+	spec, docs, err := r.docsOf(ctx, key)
+	if err != nil || len(docs) == 0 {
+		return 0, err
+	}
+	return archive.PutBack(ctx, r.pool, spec, docs)
+}
+
+// docsOf reads the data object key (its first version) as lines of the
+// archived table its key names.
+func (r *Reader) docsOf(ctx context.Context, key string) (archive.TableSpec, []string, error) {
 	rest := strings.TrimPrefix(key, store.Prefix+r.service+"/")
 	table, _, _ := strings.Cut(rest, "/")
 	spec, ok := r.tables[table]
 	if !ok {
-		return 0, fmt.Errorf("table %q is not archived by this service", table)
+		return spec, nil, fmt.Errorf("table %q is not archived by this service", table)
 	}
 	b, err := r.store.GetFirstVersion(ctx, key)
 	if err != nil {
-		return 0, err
+		return spec, nil, err
 	}
 	var docs []string
 	sc := bufio.NewScanner(bytes.NewReader(b))
@@ -143,8 +182,30 @@ func (r *Reader) putBack(ctx context.Context, key string) (int64, error) {
 			docs = append(docs, line)
 		}
 	}
-	if len(docs) == 0 {
-		return 0, nil // holds no row
+	return spec, docs, sc.Err()
+}
+
+// allHot reports whether every row of the data object key (its first
+// version) is in the hot table its key names.
+func (r *Reader) allHot(ctx context.Context, key string) (bool, error) {
+	spec, docs, err := r.docsOf(ctx, key)
+	if err != nil || len(docs) == 0 {
+		return err == nil, err
 	}
-	return archive.PutBack(ctx, r.pool, spec, docs)
+	ids := make([]uuid.UUID, 0, len(docs))
+	for _, d := range docs {
+		var row struct {
+			ID uuid.UUID `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(d), &row); err != nil {
+			return false, fmt.Errorf("a line of %s: %w", key, err)
+		}
+		ids = append(ids, row.ID)
+	}
+	var n int
+	q := "SELECT count(*) FROM " + pgx.Identifier{spec.Table}.Sanitize() + " WHERE id = ANY ($1)"
+	if err := r.pool.QueryRow(ctx, q, ids).Scan(&n); err != nil {
+		return false, err
+	}
+	return n == len(ids), nil
 }

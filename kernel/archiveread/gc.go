@@ -38,8 +38,8 @@ type GCReport struct {
 	// PutBack counts the rows a copy's destruction put back into their hot
 	// table first (PutBackCopies, DestroyCopies: rows a restore lost).
 	PutBack int64 `json:"put_back,omitempty"`
-	// Left are the unknown objects a copy's destruction left for gc, each
-	// with why (not rows of its table).
+	// Left are the unknown data objects a copies' destruction left: the
+	// only copy of some row (DestroyCopies), or not rows of their table.
 	Left []string `json:"left,omitempty"`
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"
@@ -107,13 +108,34 @@ func (o *Orders) noOrphans(ctx context.Context, ord *order) error {
 // (archiveread.DestroyCopiesLeased): after a database restore the journal
 // did not see (nothing journaled since the backup), an archive booked after
 // the backup and a successor an order's try wrote are such objects, and no
-// rewrite would reach them (ADR-069).
+// rewrite would reach them (ADR-069). One it leaves (the only copy of rows
+// the restore lost) that holds the subject's rows, or that it cannot read,
+// refuses the order with ErrOrphans: `<service> reconcile` puts its rows
+// back into their table and destroys it, then the order reaches them. An
+// order never writes rows from the store into the database itself.
 func (o *Orders) noCopies(ctx context.Context, ord *order) error {
 	if o.store == nil {
 		return nil
 	}
-	if _, err := archiveread.New(o.pool, o.store, o.cfg.Service, o.cfg.Tables).DestroyCopiesLeased(ctx, ord.approver); err != nil {
+	rep, err := archiveread.New(o.pool, o.store, o.cfg.Service, o.cfg.Tables).DestroyCopiesLeased(ctx, ord.approver)
+	if err != nil {
 		return fmt.Errorf("destroy copies no ledger row names: %w", err)
+	}
+	for _, key := range rep.Left {
+		table, _, _ := strings.Cut(strings.TrimPrefix(key, store.Prefix+o.cfg.Service+"/"), "/")
+		spec, ok := o.spec(table)
+		if !ok {
+			continue // a table no order reaches
+		}
+		data, err := o.store.GetFirstVersion(ctx, key)
+		var k kept
+		if err == nil {
+			k, err = o.keep(ctx, spec, ord, data)
+		}
+		if err != nil || k.removed > 0 {
+			return fmt.Errorf("%w: %s, which no ledger row names, may hold the subject's rows and holds rows in no other place (a database restore lost them); "+
+				"run `%s reconcile` (it puts them back into their table and destroys the object), then approve again", ErrOrphans, key, o.cfg.Service)
+		}
 	}
 	return nil
 }

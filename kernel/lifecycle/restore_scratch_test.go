@@ -20,15 +20,21 @@ import (
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/reconcile"
+	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/kernel/subject"
 )
 
 // journaled is a world's lifecycle manager and court orders on one
 // database, with the journal of acts.
 type journaled struct {
-	pool   *pgxpool.Pool
-	j      *journal.Journal
-	mgr    *lifecycle.Manager
-	orders *courtorder.Orders
+	pool     *pgxpool.Pool
+	mgrStore *store.Store
+	service  string
+	key      subject.Key
+	j        *journal.Journal
+	mgr      *lifecycle.Manager
+	orders   *courtorder.Orders
 }
 
 func (w *orderWorld) journaled(t *testing.T, pool *pgxpool.Pool) journaled {
@@ -44,7 +50,7 @@ func (w *orderWorld) journaled(t *testing.T, pool *pgxpool.Pool) journaled {
 	orders, err := courtorder.New(pool, w.st, courtorder.Config{Service: w.s3.Service, Tables: []archive.TableSpec{subjectSpec()}, Key: w.key,
 		ObjectLock: true, Bookkeep: archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep, Journal: j}, slog.New(w.logs))
 	require.NoError(t, err)
-	return journaled{pool: pool, j: j, mgr: mgr, orders: orders}
+	return journaled{pool: pool, mgrStore: w.st, service: w.s3.Service, key: w.key, j: j, mgr: mgr, orders: orders}
 }
 
 // reconcile re-applies the store's entries the database lacks, as
@@ -282,10 +288,12 @@ func TestAPurgeApprovedAfterTheBackupIsExecutedAfterReconcile(t *testing.T) {
 // TestRowsOnlyAnUnknownArchiveHoldsComeBack: rows written after the backup
 // and archived after it exist, once the database is restored, only in an
 // archive object the restored ledger does not know (nothing was journaled
-// since: the service is not behind). An expungement first puts those rows
-// back into the hot table and destroys the copy, so the order reaches the
-// subject's rows in it and no other row is lost (on main the object stayed,
-// with the expunged case's rows, and gc would have destroyed the others).
+// since: the service is not behind). An expungement of a case with rows in
+// it refuses (ErrOrphans: it never writes rows from the store into the
+// database); reconcile puts the rows back into the hot table and destroys
+// the copy; approved again, the order reaches the case's rows and no other
+// row is lost (on main the object stayed, with the expunged case's rows,
+// and gc would have destroyed the others).
 func TestRowsOnlyAnUnknownArchiveHoldsComeBack(t *testing.T) {
 	t.Parallel()
 	w := newOrderWorld(t)
@@ -309,6 +317,10 @@ func TestRowsOnlyAnUnknownArchiveHoldsComeBack(t *testing.T) {
 	req, err := back.orders.RequestExpunge(w.ctx, mustSubject(t, "case:17"), "JV-41", "order", nil, "ops:alice")
 	require.NoError(t, err)
 	_, err = back.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
+	require.ErrorIs(t, err, courtorder.ErrOrphans, "an unknown object holds the case's rows and rows in no other place")
+	rec := back.reconcileAll(t, w.ctx)
+	require.Equal(t, int64(4), rec.Copies.PutBack, "the four rows the restore lost are put back")
+	_, err = back.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
 	require.NoError(t, err)
 	canaryInNoRow(t, w.ctx, restored.Pool)
 	objs, err := w.st.ListAllObjects(w.ctx, "retention-archives/"+w.s3.Service+"/")
@@ -319,4 +331,59 @@ func TestRowsOnlyAnUnknownArchiveHoldsComeBack(t *testing.T) {
 	}
 	require.Equal(t, int64(2), count(t, w.ctx, restored.Pool, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'note' = 'after-the-backup'`),
 		"case 18's rows the restore lost are hot again")
+}
+
+// TestAPurgeAfterTheBackupStaysDone: an archive booked after the backup is
+// purged, then its data written again under its key (a late upload, or
+// someone with the store's credentials). Restored, the ledger knows
+// neither the archive nor the purge; reconcile re-applies the purge and
+// puts back no row of the purged archive (without the journal's word on
+// what the purge destroyed, it put them back into the hot table,
+// resurrecting destroyed records), and leaves no version of its objects.
+func TestAPurgeAfterTheBackupStaysDone(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	backup := kerneltest.Backup(t, w.db)
+	for n := 1; n <= 3; n++ {
+		w.db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+			VALUES (now() - interval '200 days' + make_interval(mins => $1), 'r', jsonb_build_object('case_id', 18, 'n', 500 + $1, 'note', 'purged-later'), '{}')`, n)
+	}
+	live := w.journaled(t, w.db.Pool)
+	rep, err := w.eng.RunPass(w.ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, rep.Tables[0].Archives, 1)
+	x := rep.Tables[0].Archives[0].ArchiveID
+	w.db.Exec(t, `UPDATE archive_ledger SET retention_until = (now() AT TIME ZONE 'UTC')::date - 1 WHERE archive_id = $1`, x)
+	pm, err := metrics.NewPurge(prometheus.NewRegistry())
+	require.NoError(t, err)
+	plain, err := lifecycle.New(w.db.Pool, w.st, lifecycle.Config{Service: w.s3.Service, Tables: []string{"rule_evaluations"},
+		SubjectKey: w.key, SubjectTables: []string{"rule_evaluations"}, Journal: live.j}, slog.New(w.logs), pm)
+	require.NoError(t, err)
+	keys := w.ledgerKeys(t, x)
+	data, err := w.st.Get(w.ctx, keys[0])
+	require.NoError(t, err)
+	pr, err := plain.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.Contains(t, pr.Purged, x)
+	require.NoError(t, w.st.PutCreate(w.ctx, keys[0], data, store.ContentTypeNDJSON))
+
+	restored := kerneltest.Restore(t, backup)
+	back := w.journaled(t, restored.Pool)
+	back.reconcileAll(t, w.ctx)
+	require.Zero(t, count(t, w.ctx, restored.Pool, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'note' = 'purged-later'`), "no purged row came back")
+	for _, k := range keys {
+		n, err := w.st.VersionCount(w.ctx, k)
+		require.NoError(t, err)
+		require.Zero(t, n, "no version of the purged %s is left", k)
+	}
+}
+
+// reconcileAll runs the real reconcile (kernel/reconcile), copies included.
+func (s journaled) reconcileAll(t *testing.T, ctx context.Context) reconcile.Report {
+	t.Helper()
+	reader := archiveread.New(s.pool, s.mgrStore, s.service, []archive.TableSpec{subjectSpec()}).WithSubjectKey(s.key)
+	rep, err := reconcile.Reconciler{Journal: s.j, Lifecycle: s.mgr, Orders: s.orders, Reader: reader, Logger: slog.New(&kerneltest.LogRecorder{}), Actor: "cli:reconcile"}.Run(ctx)
+	require.NoError(t, err)
+	require.False(t, rep.After.Behind())
+	return rep
 }

@@ -5,6 +5,7 @@ package reconcile
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 
@@ -47,14 +48,55 @@ type Reconciler struct {
 	Actor string
 }
 
+// destroyedDetail is what a purge's or an expungement's entry says it
+// destroyed (lifecycle's purge entry, courtorder's expunge entry).
+type destroyedDetail struct {
+	DataKey     string `json:"data_key"`
+	ManifestKey string `json:"manifest_key"`
+	Archives    []struct {
+		DataKey     string `json:"data_key"`
+		ManifestKey string `json:"manifest_key"`
+	} `json:"archives"`
+}
+
+// destroyedKeys are the object keys the missing entries' acts destroyed.
+func (r Reconciler) destroyedKeys(ctx context.Context, missing []int64) (map[string]bool, error) {
+	keys := map[string]bool{}
+	for _, seq := range missing {
+		e, err := r.Journal.Read(ctx, seq)
+		if err != nil {
+			return nil, err
+		}
+		if e.Act != journal.ActPurge && e.Act != journal.ActExpunge {
+			continue
+		}
+		var d destroyedDetail
+		if err := json.Unmarshal(e.Detail, &d); err != nil {
+			return nil, fmt.Errorf("journal entry %d (%s): %w", seq, e.Act, err)
+		}
+		for _, k := range []string{d.DataKey, d.ManifestKey} {
+			if k != "" {
+				keys[k] = true
+			}
+		}
+		for _, a := range d.Archives {
+			keys[a.DataKey], keys[a.ManifestKey] = true, true
+		}
+	}
+	return keys, nil
+}
+
 // Run re-applies the store's entries the database lacks, in order, each in
 // its own transaction with its entry adopted, so running it again changes
 // nothing. It refuses, re-applying nothing, when an entry is in neither
-// journal (a gap). Before the first entry, while the restored database
-// still holds the rows, every unknown archive object all of whose rows are
-// hot goes (an archive booked after the backup, an upload whose intent the
-// restore forgot), so no copy of a case an expungement below removes again
-// is left; after the last, every unknown expungement successor goes (an
+// journal (a gap). Before the first entry (also with none missing: an
+// expungement refused to go on while one holds rows in no other place),
+// every unknown pass archive has
+// the rows its hot table lacks put back (rows written after the backup)
+// and goes (an archive booked after the backup, an upload whose intent
+// the restore forgot), so no copy of a case an expungement below removes
+// again is left, except the objects the missing entries destroyed (a purge,
+// an expungement), whose versions left go with nothing put back; after the last, every unknown expungement successor goes (an
 // order's try the journal does not know). Then the database's entries the
 // store lacks are published.
 func (r Reconciler) Run(ctx context.Context) (Report, error) {
@@ -67,8 +109,12 @@ func (r Reconciler) Run(ctx context.Context) (Report, error) {
 		return rep, fmt.Errorf("journal entries %v are in neither the store nor the database: an act's record was destroyed, and nothing can re-apply it; "+
 			"compare the lifecycle log and the certificates with the store before deciding (ADR-070); nothing was re-applied", rep.Before.Gaps)
 	}
-	if len(rep.Before.Missing) > 0 && r.Reader != nil {
-		if rep.Copies, err = r.Reader.PutBackCopies(ctx, r.Actor); err != nil {
+	if r.Reader != nil {
+		destroyed, err := r.destroyedKeys(ctx, rep.Before.Missing)
+		if err != nil {
+			return rep, err
+		}
+		if rep.Copies, err = r.Reader.PutBackCopies(ctx, r.Actor, destroyed); err != nil {
 			return rep, fmt.Errorf("destroy copies of hot rows: %w", err)
 		}
 	}
@@ -90,7 +136,7 @@ func (r Reconciler) Run(ctx context.Context) (Report, error) {
 		rep.Acts[e.Act]++
 		r.Logger.InfoContext(ctx, "journal entry re-applied", slog.Int64("seq", seq), slog.String("act", string(e.Act)), slog.String("actor", e.Actor))
 	}
-	if len(rep.Before.Missing) > 0 && r.Reader != nil {
+	if r.Reader != nil {
 		after, err := r.Reader.DestroyCopies(ctx, r.Actor)
 		if err != nil {
 			return rep, fmt.Errorf("destroy copies left by unjournaled order tries: %w", err)
