@@ -3,10 +3,8 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,16 +112,7 @@ func canaryOf(c, g int) string { return fmt.Sprintf("CANARY-%d-G%d-", c, g) }
 // finds every booked archive whole, and reconciling again re-applies
 // nothing and books nothing.
 func TestDestructionModel(t *testing.T) {
-	if f := flag.Lookup("rapid.seed"); f != nil && f.Value.String() == "0" && os.Getenv("RAPID_SEED") == "" && os.Getenv("CRAIG_MODEL_RANDOM") == "" {
-		require.NoError(t, flag.Set("rapid.seed", destructionSeed))
-	}
-	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == "100" {
-		n := strconv.Itoa(destructionChecks)
-		if v := os.Getenv("CRAIG_DESTRUCTION_CHECKS"); v != "" {
-			n = v
-		}
-		require.NoError(t, flag.Set("rapid.checks", n))
-	}
+	modelFlags(t, destructionSeed, destructionChecks, "CRAIG_DESTRUCTION_CHECKS")
 	ctx, cancel := context.WithTimeout(context.Background(), modelTimeout)
 	t.Cleanup(cancel)
 	sequences, steps, restores, reapplied := 0, 0, 0, 0

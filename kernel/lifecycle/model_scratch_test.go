@@ -84,16 +84,7 @@ func (h modelHold) covers(a *modelArchive) bool {
 // archive's objects under the store's legal hold after a reconciliation;
 // every unpurged archive's objects present.
 func TestLifecycleModel(t *testing.T) {
-	if f := flag.Lookup("rapid.seed"); f != nil && f.Value.String() == "0" && os.Getenv("RAPID_SEED") == "" && os.Getenv("CRAIG_MODEL_RANDOM") == "" {
-		require.NoError(t, flag.Set("rapid.seed", modelSeed))
-	}
-	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == "100" {
-		n := strconv.Itoa(modelChecks)
-		if v := os.Getenv("CRAIG_MODEL_CHECKS"); v != "" {
-			n = v
-		}
-		require.NoError(t, flag.Set("rapid.checks", n))
-	}
+	modelFlags(t, modelSeed, modelChecks, "CRAIG_MODEL_CHECKS")
 	w := newWorldLocked(t, 1, true)
 	// The world's two minutes bound one test; the model runs as many
 	// sequences as asked (test:faults runs 200): it is bounded by the go
@@ -347,6 +338,23 @@ func checkModel(rt *rapid.T, w *world, mgr *lifecycle.Manager, archives []*model
 				}
 			}
 		}
+	}
+}
+
+// modelFlags sets rapid's seed to seed unless -rapid.seed, RAPID_SEED or
+// CRAIG_MODEL_RANDOM chooses another, and its number of sequences to
+// checks unless -rapid.checks or the environment variable env does.
+func modelFlags(t *testing.T, seed string, checks int, env string) {
+	t.Helper()
+	if f := flag.Lookup("rapid.seed"); f != nil && f.Value.String() == "0" && os.Getenv("RAPID_SEED") == "" && os.Getenv("CRAIG_MODEL_RANDOM") == "" {
+		require.NoError(t, flag.Set("rapid.seed", seed))
+	}
+	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == "100" {
+		n := strconv.Itoa(checks)
+		if v := os.Getenv(env); v != "" {
+			n = v
+		}
+		require.NoError(t, flag.Set("rapid.checks", n))
 	}
 }
 
