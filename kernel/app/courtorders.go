@@ -19,7 +19,7 @@ import (
 // (with the archive:sealed-read scope).
 const OrderRefHeader = "X-Craig-Order-Ref"
 
-// courtOrderRoutes registers the court-order API (issue 27, ADR-067).
+// courtOrderRoutes registers the court-order API (ADR-067).
 func (a *ArchiveAPI) courtOrderRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/subjects/{subject}/seal", a.require(auth.ScopeSeal, a.seal))
 	mux.Handle("POST /admin/subjects/{subject}/unseal", a.require(auth.ScopeSeal, a.unseal))

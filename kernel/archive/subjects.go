@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Subject declares one subject of an archived table (issue 26, ADR-066):
+// Subject declares one subject of an archived table (ADR-066):
 // what its rows are about, computed by the database from the row.
 type Subject struct {
 	// Kind is the kind of subject the expression yields.

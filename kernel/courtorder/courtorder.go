@@ -1,5 +1,5 @@
 // Package courtorder carries out court orders about one subject (a case, a
-// person) on a service's records (issue 27, ADR-067):
+// person) on a service's records (ADR-067):
 //
 //   - Seal: an access state. While a subject is sealed, every read path of
 //     the service answers for its rows exactly as for rows that do not

@@ -1,7 +1,6 @@
 package lifecycle_test
 
-// Hostile round 2 of issue 27 (court orders). Tests that FAIL report a
-// finding; passing ones are what held.
+// Attacks on court orders (ADR-067), each a guarantee the orders hold to.
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 package lifecycle_test
 
-// The hostile round of issue 27 (court orders), kept as regression tests:
-// each attack that found a defect now asserts the fixed behaviour.
+// Attacks on court orders (ADR-067): each asserts the behaviour an attack
+// holds the orders to.
 
 import (
 	"bytes"

@@ -16,7 +16,7 @@ import (
 	"github.com/craig/retention/kernel/sweep"
 )
 
-// The third hostile round of issue 28: a cancel that reaches a call while
+// A cancel that reaches a call while
 // the COMMIT of a transaction that destroyed rows is on its way left rows
 // gone that no report counted (the commit went through on the server; the
 // call, its context done, reported nothing, and the record of the detached

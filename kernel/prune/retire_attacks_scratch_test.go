@@ -14,7 +14,7 @@ import (
 	"github.com/craig/retention/kernel/sweep"
 )
 
-// The second hostile round of issue 28: attacks on partition retirement,
+// Attacks on partition retirement,
 // each a guarantee it holds to (they failed before the fixes named).
 
 // sealH adds the seal the kernel's detach transaction leaves.

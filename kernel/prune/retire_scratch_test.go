@@ -15,7 +15,7 @@ import (
 	"github.com/craig/retention/kernel/sweep"
 )
 
-// Attacks on partition retirement (the hostile round of issue 28): each
+// Attacks on partition retirement: each
 // names the guarantee it holds the retirement to.
 
 // poolWithSettings is a pool on the scratch database whose sessions start

@@ -71,8 +71,8 @@ func (s *Store) SetLegalHold(ctx context.Context, key string, on bool) error {
 // key together) race the store's promotion of an older version to current:
 // versitygw answers 400 InvalidArgument for a version another delete took
 // first, and a listing right after can still show a version deleted a
-// moment before. A second pass settles both (the hostile round saw 8
-// replicas fail without it); the later ones are for a store slow to settle,
+// moment before. A second pass settles both (8 replicas
+// failed without it); the later ones are for a store slow to settle,
 // each after a pause (destroyPassPause times the pass) that lets a listing
 // catch up with deletes (a loaded machine saw a version listed 3 passes in
 // a row, every delete of it answered NoSuchVersion).

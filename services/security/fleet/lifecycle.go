@@ -16,7 +16,7 @@ const (
 	KindHoldPlaced   = "archive_hold_placed"
 	KindHoldReleased = "archive_hold_released"
 	KindPurged       = "archive_purged"
-	// KindSuperseded: archives an expungement rewrote (issue 27): each
+	// KindSuperseded: archives an expungement rewrote (ADR-067): each
 	// destroyed, its rows other than the subject's in its successor.
 	KindSuperseded = "archive_superseded"
 )
@@ -52,7 +52,7 @@ type Change struct {
 	// HoldPlaced / HoldReleased: archive → held.
 	LegalHold map[uuid.UUID]bool
 	// HoldPlaced / HoldReleased: archive → whether a subject hold covers it
-	// (issue 26; absent from events of holds that name no subject).
+	// (ADR-066; absent from events of holds that name no subject).
 	SubjectHold map[uuid.UUID]bool
 	// Purged: the archives destroyed; PurgedBy the identity whose call
 	// destroyed them (the approver of a dual-controlled purge, else the
