@@ -80,7 +80,7 @@ func summarizeWriter(w *WriterResult, s *Summary) {
 	}
 }
 
-// scaleGoals are the partition and writer-floor goals (docs/benchmarks.md).
+// scaleGoals are the partition and writer-floor goals (bench/README.md).
 func scaleGoals(s *Summary) []Goal {
 	return []Goal{
 		goal("partition retirement (ratio to one unbounded DELETE, unpartitioned)", "≥ 20×", s.PartitionDrainRatio, "×", func(v float64) bool { return v >= 20 }),
