@@ -198,10 +198,16 @@ type tableState struct {
 	cursor  Cursor
 	active  bool
 	columns []Column
+	// selected is how many rows the table's last selection returned (0:
+	// nothing past its hot window after the cursor, which costs no batch).
+	selected int
 }
 
-// RunPass archives up to budget batches, round-robin across the tables, under
-// the archive lease. It returns ErrAlreadyRunning (wrapped) when another pass
+// RunPass archives up to budget batches, round-robin across the tables from
+// the table after the last one the previous pass gave a batch (kept in the
+// database, ADR-071), under the archive lease. A table with nothing past
+// its hot window costs no batch of the budget; the report's More says
+// whether some table still has such rows. It returns ErrAlreadyRunning (wrapped) when another pass
 // holds the lease. Table failures are isolated: they are in the report (and
 // its Err), and the other tables go on. Cancellation is checked between
 // batches.
@@ -228,12 +234,18 @@ func (e *Engine) RunPass(ctx context.Context, budget int) (PassReport, error) {
 	if err := e.cfg.Journal.Check(ctx); err != nil {
 		return rep, err // a restore forgot acts: no pass until reconciled
 	}
-	ps := &pass{e: e, rep: &rep, states: make([]tableState, len(e.specs)), budget: budget}
+	ps := &pass{e: e, rep: &rep, states: make([]tableState, len(e.specs)), budget: budget, last: -1}
 	acquired, err := lease.TryRunWithin(ctx, e.pool, e.cfg.LockKey, e.cfg.DBTimeout, func(ctx context.Context, conn *pgx.Conn) error {
 		ps.conn = conn
 		e.sweepOrphans(ctx) // a pass killed before its booking left them
 		defer e.sweepOrphans(context.WithoutCancel(ctx))
-		return ps.run(ctx)
+		ps.order = e.tableOrder(ctx)
+		defer ps.saveCursor(context.WithoutCancel(ctx))
+		if err := ps.run(ctx); err != nil {
+			return err
+		}
+		ps.probe(ctx)
+		return nil
 	})
 	states := ps.states
 	if err != nil && !acquired {
@@ -349,6 +361,10 @@ type pass struct {
 	states   []tableState
 	inflight *flight
 	budget   int
+	// order is the tables' indexes in the order this pass offers them
+	// batches; last is the index of the last table given one (-1: none).
+	order []int
+	last  int
 }
 
 // run spends the budget round-robin across the active tables.
@@ -358,11 +374,11 @@ func (p *pass) run(ctx context.Context) error {
 	}
 	defer p.land(ctx) // never leave a flight on the lease's connection
 	for p.budget > 0 && anyActive(p.states) {
-		for i, spec := range p.e.specs {
+		for _, i := range p.order {
 			if !p.states[i].active || p.budget == 0 {
 				continue
 			}
-			if err := p.step(ctx, i, spec); err != nil {
+			if err := p.step(ctx, i, p.e.specs[i]); err != nil {
 				return err
 			}
 		}
@@ -396,12 +412,17 @@ func (p *pass) step(ctx context.Context, i int, spec TableSpec) error {
 	case err != nil:
 		p.e.stop(ctx, spec, &p.states[i], &p.rep.Tables[i], err)
 		return nil
+	case prep == nil && p.states[i].selected == 0:
+		p.budget++ // nothing past the hot window: an empty table costs no batch
+		return nil
 	case prep == nil:
-		return nil // nothing to archive in this batch (all quarantined, or no rows)
+		p.last = i
+		return nil // nothing to archive in this batch (all quarantined)
 	}
 	if err := ctx.Err(); err != nil {
 		return err // cancelled: the prepared batch is dropped unread
 	}
+	p.last = i
 	p.inflight = p.e.fly(ctx, p.conn, prep)
 	return nil
 }
@@ -414,6 +435,66 @@ func (p *pass) land(ctx context.Context) {
 	f := p.inflight
 	p.inflight = nil
 	p.e.landed(ctx, f.p, <-f.done, &p.states[f.p.table], &p.rep.Tables[f.p.table])
+}
+
+// tableOrder is the tables' indexes from the one the pass cursor names
+// (ADR-071); without a kernel ledger, or when the cursor cannot be read
+// (logged) or names no table of the engine, from the first.
+func (e *Engine) tableOrder(ctx context.Context) []int {
+	start := 0
+	if e.cfg.LedgerHolds {
+		dctx, cancel := e.dbStep(ctx)
+		names, err := queries.New(e.pool).PassCursor(dctx)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			e.logger.WarnContext(ctx, "the archive pass cursor could not be read; this pass starts at the first table", slog.Any("error", err))
+		case len(names) == 1:
+			for i, s := range e.specs {
+				if s.Table == names[0] {
+					start = i
+				}
+			}
+		}
+	}
+	order := make([]int, len(e.specs))
+	for k := range order {
+		order[k] = (start + k) % len(e.specs)
+	}
+	return order
+}
+
+// saveCursor records the table after the last one the pass gave a batch
+// as where the next pass starts; a pass that gave none leaves it.
+func (p *pass) saveCursor(ctx context.Context) {
+	if !p.e.cfg.LedgerHolds || p.last < 0 {
+		return
+	}
+	next := p.e.specs[(p.last+1)%len(p.e.specs)].Table
+	dctx, cancel := p.e.dbStep(ctx)
+	defer cancel()
+	if err := queries.New(p.e.pool).SetPassCursor(dctx, next); err != nil {
+		p.e.logger.WarnContext(ctx, "the archive pass cursor could not be saved; the next pass starts where this one started", slog.Any("error", err))
+	}
+}
+
+// probe settles, for each table still active when the budget ran out (never
+// offered a batch, or its last selection full), whether a row past its hot
+// window is left after its cursor: one row's selection. A table whose
+// probe fails stays active (More stays true).
+func (p *pass) probe(ctx context.Context) {
+	for i, spec := range p.e.specs {
+		st := &p.states[i]
+		if !st.active || p.rep.Tables[i].Err != nil {
+			continue
+		}
+		sctx, cancel := p.e.dbStep(ctx)
+		rows, err := spec.Select(sctx, p.e.pool, SelectParams{HotWindowDays: int32(spec.hotWindow(p.e.cfg.HotWindowDays)), After: st.cursor, Limit: 1, MaxBytes: p.e.cfg.MaxBatchBytes})
+		cancel()
+		if err == nil && len(rows) == 0 {
+			st.active = false
+		}
+	}
 }
 
 func anyActive(states []tableState) bool {
@@ -462,6 +543,7 @@ func (e *Engine) prepare(ctx context.Context, table int, spec TableSpec, st *tab
 	// byte cap (its last row withheld: cut there, or quarantined if alone
 	// above the cap; either way the next batch continues after the cursor).
 	more := len(rows) > 0 && (len(rows) == int(limit) || rows[len(rows)-1].Withheld)
+	st.selected = len(rows)
 	included, truncated := e.fit(ctx, spec, rows, st, tr)
 	st.active = more || truncated
 	if len(included) == 0 {

@@ -97,3 +97,12 @@ ON CONFLICT (table_name) DO UPDATE SET declaration = EXCLUDED.declaration, decla
 -- name: UnindexTable :execrows
 UPDATE archive_ledger SET subjects_indexed = false
 WHERE table_name = sqlc.arg(table_name) AND subjects_indexed AND purged_at IS NULL;
+
+-- PassCursor reads the table the next archive pass offers a batch first.
+-- name: PassCursor :many
+SELECT next_table FROM archive_pass_cursor;
+
+-- SetPassCursor records the table the next archive pass offers a batch first.
+-- name: SetPassCursor :exec
+INSERT INTO archive_pass_cursor (singleton, next_table) VALUES (true, sqlc.arg(next_table))
+ON CONFLICT (singleton) DO UPDATE SET next_table = EXCLUDED.next_table, updated_at = now();

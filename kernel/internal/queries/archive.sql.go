@@ -184,6 +184,31 @@ func (q *Queries) MarkSubjectsIndexed(ctx context.Context, archiveID pgtype.UUID
 	return err
 }
 
+const passCursor = `-- name: PassCursor :many
+SELECT next_table FROM archive_pass_cursor
+`
+
+// PassCursor reads the table the next archive pass offers a batch first.
+func (q *Queries) PassCursor(ctx context.Context) ([]string, error) {
+	rows, err := q.db.Query(ctx, passCursor)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var next_table string
+		if err := rows.Scan(&next_table); err != nil {
+			return nil, err
+		}
+		items = append(items, next_table)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const recordSubjectDeclaration = `-- name: RecordSubjectDeclaration :exec
 INSERT INTO archive_subject_declarations (table_name, declaration) VALUES ($1, $2)
 ON CONFLICT (table_name) DO UPDATE SET declaration = EXCLUDED.declaration, declared_at = now()
@@ -224,6 +249,17 @@ func (q *Queries) RefreshArchiveHold(ctx context.Context, archiveID pgtype.UUID)
 		&i.Purged,
 	)
 	return i, err
+}
+
+const setPassCursor = `-- name: SetPassCursor :exec
+INSERT INTO archive_pass_cursor (singleton, next_table) VALUES (true, $1)
+ON CONFLICT (singleton) DO UPDATE SET next_table = EXCLUDED.next_table, updated_at = now()
+`
+
+// SetPassCursor records the table the next archive pass offers a batch first.
+func (q *Queries) SetPassCursor(ctx context.Context, nextTable string) error {
+	_, err := q.db.Exec(ctx, setPassCursor, nextTable)
+	return err
 }
 
 const subjectDeclaration = `-- name: SubjectDeclaration :one

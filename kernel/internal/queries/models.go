@@ -62,6 +62,12 @@ type ArchiveLifecycleLog struct {
 	Detail    []byte
 }
 
+type ArchivePassCursor struct {
+	Singleton bool
+	NextTable string
+	UpdatedAt pgtype.Timestamptz
+}
+
 type ArchiveSubject struct {
 	ArchiveID     pgtype.UUID
 	SubjectHashes [][]byte

@@ -65,6 +65,12 @@ type ArchiveLifecycleLog struct {
 	Detail    []byte
 }
 
+type ArchivePassCursor struct {
+	Singleton bool
+	NextTable string
+	UpdatedAt time.Time
+}
+
 type ArchiveRecord struct {
 	ArchiveID      uuid.UUID
 	SourceService  string
