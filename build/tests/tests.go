@@ -32,6 +32,9 @@ func (t Test) All(ctx context.Context) error {
 	return errors.Join(runTests(ctx, nil, false), t.Faults(ctx), dropTemplates(ctx))
 }
 
+// Clean drops the scratch-database templates a plain go test left (<prefix>_tpl_*, CRAIG_TEST_DB_PREFIX, default craig_t): marked as templates, dropdb refuses them; the other test targets drop them when they end.
+func (Test) Clean(ctx context.Context) error { return dropTemplates(ctx) }
+
 // Unit runs go test -short in every workspace module: what needs no server (database, broker and store tests skip themselves).
 func (Test) Unit(ctx context.Context) error { return runTests(ctx, nil, true) }
 

@@ -10,10 +10,12 @@ import (
 	"strings"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/store"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // PutBackCopies destroys, every version, each archive object under the
@@ -105,7 +107,7 @@ func (r *Reader) destroyCopies(ctx context.Context, actor string, rules copyRule
 		rep.Orphans = append(rep.Orphans, o.Key)
 		switch {
 		case rules.destroyed[o.Key]: // its act destroyed it: what is left goes, nothing comes back
-		case isSuccessorKey(data):
+		case isSuccessorKey(data) && r.successorOfKnown(ctx, data):
 			if !rules.successors {
 				continue // the journal may book it again
 			}
@@ -140,6 +142,32 @@ func (r *Reader) destroyCopies(ctx context.Context, actor string, rules copyRule
 		return rep, nil
 	}
 	return rep, r.recordGC(ctx, actor, 0, rep.Deleted)
+}
+
+// successorOfKnown reports whether the unknown object stem (without its
+// suffix) is an expungement successor of an archive the ledger knows: its
+// manifest names the archive it supersedes and the order, the object's id
+// is the one the order derives from them, and the ledger books that
+// archive (its rows are there, or were destroyed since). An object named
+// like a successor without such a manifest is judged like any other.
+func (r *Reader) successorOfKnown(ctx context.Context, stem string) bool {
+	b, err := r.store.GetFirstVersion(ctx, stem+".manifest.json")
+	if err != nil {
+		return false
+	}
+	var m struct {
+		ArchiveID  uuid.UUID `json:"archive_id"`
+		Supersedes struct {
+			ArchiveID uuid.UUID `json:"archive_id"`
+			ExpungeID uuid.UUID `json:"expunge_id"`
+		} `json:"supersedes"`
+	}
+	if json.Unmarshal(b, &m) != nil || m.ArchiveID != uuid.NewSHA1(m.Supersedes.ExpungeID, m.Supersedes.ArchiveID[:]) ||
+		!strings.HasSuffix(stem, "/"+m.ArchiveID.String()) {
+		return false
+	}
+	known, err := queries.New(r.pool).LedgerHas(ctx, pgtype.UUID{Bytes: m.Supersedes.ArchiveID, Valid: true})
+	return err == nil && known
 }
 
 // isSuccessorKey reports whether an archive key (without its suffix) names

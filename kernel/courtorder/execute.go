@@ -127,12 +127,12 @@ func (o *Orders) noCopies(ctx context.Context, ord *order) error {
 		if !ok {
 			continue // a table no order reaches
 		}
-		data, err := o.store.GetFirstVersion(ctx, key)
-		var k kept
-		if err == nil {
-			k, err = o.keep(ctx, spec, ord, data)
-		}
-		if err != nil || k.removed > 0 {
+		// Every version: one written over the first may hold the subject.
+		_, err := o.store.GetMatching(ctx, key, func(b []byte) bool {
+			k, err := o.keep(ctx, spec, ord, b)
+			return err != nil || k.removed > 0
+		})
+		if err == nil || !errors.Is(err, store.ErrNoMatchingVersion) && !errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("%w: %s, which no ledger row names, may hold the subject's rows and holds rows in no other place (a database restore lost them); "+
 				"run `%s reconcile` (it puts them back into their table and destroys the object), then approve again", ErrOrphans, key, o.cfg.Service)
 		}

@@ -6,7 +6,9 @@ package lifecycle_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+	"gocloud.dev/blob"
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"
@@ -463,4 +466,58 @@ func TestACancelWhileTheBookingWaitsLeavesNoOrphan(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "no version of %s is left", key)
 	require.False(t, waiting(), "the cancelled booking no longer waits")
+}
+
+// plantedDoc is an archived line of rule_evaluations about case c that no
+// table holds.
+func plantedDoc(c int, note string) string {
+	return fmt.Sprintf(`{"id": "%s", "input": {"note": "%s", "case_id": %d}, "output": {}, "rule_id": "r", "evaluated_at": "2026-01-10T10:00:00+00:00"}`,
+		uuid.Must(uuid.NewV7()), note, c)
+}
+
+// plant writes docs as the data object of archive id, known to no ledger
+// row and no intent (someone with the store's credentials, or a restore
+// that forgot its booking).
+func (w *orderWorld) plant(t *testing.T, id uuid.UUID, docs ...string) string {
+	t.Helper()
+	keys, err := store.NewArchiveKeys(w.s3.Service, "rule_evaluations", time.Now(), id.String())
+	require.NoError(t, err)
+	require.NoError(t, w.st.PutCreate(w.ctx, keys.Data, []byte(strings.Join(docs, "\n")+"\n"), store.ContentTypeNDJSON))
+	return keys.Data
+}
+
+// TestAnUnknownObjectIsJudgedByEveryVersion: an unknown object whose first
+// version holds only another case's rows (in no other place) and whose
+// later version holds the subject's: the expungement refuses until
+// reconcile (it judged the first version alone, completed, and left the
+// subject's row in the later version).
+func TestAnUnknownObjectIsJudgedByEveryVersion(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	key := w.plant(t, uuid.Must(uuid.NewV7()), plantedDoc(18, "only-copy-18"))
+	raw, err := blob.OpenBucket(w.ctx, w.s3.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = raw.Close() })
+	require.NoError(t, raw.WriteAll(w.ctx, key, []byte(plantedDoc(17, canary)+"\n"), nil))
+	req, err := w.orders.RequestExpunge(w.ctx, mustSubject(t, "case:17"), "JV-V2", "order", nil, "ops:alice")
+	require.NoError(t, err)
+	_, err = w.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
+	require.ErrorIs(t, err, courtorder.ErrOrphans)
+}
+
+// TestASuccessorsNameAloneDestroysNothing: an unknown object named like an
+// expungement's successor (a version-5 id) but with no manifest deriving it
+// from a booked archive holds the only copy of a case 18 row: an
+// expungement of case 17 leaves it (it destroyed it unread).
+func TestASuccessorsNameAloneDestroysNothing(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	key := w.plant(t, uuid.NewSHA1(uuid.NameSpaceURL, []byte("not a successor")), plantedDoc(18, "v5-only-copy"))
+	req, err := w.orders.RequestExpunge(w.ctx, mustSubject(t, "case:17"), "JV-V5", "order", nil, "ops:alice")
+	require.NoError(t, err)
+	_, err = w.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
+	require.NoError(t, err)
+	n, err := w.st.VersionCount(w.ctx, key)
+	require.NoError(t, err)
+	require.NotZero(t, n, "the only copy of a case 18 row is left")
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/craig/retention/kernel/internal/queries"
@@ -60,6 +61,9 @@ type purgeEntry struct {
 	Table       string    `json:"table"`
 	DataKey     string    `json:"data_key"`
 	ManifestKey string    `json:"manifest_key"`
+	// RecordIDs are the ids of the archive's rows: a database restored from
+	// before its booking holds them hot again, and reconcile deletes them.
+	RecordIDs []uuid.UUID `json:"record_ids,omitempty"`
 }
 
 // withheld is a reconciled hold's title and reason when its entry could
@@ -176,6 +180,9 @@ func (m *Manager) reapplier(ctx context.Context, e journal.Entry) (func(context.
 				ArchiveID: pgUUID(p.ArchiveID)}); err != nil {
 				return err
 			}
+			if err := m.deletePurgedRows(ctx, tx, e, p); err != nil {
+				return err
+			}
 			// A purge frozen before the backup and approved since is executed:
 			// its row says so, or a second approval would write its
 			// certificate again (refused: it exists) and stay stuck.
@@ -187,6 +194,22 @@ func (m *Manager) reapplier(ctx context.Context, e journal.Entry) (func(context.
 		return nil, fmt.Errorf("journal entry %d: %s is not a lifecycle act", e.Seq, e.Act)
 	}
 	return apply, nil
+}
+
+// deletePurgedRows deletes from the hot table the rows of a purged archive
+// a restored database holds again (it was restored from before the
+// archive's booking): a purge destroyed them.
+func (m *Manager) deletePurgedRows(ctx context.Context, tx pgx.Tx, e journal.Entry, p purgeEntry) error {
+	if len(p.RecordIDs) == 0 {
+		return nil
+	}
+	if !slices.Contains(m.cfg.Tables, p.Table) {
+		return fmt.Errorf("journal entry %d: table %q is not archived by this service", e.Seq, p.Table)
+	}
+	if _, err := tx.Exec(ctx, "DELETE FROM "+pgx.Identifier{p.Table}.Sanitize()+" WHERE id = ANY ($1)", p.RecordIDs); err != nil {
+		return fmt.Errorf("journal entry %d: delete the purged rows of %s again: %w", e.Seq, p.Table, err)
+	}
+	return nil
 }
 
 // reapplyHold places a journaled hold again under its own id.

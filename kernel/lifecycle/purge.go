@@ -1,6 +1,8 @@
 package lifecycle
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -294,6 +296,10 @@ func (m *Manager) destroy(ctx context.Context, purgeID, id uuid.UUID, purgedBy s
 		found = true
 		d = destroyed{ArchiveID: id, Table: row.TableName, DataKey: row.DataKey, ManifestKey: row.ManifestKey, DataSHA256: row.DataSha256,
 			RecordCount: int(row.RecordCount), FirstRecordAt: row.FirstRecordAt.Time, LastRecordAt: row.LastRecordAt.Time}
+		var recordIDs []uuid.UUID
+		if m.cfg.Journal != nil { // its rows' ids, for a restore that brings them back hot (ADR-070)
+			recordIDs = m.recordIDs(ctx, row.DataKey)
+		}
 		for i, key := range []string{row.ManifestKey, row.DataKey} { // manifest FIRST
 			if err := m.deleteObject(ctx, key); err != nil {
 				return fmt.Errorf("purge %s: delete %s: %w: %w", id, key, errStore, err)
@@ -302,7 +308,7 @@ func (m *Manager) destroy(ctx context.Context, purgeID, id uuid.UUID, purgedBy s
 		}
 		if m.cfg.Journal != nil {
 			if err := journal.Append(ctx, tx, journal.ActPurge, purgeEntry{PurgeID: purgeID, ArchiveID: id, Table: row.TableName,
-				DataKey: row.DataKey, ManifestKey: row.ManifestKey}, purgedBy); err != nil {
+				DataKey: row.DataKey, ManifestKey: row.ManifestKey, RecordIDs: recordIDs}, purgedBy); err != nil {
 				return err
 			}
 		}
@@ -333,6 +339,31 @@ func (m *Manager) deleteObject(ctx context.Context, key string) error {
 	}
 	_, err := m.store.DestroyReleased(ctx, key)
 	return err
+}
+
+// recordIDs reads the ids of the rows of the data object key; nil when it
+// cannot be read (logged: a restore from before the purge would then
+// bring those rows back hot, and reconcile could not remove them).
+func (m *Manager) recordIDs(ctx context.Context, key string) []uuid.UUID {
+	b, err := m.store.Get(ctx, key)
+	var ids []uuid.UUID
+	if err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(nil, len(b)+1)
+		for sc.Scan() && err == nil {
+			var row struct {
+				ID uuid.UUID `json:"id"`
+			}
+			if err = json.Unmarshal(sc.Bytes(), &row); err == nil {
+				ids = append(ids, row.ID)
+			}
+		}
+	}
+	if err != nil {
+		m.logger.WarnContext(ctx, "the ids of a purged archive's rows could not be read for the journal", slog.String("key", key), slog.Any("error", err))
+		return nil
+	}
+	return ids
 }
 
 // errStore marks a purge step the store failed (the archive is left

@@ -245,7 +245,7 @@ func TestAPurgeApprovedAfterTheBackupIsExecutedAfterReconcile(t *testing.T) {
 		pm, err := metrics.NewPurge(prometheus.NewRegistry())
 		require.NoError(t, err)
 		j := journal.New(pool, w.st, w.s3.Service, &journal.Gate{})
-		mgr, err := lifecycle.New(pool, w.st, lifecycle.Config{Service: w.s3.Service, ApprovalsRequired: 1, SubjectKey: key, Journal: j}, slog.New(&kerneltest.LogRecorder{}), pm)
+		mgr, err := lifecycle.New(pool, w.st, lifecycle.Config{Service: w.s3.Service, ApprovalsRequired: 1, Tables: []string{"rule_evaluations"}, SubjectKey: key, Journal: j}, slog.New(&kerneltest.LogRecorder{}), pm)
 		require.NoError(t, err)
 		return mgr, j
 	}
@@ -386,4 +386,33 @@ func (s journaled) reconcileAll(t *testing.T, ctx context.Context) reconcile.Rep
 	require.NoError(t, err)
 	require.False(t, rep.After.Behind())
 	return rep
+}
+
+// TestPurgedRowsHotAtTheBackupStayGone: rows hot when the backup was taken
+// are archived and that archive purged after it. Restored, the database
+// holds them hot again; reconcile re-applies the purge and deletes them
+// (the purge's journal entry names their ids): purged records never come
+// back (they stayed hot, readable and archived again).
+func TestPurgedRowsHotAtTheBackupStayGone(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	for n := 1; n <= 3; n++ {
+		w.db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+			VALUES (now() - interval '200 days' + make_interval(mins => $1), 'r', jsonb_build_object('case_id', 18, 'n', 600 + $1, 'note', 'purge-me'), '{}')`, n)
+	}
+	backup := kerneltest.Backup(t, w.db)
+	live := w.journaled(t, w.db.Pool)
+	rep, err := w.eng.RunPass(w.ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, rep.Tables[0].Archives, 1)
+	x := rep.Tables[0].Archives[0].ArchiveID
+	w.db.Exec(t, `UPDATE archive_ledger SET retention_until = (now() AT TIME ZONE 'UTC')::date - 1 WHERE archive_id = $1`, x)
+	pr, err := live.mgr.Purge(w.ctx, 10, false, "ops:alice")
+	require.NoError(t, err)
+	require.Contains(t, pr.Purged, x)
+
+	restored := kerneltest.Restore(t, backup)
+	require.Equal(t, int64(3), count(t, w.ctx, restored.Pool, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'note' = 'purge-me'`), "the backup holds them hot")
+	w.journaled(t, restored.Pool).reconcileAll(t, w.ctx)
+	require.Zero(t, count(t, w.ctx, restored.Pool, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'note' = 'purge-me'`), "no purged row is hot again")
 }
