@@ -314,6 +314,37 @@ func (e *Engine) sweepOrphans(ctx context.Context) {
 	}
 }
 
+// destroyUnbooked destroys, every version, the objects of a batch whose
+// booking a cancel ended: that booking never commits (its COMMIT is never
+// sent once a statement before it failed), but its backend may still hold
+// the batch's upload intent locked (pgx closes the socket on a cancel, and
+// a backend waiting on a lock does not read it), so the pass's own sweep
+// would pass the intent over. The intent stays, for the next sweep to
+// settle (ADR-069). A store failure is logged: the next sweep destroys it.
+func (e *Engine) destroyUnbooked(ctx context.Context, spec TableSpec, p *prepared) {
+	if !e.cfg.LedgerHolds {
+		return // no intents: the test bookkeeper's passes
+	}
+	ctx = context.WithoutCancel(ctx)
+	for _, key := range []string{p.m.ManifestKey, p.m.DataKey} {
+		var existed bool
+		var err error
+		if e.cfg.ObjectLock {
+			existed, err = e.store.DestroyReleased(ctx, key)
+		} else {
+			existed, err = e.store.DestroyAllVersions(ctx, key)
+		}
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			e.logger.ErrorContext(ctx, "an object of a cancelled booking could not be destroyed; the next orphan sweep destroys it", slog.String("key", key), slog.Any("error", err))
+		case existed:
+			e.metrics.OrphansDestroyed.WithLabelValues(spec.Table).Inc()
+			e.logger.WarnContext(ctx, "destroyed an object of a batch whose booking was cancelled", slog.String("table", spec.Table), slog.String("key", key))
+		}
+	}
+}
+
 // Journal is the engine's journal of acts (nil: none).
 func (e *Engine) Journal() *journal.Journal { return e.cfg.Journal }
 
@@ -615,6 +646,7 @@ func (e *Engine) landed(ctx context.Context, p *prepared, err error, st *tableSt
 	spec := e.specs[p.table]
 	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		st.active = false // the pass was cancelled under the flight: nothing landed, nothing failed
+		e.destroyUnbooked(ctx, spec, p)
 		return
 	}
 	if err != nil {

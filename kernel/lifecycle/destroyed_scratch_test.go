@@ -423,11 +423,10 @@ func TestUnparsedSubjectsAreCounted(t *testing.T) {
 
 // TestACancelWhileTheBookingWaitsLeavesNoOrphan: a pass cancelled while its
 // booking waits on a lock (here a hold placement's), its objects uploaded,
-// destroys them in its own end-of-pass sweep, before the lock is free:
-// the cancel stops the waiting statement on the server, so the booking's
-// transaction no longer holds the intent it had taken (with pgx's default
-// the backend kept waiting, the sweep skipped the intent it still locked,
-// and the object outlived the pass).
+// destroys them before it returns, while the lock is still held: the
+// cancelled booking's backend still waits with the upload intent locked,
+// so the pass's sweep passes the intent over (the object outlived the pass
+// before), and the pass destroys the batch's objects itself.
 func TestACancelWhileTheBookingWaitsLeavesNoOrphan(t *testing.T) {
 	t.Parallel()
 	w := newOrderWorld(t)
@@ -457,15 +456,17 @@ func TestACancelWhileTheBookingWaitsLeavesNoOrphan(t *testing.T) {
 	if err := <-done; err != nil {
 		require.ErrorIs(t, err, context.Canceled, "a cancelled pass fails nothing")
 	}
-	// The lock is still held: whatever the pass destroyed, it destroyed
-	// before a booking could go on.
-	var key string
-	require.NoError(t, w.db.Pool.QueryRow(w.ctx, `SELECT object_key FROM archive_upload_intents WHERE destroyed_at IS NOT NULL AND object_key LIKE '%.ndjson'`).Scan(&key),
-		"the pass's own sweep destroyed its upload")
-	n, err := w.st.VersionCount(w.ctx, key)
+	// The lock is still held: the batch's objects are gone already.
+	rows, err := w.db.Pool.Query(w.ctx, `SELECT object_key FROM archive_upload_intents WHERE work = 'archive'`)
 	require.NoError(t, err)
-	require.Zero(t, n, "no version of %s is left", key)
-	require.False(t, waiting(), "the cancelled booking no longer waits")
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Len(t, keys, 2, "the batch's data and manifest were recorded, and no booking cleared them")
+	for _, key := range keys {
+		n, err := w.st.VersionCount(w.ctx, key)
+		require.NoError(t, err)
+		require.Zero(t, n, "no version of %s is left", key)
+	}
 }
 
 // plantedDoc is an archived line of rule_evaluations about case c that no

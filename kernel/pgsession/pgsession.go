@@ -13,11 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -62,35 +59,14 @@ func Pin(cfg *pgx.ConnConfig) {
 	}
 }
 
-// CancelGrace is how long a cancelled statement's connection waits for the
-// server to acknowledge the cancel request before it is closed: long
-// enough for a live server (a few milliseconds), short enough that a
-// frozen one adds little to the bound that cancelled it.
-const CancelGrace = time.Second
-
-// CancelOnServer makes a cancelled context stop the statement on the
-// server (a cancel request), and close the connection only when the
-// server has not answered within CancelGrace. pgx's default closes the
-// socket at once, and a backend waiting on a lock does not read its
-// socket: its transaction, and the row locks it took, would outlive the
-// cancel until the lock it waits for is granted (a pass cancelled while its
-// booking waited kept its upload intent locked past the pass's own orphan
-// sweep; ADR-069).
-func CancelOnServer(cfg *pgx.ConnConfig) {
-	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: CancelGrace}
-	}
-}
-
 // ParsePoolConfig parses a connection string into a pool configuration
-// whose connections are pinned and cancel on the server.
+// whose connections are pinned.
 func ParsePoolConfig(databaseURL string) (*pgxpool.Config, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, err
 	}
 	Pin(cfg.ConnConfig)
-	CancelOnServer(cfg.ConnConfig)
 	return cfg, nil
 }
 
@@ -102,7 +78,6 @@ func ParseConnConfig(databaseURL string) (*pgx.ConnConfig, error) {
 		return nil, err
 	}
 	Pin(cfg)
-	CancelOnServer(cfg)
 	return cfg, nil
 }
 
