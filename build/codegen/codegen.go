@@ -1,4 +1,4 @@
-// Package codegen regenerates what is generated (sqlc code, docs/configuration.md, docs/craigctl.md) and fails when the commit holds a stale copy.
+// Package codegen regenerates what is generated (sqlc code, docs/configuration.md, docs/craigctl.md, docs/tables.md) and fails when the commit holds a stale copy.
 package codegen
 
 import (
@@ -14,7 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Generate regenerates the sqlc query code (go tool sqlc generate), then the generated docs (docs/configuration.md, docs/craigctl.md).
+// Generate regenerates the sqlc query code (go tool sqlc generate), then the generated docs (docs/configuration.md, docs/craigctl.md, docs/tables.md).
 func Generate() error {
 	fmt.Println("==> go tool sqlc generate")
 	if err := sh.RunV(mg.GoCmd(), "tool", "sqlc", "generate"); err != nil {
@@ -31,9 +31,10 @@ func Generate() error {
 var generatedDocs = []struct{ program, doc string }{
 	{"./cmd/configdoc", "docs/configuration.md"},
 	{"./cmd/craigctldoc", "docs/craigctl.md"},
+	{"./cmd/tablesdoc", "docs/tables.md"},
 }
 
-// Docs regenerates docs/configuration.md (every key of every service: its environment variable, type, default and description) and docs/craigctl.md (every craigctl command and flag); generate runs it after sqlc.
+// Docs regenerates docs/configuration.md (every key of every service: its environment variable, type, default and description), docs/craigctl.md (every craigctl command and flag) and docs/tables.md (every swept and archived table); generate runs it after sqlc.
 func Docs() error {
 	for _, g := range generatedDocs {
 		fmt.Println("==> go run " + g.program + " " + g.doc)
@@ -47,7 +48,7 @@ func Docs() error {
 // Gen groups the code-generation checks.
 type Gen mg.Namespace
 
-// Verify fails when the committed sqlc code, a generated doc (docs/configuration.md, docs/craigctl.md) or any module's go.mod/go.sum is stale.
+// Verify fails when the committed sqlc code, a generated doc (docs/configuration.md, docs/craigctl.md, docs/tables.md) or any module's go.mod/go.sum is stale.
 func (Gen) Verify() error {
 	mg.Deps(Generate)
 	mods, err := workspace.Modules()
