@@ -10,8 +10,8 @@ import (
 )
 
 // testBatching: more rows than a batch take several archives; more is true
-// while the budget runs out with rows left (or a full last selection) and
-// false once a selection comes back short.
+// exactly when the budget runs out with rows left past the hot window: a
+// full last selection with nothing after it is not more (ADR-071).
 func testBatching(t *testing.T, s suite) {
 	tests := []struct {
 		name                string
@@ -25,7 +25,7 @@ func testBatching(t *testing.T, s suite) {
 		{name: "budget runs out with rows left", rows: 25, batch: 10, budget: 2,
 			firstArchived: 20, firstArchives: 2, firstMore: true, secondArchived: 5, wantPerArchive: []int{10, 10, 5}},
 		{name: "budget ends on a full last selection", rows: 20, batch: 10, budget: 2,
-			firstArchived: 20, firstArchives: 2, firstMore: true, secondArchived: 0, wantPerArchive: []int{10, 10}},
+			firstArchived: 20, firstArchives: 2, firstMore: false, secondArchived: 0, wantPerArchive: []int{10, 10}},
 		{name: "a spare batch proves the drain", rows: 20, batch: 10, budget: 3,
 			firstArchived: 20, firstArchives: 2, firstMore: false, secondArchived: 0, wantPerArchive: []int{10, 10}},
 		{name: "one short batch", rows: 5, batch: 10, budget: 1,
