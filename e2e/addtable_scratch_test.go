@@ -18,14 +18,16 @@ import (
 	"github.com/craig/retention/kernel/kerneltest"
 )
 
-// addTableTimeout bounds the whole proof: a copy, a generate and four test
-// runs (about two minutes here).
+// addTableTimeout bounds the whole proof: a copy, a generate and five test
+// runs (four to eight minutes here, with the machine loaded).
 const addTableTimeout = 15 * time.Minute
 
 // TestAddTablesToExistingServices is the proof that a table is
-// one registration: on a copy of this repository it adds a swept table to
-// exchange (exchange_webhook_attempts) and an archived table to rules
-// (rule_overrides) from the files under testdata/addtable ONLY (a
+// one registration: on a copy of this repository it adds swept tables to
+// exchange (exchange_webhook_attempts) and financial (payment_notifications,
+// whose age depends on its state: a stored generated column), and archived
+// tables to rules (rule_overrides) and security (access_reviews, its third,
+// about a case) from the files under testdata/addtable ONLY (a
 // migration, a query file, a Go file with the table's value and a test file
 // with its seed, per table: docs/adding-a-table.md's steps), runs
 // `go tool mage generate`, and then every suite that walks tables: each
@@ -58,11 +60,13 @@ func TestAddTablesToExistingServices(t *testing.T) {
 	require.NoError(t, err)
 	tables, err := os.ReadFile(filepath.Join(work, "docs", "tables.md"))
 	require.NoError(t, err)
-	for _, row := range []string{"| `exchange_webhook_attempts` | exchange |", "| `rule_overrides` | rules |"} {
+	for _, row := range []string{"| `exchange_webhook_attempts` | exchange |", "| `payment_notifications` | financial |", "| `rule_overrides` | rules |",
+		"| `access_reviews` | security |"} {
 		require.Contains(t, string(tables), row, "the new tables are listed")
 	}
 	for _, key := range []string{"CRAIG_EXCHANGE__EXCHANGE_WEBHOOK_ATTEMPTS_RETENTION_DAYS` | integer | 14 |",
-		"CRAIG_RULES__ARCHIVE__HOT_WINDOW__RULE_OVERRIDES_DAYS` | integer | 30 |", "CRAIG_RULES__ARCHIVE__RETENTION__RULE_OVERRIDES_DAYS` | integer | 2555 |"} {
+		"CRAIG_RULES__ARCHIVE__HOT_WINDOW__RULE_OVERRIDES_DAYS` | integer | 30 |", "CRAIG_RULES__ARCHIVE__RETENTION__RULE_OVERRIDES_DAYS` | integer | 2555 |",
+		"CRAIG_FINANCIAL__PAYMENT_NOTIFICATIONS_RETENTION_DAYS` | integer | 45 |", "CRAIG_SECURITY__ARCHIVE__HOT_WINDOW__ACCESS_REVIEWS_DAYS` | integer | 120 |"} {
 		require.Contains(t, string(doc), key, "the new tables' keys are documented")
 	}
 
@@ -71,8 +75,9 @@ func TestAddTablesToExistingServices(t *testing.T) {
 		args []string
 	}{
 		{"services/exchange", []string{"test", "-count=1", "./..."}},
+		{"services/financial", []string{"test", "-count=1", "./..."}},
 		{"services/rules", []string{"test", "-count=1", "./..."}},
-		{"services/security", []string{"test", "-count=1", "./fleet/"}},
+		{"services/security", []string{"test", "-count=1", "./..."}},
 		{".", []string{"test", "-count=1", "-run", "Watchdog|DryRun|EveryService|EveryPolicy|ArchiveRunCLI|Invariants", "./e2e/"}},
 	} {
 		start := time.Now()

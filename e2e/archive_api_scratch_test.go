@@ -115,9 +115,9 @@ func TestArchiveAPIOverServe(t *testing.T) {
 	var rep archive.PassReport
 	raw, _ := json.Marshal(body)
 	require.NoError(t, json.Unmarshal(raw, &rep))
-	require.Equal(t, int64(7), rep.Tables[0].Archived)
+	require.Equal(t, int64(7), rep.Table(rules.EvaluationsTable).Archived)
 	t.Cleanup(func() {
-		for _, a := range rep.Tables[0].Archives {
+		for _, a := range rep.Table(rules.EvaluationsTable).Archives {
 			_, _ = st.DeleteIfExists(context.Background(), a.DataKey)
 			_, _ = st.DeleteIfExists(context.Background(), a.ManifestKey)
 		}

@@ -48,8 +48,8 @@ func TestArchiveRulesEvaluations(t *testing.T) {
 	rep, err := env.engine(t, []archive.TableSpec{productionSpec(t)}, rules.Bookkeep, nil).RunPass(ctx, archive.DefaultManualBudget)
 	require.NoError(t, err)
 	require.NoError(t, rep.Err())
-	require.Equal(t, rules.EvaluationsTable, rep.Tables[0].Table)
-	ref := rep.Tables[0].Archives[0]
+	require.NotEmpty(t, rep.Table(rules.EvaluationsTable).Archives)
+	ref := rep.Table(rules.EvaluationsTable).Archives[0]
 	m, _, lines := readArchive(ctx, t, env.st, ref.DataKey, ref.ManifestKey)
 	require.Len(t, lines, len(aged))
 	require.Contains(t, lines[0].Text, `"big": 12345678901234567890.123456789`)

@@ -59,8 +59,8 @@ func BenchmarkArchivePass100k(b *testing.B) {
 		require.NoError(b, err)
 		require.NoError(b, rep.Err())
 		require.False(b, rep.More)
-		require.Equal(b, int64(benchRows), rep.Tables[0].Archived)
-		require.Len(b, rep.Tables[0].Archives, benchRows/1000)
+		require.Equal(b, int64(benchRows), rep.Table(rules.EvaluationsTable).Archived)
+		require.Len(b, rep.Table(rules.EvaluationsTable).Archives, benchRows/1000)
 		require.Zero(b, env.db.Count(b, `SELECT count(*) FROM rule_evaluations`))
 		b.StartTimer()
 	}

@@ -50,8 +50,8 @@ func TestSelectionStopsAtTheByteCap(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rep.Err())
 	require.False(t, rep.More)
-	require.Equal(t, int64(50), rep.Tables[0].Archived)
-	for _, ref := range rep.Tables[0].Archives {
+	require.Equal(t, int64(50), rep.Table(rules.EvaluationsTable).Archived)
+	for _, ref := range rep.Table(rules.EvaluationsTable).Archives {
 		_, data, _ := readArchive(ctx, t, e.st, ref.DataKey, ref.ManifestKey)
 		require.LessOrEqual(t, len(data), maxBytes)
 	}
@@ -79,17 +79,17 @@ func TestArchiveExtremeTimestamps(t *testing.T) {
 		rep, err := eng.RunPass(ctx, 10)
 		require.NoError(t, err)
 		require.NoError(t, rep.Err())
-		require.Equal(t, int64(4), rep.Tables[0].Archived, "batch %d: -infinity, BC and 100 days are archived", batch)
+		require.Equal(t, int64(4), rep.Table(rules.EvaluationsTable).Archived, "batch %d: -infinity, BC and 100 days are archived", batch)
 		require.Equal(t, int64(1), e.db.Count(t, `SELECT count(*) FROM rule_evaluations`), "+infinity is never older than the hot window")
-		lines := archivedLines(ctx, t, e.st, rep.Tables[0])
+		lines := archivedLines(ctx, t, e.st, rep.Table(rules.EvaluationsTable))
 		got := map[uuid.UUID]string{}
 		for _, l := range lines {
 			got[l.ID] = l.Text
 		}
 		require.Contains(t, got[ids[0]], `"evaluated_at": "-infinity"`, "the document keeps the exact value")
 		require.Contains(t, got[ids[2]], "BC")
-		m, _, _ := readArchive(ctx, t, e.st, rep.Tables[0].Archives[0].DataKey, rep.Tables[0].Archives[0].ManifestKey)
+		m, _, _ := readArchive(ctx, t, e.st, rep.Table(rules.EvaluationsTable).Archives[0].DataKey, rep.Table(rules.EvaluationsTable).Archives[0].ManifestKey)
 		require.Equal(t, time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), m.FirstRecordAt.UTC(), "ranged from year 1, the earliest a manifest can carry")
-		require.Equal(t, int64(len(rep.Tables[0].Archives)), e.db.Count(t, `SELECT count(*) FROM archive_ledger`))
+		require.Equal(t, int64(len(rep.Table(rules.EvaluationsTable).Archives)), e.db.Count(t, `SELECT count(*) FROM archive_ledger`))
 	}
 }
