@@ -11,6 +11,7 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lease"
 	"github.com/craig/retention/kernel/store"
 	"github.com/google/uuid"
@@ -33,13 +34,15 @@ import (
 // archive lease (no pass is between its puts and its booking), and is
 // logged and announced like a gc.
 //
-// destroyed names keys an act the database does not know yet destroyed (a
-// purge or an expungement the journal holds): what versions of them are
-// left are destroyed without putting anything back, so no purged or
-// expunged row comes back.
-func (r *Reader) PutBackCopies(ctx context.Context, actor string, destroyed map[string]bool) (GCReport, error) {
+// forgotten is what the acts the database does not know yet (a purge or
+// an expungement the journal holds) destroyed and wrote: what versions of
+// the keys they destroyed are left are destroyed without putting anything
+// back, so no purged or expunged row comes back; a successor they name
+// whose line reaches an archive the ledger books is left for its entry to
+// book again.
+func (r *Reader) PutBackCopies(ctx context.Context, actor string, forgotten journal.Forgotten) (GCReport, error) {
 	return r.leased(ctx, func(ctx context.Context) (GCReport, error) {
-		return r.destroyCopies(ctx, actor, copyRules{putBack: true, destroyed: destroyed})
+		return r.destroyCopies(ctx, actor, copyRules{putBack: true, forgotten: forgotten})
 	})
 }
 
@@ -68,12 +71,12 @@ func (r *Reader) DestroyCopiesLeased(ctx context.Context, actor string) (GCRepor
 // copyRules say which unknown objects a copies' destruction takes:
 // putBack, pass archives after their missing rows are put back (else only
 // those all of whose rows are hot); successors, unknown expungement
-// successors; destroyed, the keys an act the database does not know yet
-// destroyed.
+// successors; forgotten, what the acts the database does not know yet
+// destroyed and wrote.
 type copyRules struct {
 	putBack    bool
 	successors bool
-	destroyed  map[string]bool
+	forgotten  journal.Forgotten
 }
 
 func (r *Reader) leased(ctx context.Context, f func(context.Context) (GCReport, error)) (GCReport, error) {
@@ -106,8 +109,8 @@ func (r *Reader) destroyCopies(ctx context.Context, actor string, rules copyRule
 		}
 		rep.Orphans = append(rep.Orphans, o.Key)
 		switch {
-		case rules.destroyed[o.Key]: // its act destroyed it: what is left goes, nothing comes back
-		case isSuccessorKey(data) && r.successorOfKnown(ctx, data):
+		case rules.forgotten.Destroyed[o.Key]: // its act destroyed it: what is left goes, nothing comes back
+		case isSuccessorKey(data) && r.successorOfKnown(ctx, data, rules.forgotten):
 			if !rules.successors {
 				continue // the journal may book it again
 			}
@@ -125,7 +128,7 @@ func (r *Reader) destroyCopies(ctx context.Context, actor string, rules copyRule
 			}
 		}
 		for _, key := range []string{o.Key, data + ".manifest.json"} {
-			if key != o.Key && !unknown[key] && !rules.destroyed[key] {
+			if key != o.Key && !unknown[key] && !rules.forgotten.Destroyed[key] {
 				continue
 			}
 			_, err := r.store.DestroyAllVersions(ctx, key)
@@ -148,9 +151,10 @@ func (r *Reader) destroyCopies(ctx context.Context, actor string, rules copyRule
 // suffix) is an expungement successor of an archive the ledger knows: its
 // manifest names the archive it supersedes and the order, the object's id
 // is the one the order derives from them, and the ledger books that
-// archive (its rows are there, or were destroyed since). An object named
+// archive (its rows are there, or were destroyed since) or, through the
+// successors forgotten acts wrote, one it descends from. An object named
 // like a successor without such a manifest is judged like any other.
-func (r *Reader) successorOfKnown(ctx context.Context, stem string) bool {
+func (r *Reader) successorOfKnown(ctx context.Context, stem string, forgotten journal.Forgotten) bool {
 	b, err := r.store.GetFirstVersion(ctx, stem+".manifest.json")
 	if err != nil {
 		return false
@@ -166,7 +170,9 @@ func (r *Reader) successorOfKnown(ctx context.Context, stem string) bool {
 		!strings.HasSuffix(stem, "/"+m.ArchiveID.String()) {
 		return false
 	}
-	known, err := queries.New(r.pool).LedgerHas(ctx, pgtype.UUID{Bytes: m.Supersedes.ArchiveID, Valid: true})
+	_, known, err := forgotten.Ancestor(m.Supersedes.ArchiveID, func(id uuid.UUID) (bool, error) {
+		return queries.New(r.pool).LedgerHas(ctx, pgtype.UUID{Bytes: id, Valid: true})
+	})
 	return err == nil && known
 }
 

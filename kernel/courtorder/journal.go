@@ -87,7 +87,12 @@ func (o *Orders) journalExpunge(ctx context.Context, tx pgx.Tx, ord *order, line
 // restored ledger lacks is booked again from its objects, each superseded
 // archive stamped again and its objects destroyed again, the subject's hot
 // rows deleted again and its keyed hash replaced by the commitment again.
-func (o *Orders) Reapply(ctx context.Context, e journal.Entry) error {
+// forgotten is what the entries the database lacks destroyed and wrote: a
+// successor one of them destroyed since is not booked (its holds are
+// carried to its id, so its own successor inherits them), and a successor
+// booked again takes its retention from the archive its line descends
+// from that the ledger books.
+func (o *Orders) Reapply(ctx context.Context, e journal.Entry, forgotten journal.Forgotten) error {
 	switch e.Act {
 	case journal.ActSeal, journal.ActUnseal:
 		var s sealEntry
@@ -116,13 +121,13 @@ func (o *Orders) Reapply(ctx context.Context, e journal.Entry) error {
 		if err := json.Unmarshal(e.Detail, &x); err != nil {
 			return fmt.Errorf("journal entry %d: %w", e.Seq, err)
 		}
-		return o.reapplyExpunge(ctx, e, x)
+		return o.reapplyExpunge(ctx, e, x, forgotten)
 	}
 	return fmt.Errorf("journal entry %d: %s is not a court order", e.Seq, e.Act)
 }
 
 // reapplyExpunge carries out a journaled expungement again.
-func (o *Orders) reapplyExpunge(ctx context.Context, e journal.Entry, x expungeEntry) error {
+func (o *Orders) reapplyExpunge(ctx context.Context, e journal.Entry, x expungeEntry, forgotten journal.Forgotten) error {
 	if !o.cfg.Key.Valid() || o.store == nil {
 		return fmt.Errorf("journal entry %d: an expungement is re-applied with the subject key and the store", e.Seq)
 	}
@@ -138,9 +143,14 @@ func (o *Orders) reapplyExpunge(ctx context.Context, e journal.Entry, x expungeE
 	if err != nil {
 		return fmt.Errorf("journal entry %d: %w", e.Seq, err)
 	}
+	var destroyedSince []expungedArchive
 	for _, a := range x.Archives {
-		if err := o.rebookSuccessor(ctx, a); err != nil {
+		gone, err := o.rebookSuccessor(ctx, a, forgotten)
+		if err != nil {
 			return fmt.Errorf("journal entry %d: %w", e.Seq, err)
+		}
+		if gone {
+			destroyedSince = append(destroyedSince, a)
 		}
 		if err := o.destroy(ctx, a.ManifestKey, a.DataKey); err != nil {
 			return fmt.Errorf("journal entry %d: %w", e.Seq, err)
@@ -160,6 +170,11 @@ func (o *Orders) reapplyExpunge(ctx context.Context, e journal.Entry, x expungeE
 			if _, err := q.ReapplySuperseded(ctx, queries.ReapplySupersededParams{PurgedAt: at, PurgedBy: &e.Actor, ExpungeID: pgUUID(x.ExpungeID),
 				SupersededBy: pgUUIDPtr(a.SuccessorID), ArchiveID: pgUUID(a.ArchiveID)}); err != nil {
 				return fmt.Errorf("stamp %s superseded: %w", a.ArchiveID, err)
+			}
+		}
+		for _, a := range destroyedSince {
+			if _, err := q.AddHoldArchive(ctx, queries.AddHoldArchiveParams{Successor: pgUUID(*a.SuccessorID), Predecessor: pgUUID(a.ArchiveID)}); err != nil {
+				return fmt.Errorf("carry holds to %s: %w", *a.SuccessorID, err)
 			}
 		}
 		for _, spec := range o.subjectSpecs() {
@@ -183,38 +198,43 @@ func (o *Orders) reapplyExpunge(ctx context.Context, e journal.Entry, x expungeE
 // restored ledger lacks it: its manifest and data read from the store
 // (the data checked against the manifest's sha256), booked like the
 // rewrite booked it. Without it the successor's rows (other subjects')
-// would be an orphan no ledger row names.
-func (o *Orders) rebookSuccessor(ctx context.Context, a expungedArchive) error {
+// would be an orphan no ledger row names. It reports gone when a later
+// forgotten act destroyed the successor (it is not booked).
+func (o *Orders) rebookSuccessor(ctx context.Context, a expungedArchive, forgotten journal.Forgotten) (gone bool, err error) {
 	if a.SuccessorID == nil || a.SuccessorManifestKey == nil {
-		return nil
+		return false, nil
 	}
 	q := queries.New(o.pool)
 	has, err := q.LedgerHas(ctx, pgUUID(*a.SuccessorID))
 	if err != nil || has {
-		return err
+		return false, err
 	}
+	known := func(id uuid.UUID) (bool, error) { return q.LedgerHas(ctx, pgUUID(id)) }
 	f, err := o.store.GetMatching(ctx, *a.SuccessorManifestKey, func(b []byte) bool {
 		var m RewrittenManifest
 		return json.Unmarshal(b, &m) == nil && m.ArchiveID == *a.SuccessorID
 	})
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNoMatchingVersion) {
+		if forgotten.Destroyed[*a.SuccessorManifestKey] {
+			return true, nil // a later act the restore forgot destroyed it (it rewrote or purged it)
+		}
 		// Gone: destroyed as a copy of rows hot again (an archive booked
-		// after the backup), which only an archive the restored ledger does
-		// not know can be.
-		if known, kerr := q.LedgerHas(ctx, pgUUID(a.ArchiveID)); kerr != nil || !known {
-			return kerr
+		// after the backup), which only an archive whose line the restored
+		// ledger does not know can be.
+		if _, ok, kerr := forgotten.Ancestor(a.ArchiveID, known); kerr != nil || !ok {
+			return false, kerr
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("successor %s: its manifest: %w", *a.SuccessorID, err)
+		return false, fmt.Errorf("successor %s: its manifest: %w", *a.SuccessorID, err)
 	}
 	var m RewrittenManifest
 	if err := json.Unmarshal(f.Data, &m); err != nil {
-		return fmt.Errorf("successor %s: its manifest: %w", *a.SuccessorID, err)
+		return false, fmt.Errorf("successor %s: its manifest: %w", *a.SuccessorID, err)
 	}
 	d, err := o.store.GetMatching(ctx, m.DataKey, store.SHA256Matches(m.DataSHA256))
 	if err != nil {
-		return fmt.Errorf("successor %s: its data: %w", *a.SuccessorID, err)
+		return false, fmt.Errorf("successor %s: its data: %w", *a.SuccessorID, err)
 	}
 	var k kept
 	sc := bufio.NewScanner(bytes.NewReader(d.Data))
@@ -223,12 +243,16 @@ func (o *Orders) rebookSuccessor(ctx context.Context, a expungedArchive) error {
 		k.docs = append(k.docs, sc.Text())
 	}
 	if _, ok := o.spec(m.Table); !ok {
-		return errors.New("successor " + a.SuccessorID.String() + ": table " + m.Table + " is not archived by this service")
+		return false, errors.New("successor " + a.SuccessorID.String() + ": table " + m.Table + " is not archived by this service")
 	}
-	return pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
+	root, _, err := forgotten.Ancestor(a.ArchiveID, known)
+	if err != nil {
+		return false, err
+	}
+	return false, pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		if err := queries.New(tx).LockHoldsShared(ctx, lease.HoldsKey); err != nil {
 			return err
 		}
-		return o.bookSuccessor(ctx, tx, a.ArchiveID, &m, k)
+		return o.bookSuccessor(ctx, tx, lineage{of: a.ArchiveID, retention: root}, &m, k)
 	})
 }

@@ -266,7 +266,7 @@ func (o *Orders) book(ctx context.Context, ord *order, old queries.ExpungeArchiv
 			if err := intent.Clear(ctx, tx, m.DataKey, m.ManifestKey); err != nil {
 				return err
 			}
-			if err := o.bookSuccessor(ctx, tx, oldID, m, k); err != nil {
+			if err := o.bookSuccessor(ctx, tx, lineage{of: oldID, retention: oldID}, m, k); err != nil {
 				return err
 			}
 			next = &m.ArchiveID
@@ -289,16 +289,24 @@ func (o *Orders) book(ctx context.Context, ord *order, old queries.ExpungeArchiv
 	})
 }
 
+// lineage is what a successor supersedes, and the booked archive whose
+// retention date it keeps: the one it supersedes, or, booked again after a
+// restore with that one destroyed since, the one its line descends from.
+type lineage struct {
+	of, retention uuid.UUID
+}
+
 // bookSuccessor books the rewritten archive in tx: the ledger row (with
-// the old one's retention date), its subject index, the id holds carried
+// the retention date of its line), its subject index, the id holds carried
 // over, and, when a hold covers it under Object Lock, its objects locked.
-func (o *Orders) bookSuccessor(ctx context.Context, tx pgx.Tx, oldID uuid.UUID, m *RewrittenManifest, k kept) error {
+func (o *Orders) bookSuccessor(ctx context.Context, tx pgx.Tx, l lineage, m *RewrittenManifest, k kept) error {
+	oldID := l.of
 	q := queries.New(tx)
 	if err := o.cfg.Bookkeep(ctx, tx, m.Manifest, m.ArchivedBy); err != nil {
 		return fmt.Errorf("book %s: %w", m.ArchiveID, err)
 	}
-	if err := q.MarkSuccessor(ctx, queries.MarkSuccessorParams{Supersedes: pgUUID(oldID), ArchiveID: pgUUID(m.ArchiveID)}); err != nil {
-		return fmt.Errorf("lineage of %s: %w", m.ArchiveID, err)
+	if n, err := q.MarkSuccessor(ctx, queries.MarkSuccessorParams{Supersedes: pgUUID(oldID), RetentionOf: pgUUID(l.retention), ArchiveID: pgUUID(m.ArchiveID)}); err != nil || n != 1 {
+		return fmt.Errorf("lineage of %s (%d rows): %w", m.ArchiveID, n, err)
 	}
 	spec, _ := o.spec(m.Table)
 	hashes, err := archive.Hashes(ctx, tx, o.cfg.Key, spec.Table, archive.DocSubjectsSQL(spec), k.docs)

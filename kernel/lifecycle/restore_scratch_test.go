@@ -65,7 +65,7 @@ func (s journaled) reconcile(t *testing.T, ctx context.Context) []journal.Act {
 		require.NoError(t, err)
 		switch e.Act {
 		case journal.ActSeal, journal.ActUnseal, journal.ActExpunge:
-			err = s.orders.Reapply(ctx, e)
+			err = s.orders.Reapply(ctx, e, journal.Forgotten{})
 		default:
 			err = s.mgr.Reapply(ctx, e)
 		}
@@ -415,4 +415,79 @@ func TestPurgedRowsHotAtTheBackupStayGone(t *testing.T) {
 	require.Equal(t, int64(3), count(t, w.ctx, restored.Pool, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'note' = 'purge-me'`), "the backup holds them hot")
 	w.journaled(t, restored.Pool).reconcileAll(t, w.ctx)
 	require.Zero(t, count(t, w.ctx, restored.Pool, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'note' = 'purge-me'`), "no purged row is hot again")
+}
+
+// TestTwoExpungementsAfterTheBackupReconcile: archives hold cases 17, 18
+// and 19; one of them is held by id, with a retention date of its own.
+// After the backup case 17 is expunged (archives rewritten into
+// successors), then case 18 (those successors rewritten again, or
+// destroyed with nothing left). Restored, the first expungement's
+// successors are gone from the store: the second destroyed them. Reconcile
+// re-applies both (it stopped at the first: its successor's manifest was
+// not found), and the ledger's live archives are the live database's:
+// the same ids, lineage, retention dates and holds, the hold naming the
+// last successor by id; neither case is in any row or object.
+func TestTwoExpungementsAfterTheBackupReconcile(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	for n, c := range []int{17, 18, 19, 17, 18, 19} {
+		note := "b"
+		if c == 17 {
+			note = canary
+		}
+		w.db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+			VALUES (now() - interval '300 days' + make_interval(mins => $1), 'r', jsonb_build_object('case_id', $2::int, 'n', 700 + $1, 'note', $3::text), '{}')`, n, c, note)
+	}
+	rep, err := w.eng.RunPass(w.ctx, 10)
+	require.NoError(t, err)
+	require.NoError(t, rep.Err())
+	require.Len(t, rep.Tables[0].Archives, 2)
+	mixed := rep.Tables[0].Archives[0].ArchiveID
+	w.db.Exec(t, `UPDATE archive_ledger SET retention_until = DATE '2031-03-05' WHERE archive_id = $1`, mixed)
+	live := w.journaled(t, w.db.Pool)
+	hold, err := live.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "mixed", Reason: "audit", ArchiveIDs: []uuid.UUID{mixed}}, "ops:carol")
+	require.NoError(t, err)
+	backup := kerneltest.Backup(t, w.db)
+	for _, c := range []string{"case:17", "case:18"} {
+		req, err := live.orders.RequestExpunge(w.ctx, mustSubject(t, c), "JV", "order", []uuid.UUID{hold.ID}, "ops:alice")
+		require.NoError(t, err)
+		_, err = live.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
+		require.NoError(t, err, c)
+	}
+	type liveArchive struct {
+		ID         uuid.UUID
+		Supersedes *uuid.UUID
+		Retention  *string
+		LegalHold  bool
+	}
+	ledger := func(pool *pgxpool.Pool) []liveArchive {
+		rows, err := pool.Query(w.ctx, `SELECT archive_id, supersedes, retention_until::text, legal_hold FROM archive_ledger WHERE purged_at IS NULL ORDER BY archive_id`)
+		require.NoError(t, err)
+		out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[liveArchive])
+		require.NoError(t, err)
+		return out
+	}
+	heldIDs := func(pool *pgxpool.Pool) []uuid.UUID {
+		var ids []uuid.UUID
+		require.NoError(t, pool.QueryRow(w.ctx, `SELECT archive_ids FROM archive_holds WHERE id = $1`, hold.ID).Scan(&ids))
+		return ids
+	}
+	want, wantHeld := ledger(w.db.Pool), heldIDs(w.db.Pool)
+	require.Len(t, wantHeld, 3, "the held archive, its successor and the successor's")
+
+	restored := kerneltest.Restore(t, backup)
+	back := w.journaled(t, restored.Pool)
+	rec := back.reconcileAll(t, w.ctx)
+	require.Len(t, rec.Reapplied, 2)
+	require.Equal(t, want, ledger(restored.Pool), "the live archives, their lineage, retention dates and holds")
+	require.Equal(t, wantHeld, heldIDs(restored.Pool), "the hold names the successors")
+	canaryInNoRow(t, w.ctx, restored.Pool)
+	w.canaryNowhere(t)
+	require.Zero(t, count(t, w.ctx, restored.Pool, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'case_id' = '18'`), "case 18 is expunged too")
+	reader := archiveread.New(restored.Pool, w.st, w.s3.Service, []archive.TableSpec{subjectSpec()}).WithSubjectKey(w.key)
+	vr, err := reader.Verify(w.ctx, true, 0)
+	require.NoError(t, err)
+	require.Zero(t, vr.Failed, "%+v", vr.Failures)
+	require.Zero(t, vr.OrphanCount, "%v", vr.Orphans)
+	require.Empty(t, back.reconcileAll(t, w.ctx).Reapplied, "a second reconcile re-applies nothing")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/craig/retention/kernel/courtorder"
 	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lifecycle"
+	"github.com/google/uuid"
 )
 
 // Report is what a reconcile did.
@@ -49,41 +50,46 @@ type Reconciler struct {
 }
 
 // destroyedDetail is what a purge's or an expungement's entry says it
-// destroyed (lifecycle's purge entry, courtorder's expunge entry).
+// destroyed and wrote (lifecycle's purge entry, courtorder's expunge entry).
 type destroyedDetail struct {
 	DataKey     string `json:"data_key"`
 	ManifestKey string `json:"manifest_key"`
 	Archives    []struct {
-		DataKey     string `json:"data_key"`
-		ManifestKey string `json:"manifest_key"`
+		ArchiveID   uuid.UUID  `json:"archive_id"`
+		DataKey     string     `json:"data_key"`
+		ManifestKey string     `json:"manifest_key"`
+		SuccessorID *uuid.UUID `json:"successor_id"`
 	} `json:"archives"`
 }
 
-// destroyedKeys are the object keys the missing entries' acts destroyed.
-func (r Reconciler) destroyedKeys(ctx context.Context, missing []int64) (map[string]bool, error) {
-	keys := map[string]bool{}
+// forgotten is what the missing entries' acts destroyed and wrote.
+func (r Reconciler) forgotten(ctx context.Context, missing []int64) (journal.Forgotten, error) {
+	f := journal.Forgotten{Destroyed: map[string]bool{}, Predecessors: map[uuid.UUID]uuid.UUID{}}
 	for _, seq := range missing {
 		e, err := r.Journal.Read(ctx, seq)
 		if err != nil {
-			return nil, err
+			return f, err
 		}
 		if e.Act != journal.ActPurge && e.Act != journal.ActExpunge {
 			continue
 		}
 		var d destroyedDetail
 		if err := json.Unmarshal(e.Detail, &d); err != nil {
-			return nil, fmt.Errorf("journal entry %d (%s): %w", seq, e.Act, err)
+			return f, fmt.Errorf("journal entry %d (%s): %w", seq, e.Act, err)
 		}
 		for _, k := range []string{d.DataKey, d.ManifestKey} {
 			if k != "" {
-				keys[k] = true
+				f.Destroyed[k] = true
 			}
 		}
 		for _, a := range d.Archives {
-			keys[a.DataKey], keys[a.ManifestKey] = true, true
+			f.Destroyed[a.DataKey], f.Destroyed[a.ManifestKey] = true, true
+			if a.SuccessorID != nil {
+				f.Predecessors[*a.SuccessorID] = a.ArchiveID
+			}
 		}
 	}
-	return keys, nil
+	return f, nil
 }
 
 // Run re-applies the store's entries the database lacks, in order, each in
@@ -91,12 +97,15 @@ func (r Reconciler) destroyedKeys(ctx context.Context, missing []int64) (map[str
 // nothing. It refuses, re-applying nothing, when an entry is in neither
 // journal (a gap). Before the first entry (also with none missing: an
 // expungement refused to go on while one holds rows in no other place),
-// every unknown pass archive has
-// the rows its hot table lacks put back (rows written after the backup)
-// and goes (an archive booked after the backup, an upload whose intent
-// the restore forgot), so no copy of a case an expungement below removes
-// again is left, except the objects the missing entries destroyed (a purge,
-// an expungement), whose versions left go with nothing put back; after the last, every unknown expungement successor goes (an
+// every unknown pass archive has the rows its hot table lacks put back
+// (rows written after the backup) and goes (an archive booked after the
+// backup, an upload whose intent the restore forgot), so no copy of a case
+// an expungement below removes again is left, except the objects the
+// missing entries destroyed (a purge, an expungement), whose versions left
+// go with nothing put back. A successor a missing entry names is left for
+// its entry to book again (one a later missing entry destroyed is not
+// booked: its own successor descends from the archive it superseded).
+// After the last entry, every unknown expungement successor goes (an
 // order's try the journal does not know). Then the database's entries the
 // store lacks are published.
 func (r Reconciler) Run(ctx context.Context) (Report, error) {
@@ -109,12 +118,12 @@ func (r Reconciler) Run(ctx context.Context) (Report, error) {
 		return rep, fmt.Errorf("journal entries %v are in neither the store nor the database: an act's record was destroyed, and nothing can re-apply it; "+
 			"compare the lifecycle log and the certificates with the store before deciding (ADR-070); nothing was re-applied", rep.Before.Gaps)
 	}
+	forgotten, err := r.forgotten(ctx, rep.Before.Missing)
+	if err != nil {
+		return rep, err
+	}
 	if r.Reader != nil {
-		destroyed, err := r.destroyedKeys(ctx, rep.Before.Missing)
-		if err != nil {
-			return rep, err
-		}
-		if rep.Copies, err = r.Reader.PutBackCopies(ctx, r.Actor, destroyed); err != nil {
+		if rep.Copies, err = r.Reader.PutBackCopies(ctx, r.Actor, forgotten); err != nil {
 			return rep, fmt.Errorf("destroy copies of hot rows: %w", err)
 		}
 	}
@@ -125,7 +134,7 @@ func (r Reconciler) Run(ctx context.Context) (Report, error) {
 		}
 		switch e.Act {
 		case journal.ActSeal, journal.ActUnseal, journal.ActExpunge:
-			err = r.Orders.Reapply(ctx, e)
+			err = r.Orders.Reapply(ctx, e, forgotten)
 		default:
 			err = r.Lifecycle.Reapply(ctx, e)
 		}

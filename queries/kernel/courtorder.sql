@@ -97,12 +97,16 @@ SET purged_at = now(), purged_by = sqlc.arg(purged_by), expunge_id = sqlc.arg(ex
 WHERE archive_id = sqlc.arg(archive_id) AND purged_at IS NULL;
 
 -- MarkSuccessor records what a rewritten archive supersedes and gives it
--- its predecessor's retention date.
--- name: MarkSuccessor :exec
+-- the retention date of retention_of: its predecessor, or, booked again
+-- after a restore with the predecessor destroyed since, the archive its
+-- line descends from (a line the ledger does not know keeps its own).
+-- name: MarkSuccessor :execrows
 UPDATE archive_ledger AS n
-SET supersedes = sqlc.arg(supersedes), retention_until = o.retention_until
-FROM archive_ledger AS o
-WHERE n.archive_id = sqlc.arg(archive_id) AND o.archive_id = sqlc.arg(supersedes);
+SET supersedes = sqlc.arg(supersedes),
+    retention_until = CASE WHEN EXISTS (SELECT 1 FROM archive_ledger AS o WHERE o.archive_id = sqlc.arg(retention_of))
+        THEN (SELECT o.retention_until FROM archive_ledger AS o WHERE o.archive_id = sqlc.arg(retention_of))
+        ELSE n.retention_until END
+WHERE n.archive_id = sqlc.arg(archive_id);
 
 -- AddHoldArchive makes a hold that names an archive by id name its
 -- successor too.

@@ -456,23 +456,31 @@ func (q *Queries) LockLedgerRow(ctx context.Context, archiveID pgtype.UUID) (Loc
 	return i, err
 }
 
-const markSuccessor = `-- name: MarkSuccessor :exec
+const markSuccessor = `-- name: MarkSuccessor :execrows
 UPDATE archive_ledger AS n
-SET supersedes = $1, retention_until = o.retention_until
-FROM archive_ledger AS o
-WHERE n.archive_id = $2 AND o.archive_id = $1
+SET supersedes = $1,
+    retention_until = CASE WHEN EXISTS (SELECT 1 FROM archive_ledger AS o WHERE o.archive_id = $2)
+        THEN (SELECT o.retention_until FROM archive_ledger AS o WHERE o.archive_id = $2)
+        ELSE n.retention_until END
+WHERE n.archive_id = $3
 `
 
 type MarkSuccessorParams struct {
-	Supersedes pgtype.UUID
-	ArchiveID  pgtype.UUID
+	Supersedes  pgtype.UUID
+	RetentionOf pgtype.UUID
+	ArchiveID   pgtype.UUID
 }
 
 // MarkSuccessor records what a rewritten archive supersedes and gives it
-// its predecessor's retention date.
-func (q *Queries) MarkSuccessor(ctx context.Context, arg MarkSuccessorParams) error {
-	_, err := q.db.Exec(ctx, markSuccessor, arg.Supersedes, arg.ArchiveID)
-	return err
+// the retention date of retention_of: its predecessor, or, booked again
+// after a restore with the predecessor destroyed since, the archive its
+// line descends from (a line the ledger does not know keeps its own).
+func (q *Queries) MarkSuccessor(ctx context.Context, arg MarkSuccessorParams) (int64, error) {
+	result, err := q.db.Exec(ctx, markSuccessor, arg.Supersedes, arg.RetentionOf, arg.ArchiveID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const pendingExpungement = `-- name: PendingExpungement :one
