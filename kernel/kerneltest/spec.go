@@ -124,6 +124,12 @@ func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
 				rows.requireKept(t, db, q)
 			})
 		}
+		t.Run(p.Table+"/Generated", func(t *testing.T) {
+			t.Parallel()
+			q := p
+			q.BatchSize = 7 // several batches over the generated rows
+			CheckGenerated(t, tables.DB(t), q)
+		})
 	}
 }
 
