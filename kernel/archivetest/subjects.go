@@ -116,7 +116,7 @@ func checkSubjectIndexUsed(t *testing.T, e *env, v string) {
 // index's condition when the hot rows of subject v are looked up by that
 // expression alone (sequential scans off): the plan must name an index
 // whose key it is. An index on another column that the planner scans with
-// the subject as a filter does not count (ADR-071). Each is returned with
+// the subject as a filter does not count (ADR-072). Each is returned with
 // the plan that shows it.
 func UnindexedSubjects(ctx context.Context, pool *pgxpool.Pool, spec archive.TableSpec, v string) ([]string, error) {
 	var missing []string

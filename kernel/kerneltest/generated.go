@@ -33,7 +33,7 @@ type column struct {
 }
 
 // CheckGenerated is the conformance suite's own rows for a swept table
-// (ADR-071): from the registration alone (its age column, Eligible, Keep,
+// (ADR-072): from the registration alone (its age column, Eligible, Keep,
 // the window) and the catalog, it writes a row for every combination of
 // the values of each column the rules read (a generated column's inputs
 // in its place): for a timestamp, a second each side of the window's edge,

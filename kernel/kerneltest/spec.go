@@ -74,7 +74,10 @@ func (tables Tables) Harness() archivetest.HarnessMaker {
 // bounds, that the dry run, the sweep and the capped sweep delete exactly
 // the old deletable rows and that every keep row survives all of them
 // (CheckPolicy and requireKept). A policy without Keep fails: the rule that
-// protects rows is what the suite proves.
+// protects rows is what the suite proves. Then CheckGenerated writes rows
+// of its own from the registration and the catalog, every column the rules
+// read varied independently, and checks each row's fate after the real
+// delete: the seed is the team's extra case, not the proof (ADR-072).
 //
 // For every archived table the seed is the archivetest.Table.Seed statement
 // (ids, ages and padding as arrays), and CheckSpec runs the whole
