@@ -19,8 +19,21 @@ import (
 )
 
 // addTableTimeout bounds the whole proof: a copy, a generate and five test
-// runs (four to eight minutes here, with the machine loaded).
-const addTableTimeout = 15 * time.Minute
+// runs (four to eight minutes here, with the machine loaded); with
+// CRAIG_ADDTABLE_WORK=1 (go tool mage test:addTable), go test work at the
+// copy's root: every module's whole suite, about half an hour here.
+const (
+	addTableTimeout     = 15 * time.Minute
+	addTableWorkTimeout = 80 * time.Minute
+)
+
+// The proof's environment: addTableWorkEnv=1 runs go test work in the
+// copy; addTableNestedEnv is set for it, so the copy's own proof does not
+// copy the copy.
+const (
+	addTableWorkEnv   = "CRAIG_ADDTABLE_WORK"
+	addTableNestedEnv = "CRAIG_ADDTABLE_NESTED"
+)
 
 // TestAddTablesToExistingServices is the proof that a table is
 // one registration: on a copy of this repository it adds swept tables to
@@ -32,12 +45,20 @@ const addTableTimeout = 15 * time.Minute
 // with its seed, per table: docs/adding-a-table.md's steps), runs
 // `go tool mage generate`, and then every suite that walks tables: each
 // module's `go test ./...`, security's fleet vocabulary and the e2e tests
-// that list tables. Nothing else is edited: the only files that change are
-// the generated ones.
+// that list tables (with CRAIG_ADDTABLE_WORK=1: go test work at the copy's
+// root, every module's whole suite). Nothing else is edited: the only
+// files that change are the generated ones.
 func TestAddTablesToExistingServices(t *testing.T) {
 	t.Parallel()
+	if os.Getenv(addTableNestedEnv) != "" {
+		t.Skip("this is the copy the proof runs go test work in: it does not copy itself")
+	}
 	kerneltest.NeedsServer(t, "PostgreSQL, RabbitMQ and the S3 store")
+	whole := os.Getenv(addTableWorkEnv) == "1"
 	ctx, cancel := context.WithTimeout(context.Background(), addTableTimeout)
+	if whole {
+		ctx, cancel = context.WithTimeout(context.Background(), addTableWorkTimeout)
+	}
 	defer cancel()
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
@@ -47,6 +68,7 @@ func TestAddTablesToExistingServices(t *testing.T) {
 
 	overlay := filepath.Join(root, "e2e", "testdata", "addtable")
 	added := copyTree(t, overlay, work)
+	logDiffStat(t, work, added)
 	run(ctx, t, work, "go", "tool", "mage", "generate")
 
 	changed, created := diffSums(before, fileSums(t, work))
@@ -70,21 +92,49 @@ func TestAddTablesToExistingServices(t *testing.T) {
 		require.Contains(t, string(doc), key, "the new tables' keys are documented")
 	}
 
-	for _, step := range []struct {
+	type step struct {
 		dir  string
 		args []string
-	}{
-		{"services/exchange", []string{"test", "-count=1", "./..."}},
-		{"services/financial", []string{"test", "-count=1", "./..."}},
-		{"services/rules", []string{"test", "-count=1", "./..."}},
-		{"services/security", []string{"test", "-count=1", "./..."}},
-		{".", []string{"test", "-count=1", "-run", "Watchdog|DryRun|EveryService|EveryPolicy|ArchiveRunCLI|Invariants", "./e2e/"}},
-	} {
+		env  []string
+	}
+	steps := []step{
+		{"services/exchange", []string{"test", "-count=1", "./..."}, nil},
+		{"services/financial", []string{"test", "-count=1", "./..."}, nil},
+		{"services/rules", []string{"test", "-count=1", "./..."}, nil},
+		{"services/security", []string{"test", "-count=1", "./..."}, nil},
+		{".", []string{"test", "-count=1", "-run", "Watchdog|DryRun|EveryService|EveryPolicy|ArchiveRunCLI|Invariants", "./e2e/"}, nil},
+	}
+	if whole { // its templates apart from this run's
+		steps = []step{{".", []string{"test", "-count=1", "-timeout", "70m", "work"}, []string{addTableNestedEnv + "=1", "CRAIG_TEST_DB_PREFIX=craig_addt"}}}
+	}
+	for _, step := range steps {
 		start := time.Now()
-		out := run(ctx, t, filepath.Join(work, step.dir), "go", step.args...)
+		out := runEnv(ctx, t, filepath.Join(work, step.dir), step.env, "go", step.args...)
 		require.NotContains(t, out, "no tests to run", step.dir)
 		t.Logf("go %s in %s: %v", strings.Join(step.args, " "), step.dir, time.Since(start).Round(time.Second))
 	}
+}
+
+// logDiffStat logs what the proof adds, as git diff --stat would, and the
+// lines that are neither blank nor a comment.
+func logDiffStat(t *testing.T, work string, added []string) {
+	t.Helper()
+	total, code := 0, 0
+	for _, rel := range added {
+		b, err := os.ReadFile(filepath.Join(work, rel))
+		require.NoError(t, err)
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		n := 0
+		for _, l := range lines {
+			l = strings.TrimSpace(l)
+			if l != "" && !strings.HasPrefix(l, "//") && !strings.HasPrefix(l, "--") {
+				n++
+			}
+		}
+		total, code = total+len(lines), code+n
+		t.Logf(" %s | %d +", rel, len(lines))
+	}
+	t.Logf(" %d files changed, %d insertions(+) (%d neither blank nor a comment)", len(added), total, code)
 }
 
 // generated: files `go tool mage generate` writes.
@@ -181,11 +231,17 @@ func diffSums(before, after map[string][32]byte) (changed, created []string) {
 // fails; it returns the output.
 func run(ctx context.Context, t *testing.T, dir, name string, args ...string) string {
 	t.Helper()
+	return runEnv(ctx, t, dir, nil, name, args...)
+}
+
+// runEnv is run with env added to the environment.
+func runEnv(ctx context.Context, t *testing.T, dir string, env []string, name string, args ...string) string {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	// The copy is its own workspace; the environment's GOWORK would point
 	// the go command at this checkout's.
-	cmd.Env = append(os.Environ(), "GOWORK=", "GOFLAGS=-buildvcs=false")
+	cmd.Env = append(append(os.Environ(), "GOWORK=", "GOFLAGS=-buildvcs=false"), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Run(), "%s %s in %s:\n%s", name, strings.Join(args, " "), dir, out.String())

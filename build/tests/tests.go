@@ -54,6 +54,22 @@ func (Test) Conformance(ctx context.Context) error {
 	return errors.Join(runTests(ctx, nil, false, "-run", "^TestConformance"), dropTemplates(ctx))
 }
 
+// AddTable runs the proof that a table is one registration in full: on a copy of the repository with the tables of e2e/testdata/addtable added (a swept table to exchange and financial, an archived one to rules and security), go tool mage generate, then go test work at the copy's root (every module's whole suite; about half an hour here); .ci/run's e2e runs the same proof with the services' suites only. Needs PostgreSQL and RabbitMQ, starts the S3 store.
+func (Test) AddTable(ctx context.Context) error {
+	mg.CtxDeps(ctx, store.Store.Up)
+	if err := checkServers(); err != nil {
+		return err
+	}
+	if err := os.Setenv(noReplicaEnv, noReplica); err != nil {
+		return err
+	}
+	if err := os.Setenv("CRAIG_ADDTABLE_WORK", "1"); err != nil {
+		return err
+	}
+	return errors.Join(workspace.GoIn(".", "test", "-count=1", "-timeout", "85m", "-v", "-run", "^TestAddTablesToExistingServices$", "./e2e/"),
+		dropTemplates(ctx))
+}
+
 // Service runs one service module's go test ./... (for example: go tool mage test:service rules); needs PostgreSQL and RabbitMQ, starts the S3 store.
 func (Test) Service(ctx context.Context, name string) error {
 	dir := filepath.Join("services", name)
