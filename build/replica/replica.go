@@ -32,12 +32,22 @@ const (
 	replicaHBA = "host replication all 127.0.0.1/32 trust"
 	// replicaWait bounds the standby's start and its first streaming.
 	replicaWait = 2 * time.Minute
+	// replicaSlot is the physical replication slot the standby streams
+	// from: the primary keeps every WAL segment the standby has not
+	// received, from the base backup on (without one, WAL written while
+	// the backup ran or the standby started could be recycled first:
+	// "requested WAL segment has already been removed"). replica:down
+	// drops it, so it never keeps WAL for a standby that is gone.
+	replicaSlot = "craig_retention_replica"
+	// slotReleaseWait bounds the wait for a stopped standby's walsender to
+	// let go of the slot.
+	slotReleaseWait = 10 * time.Second
 )
 
 // replicaHBALine matches a pg_hba.conf line that already allows it.
 var replicaHBALine = regexp.MustCompile(`(?m)^\s*host\s+replication\s+all\s+127\.0\.0\.1/32\s+trust\s*$`)
 
-// Up makes a streaming replica of the test server (pg_basebackup -R) in a temporary directory and starts it on 127.0.0.1:5433 (adds a loopback replication trust line to the primary's pg_hba.conf first); a no-op when it streams.
+// Up makes a streaming replica of the test server (pg_basebackup -R, streaming from the physical replication slot craig_retention_replica) in a temporary directory and starts it on 127.0.0.1:5433 (adds a loopback replication trust line to the primary's pg_hba.conf first); a no-op when it streams.
 func (Replica) Up(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, replicaWait)
 	defer cancel()
@@ -88,8 +98,11 @@ func makeStandby(ctx context.Context, conn *pgx.Conn, bin, dir string) error {
 	if err := chownPostgres(dir); err != nil {
 		return err
 	}
+	if err := dropSlot(ctx, conn); err != nil { // a standby's that is gone
+		return err
+	}
 	if err := asPostgres(ctx, filepath.Join(bin, "pg_basebackup"), "-h", "127.0.0.1", "-p", "5432", "-U", "postgres",
-		"-D", dir, "-R", "-X", "stream", "-c", "fast"); err != nil {
+		"-D", dir, "-R", "-X", "stream", "-c", "fast", "-C", "-S", replicaSlot); err != nil {
 		return fmt.Errorf("replica: pg_basebackup: %w", err)
 	}
 	// A standby refuses to replay with lower limits than its primary's.
@@ -107,17 +120,56 @@ func makeStandby(ctx context.Context, conn *pgx.Conn, bin, dir string) error {
 	return nil
 }
 
-// Down stops the standby replica:up started; a no-op when none runs.
+// Down stops the standby replica:up started and drops its replication slot on the primary (craig_retention_replica: it would keep every WAL segment from then on); a no-op when neither is there.
 func (Replica) Down(ctx context.Context) error {
 	dir := filepath.Join(os.TempDir(), "craig-retention-replica")
-	if _, err := os.Stat(filepath.Join(dir, "postmaster.pid")); err != nil {
-		return nil
+	if _, err := os.Stat(filepath.Join(dir, "postmaster.pid")); err == nil {
+		bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
+		if len(bins) == 0 {
+			return errors.New("replica: no pg_ctl under /usr/lib/postgresql")
+		}
+		if err := asPostgres(ctx, bins[len(bins)-1], "-D", dir, "-m", "fast", "stop"); err != nil {
+			return err
+		}
 	}
-	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
-	if len(bins) == 0 {
-		return errors.New("replica: no pg_ctl under /usr/lib/postgresql")
+	ctx, cancel := context.WithTimeout(ctx, replicaWait)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, workspace.EnvOr("CRAIG_TEST_DATABASE_URL", workspace.DefaultServerURL))
+	if err != nil {
+		return fmt.Errorf("replica: the primary: %w", err)
 	}
-	return asPostgres(ctx, bins[len(bins)-1], "-D", dir, "-m", "fast", "stop")
+	defer func() { _ = conn.Close(context.Background()) }()
+	return dropSlot(ctx, conn)
+}
+
+// dropSlot drops the standby's replication slot on the primary, once no
+// walsender holds it (a stopped standby's lets go within moments); none is
+// no error.
+func dropSlot(ctx context.Context, conn *pgx.Conn) error {
+	deadline := time.Now().Add(slotReleaseWait)
+	for {
+		var exists, active bool
+		err := conn.QueryRow(ctx, "SELECT count(*) > 0, coalesce(bool_or(active), false) FROM pg_replication_slots WHERE slot_name = $1", replicaSlot).Scan(&exists, &active)
+		switch {
+		case err != nil:
+			return fmt.Errorf("replica: read the slot %s: %w", replicaSlot, err)
+		case !exists:
+			return nil
+		case !active:
+			if _, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot($1)", replicaSlot); err != nil {
+				return fmt.Errorf("replica: drop the slot %s: %w", replicaSlot, err)
+			}
+			fmt.Printf("replica: dropped the replication slot %s\n", replicaSlot)
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("replica: the slot %s is still in use after %s (a standby streams from it)", replicaSlot, slotReleaseWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // streaming reports whether the standby answers on its port, is in
