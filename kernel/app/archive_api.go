@@ -20,6 +20,7 @@ import (
 	"github.com/craig/retention/kernel/jsonstrict"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/schedule"
 )
 
 // ArchiveAPI is the authenticated archive lifecycle API of an archiving
@@ -51,6 +52,8 @@ type ArchiveAPI struct {
 	// database is behind the store's journal, every call but the
 	// listings and verify answers 503 restored_behind_journal. Nil: none.
 	Journal *journal.Journal
+	// Schedules are the service's records schedule versions (ADR-073).
+	Schedules *schedule.Schedules
 }
 
 // journalExempt are the calls served while the database is behind the
@@ -58,7 +61,7 @@ type ArchiveAPI struct {
 // orders, and verify, which change nothing and name no row.
 var journalExempt = map[string]bool{
 	"GET /admin/archive/records": true, "GET /admin/archive/holds": true, "GET /admin/archive/purges/{id}": true,
-	"POST /admin/archive/verify": true, "GET /admin/subjects/orders": true,
+	"POST /admin/archive/verify": true, "GET /admin/subjects/orders": true, "GET /admin/retention/schedule": true,
 }
 
 // routes registers the archive API on mux.
@@ -78,6 +81,7 @@ func (a *ArchiveAPI) routes(mux *http.ServeMux) {
 	mux.Handle("GET /admin/archive/rows/{table}", a.require(auth.ScopeRead, a.rows))
 	mux.Handle("GET /admin/subjects/{subject}/rows", a.require(auth.ScopeRead, a.subjectRows))
 	a.courtOrderRoutes(mux)
+	a.scheduleRoutes(mux)
 }
 
 // handlerFunc is an archive API handler with its authenticated principal.

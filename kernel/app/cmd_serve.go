@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/craig/retention/kernel/schedule"
 	"log/slog"
 	"net"
 	"net/http"
@@ -144,6 +145,7 @@ func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *
 		if api.Orders, err = r.courtOrders(ctx, pool, arch); err != nil {
 			return nil, nil, err
 		}
+		api.Schedules = schedule.New(pool, scheduleSeries(archiveTables(r.spec, r.cfg)))
 	}
 	watch, err := r.ledgerWatch(lm, reg)
 	if err != nil {

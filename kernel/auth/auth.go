@@ -43,6 +43,10 @@ const (
 	// ScopeSealedRead reads a sealed subject's rows, with the order that
 	// allows it named in the X-Craig-Order-Ref header.
 	ScopeSealedRead = "archive:sealed-read"
+	// ScopeSchedule proposes and approves records schedule versions
+	// (ADR-073); an approval that brings destruction nearer also needs
+	// ScopePurge.
+	ScopeSchedule = "records:schedule"
 )
 
 // Leeway is the clock skew allowed on exp, nbf and iat.

@@ -43,6 +43,9 @@ const (
 	// transaction-scoped lock, never a lease): sequence numbers are dense
 	// and in commit order (ADR-070).
 	JournalKey int64 = 0x4352_4149_4701_0004
+	// ScheduleKey serializes records schedule proposals and approvals (a
+	// transaction-scoped lock): the version in force changes one at a time.
+	ScheduleKey int64 = 0x4352_4149_4701_0005
 )
 
 // Func runs while the lease is held, on the lease's own connection.

@@ -164,6 +164,16 @@ type RetentionJournal struct {
 	StoredAt pgtype.Timestamptz
 }
 
+type RetentionSchedule struct {
+	Version    string
+	Document   []byte
+	ProposedBy string
+	ProposedAt pgtype.Timestamptz
+	Nearer     int64
+	ApprovedBy *string
+	ApprovedAt pgtype.Timestamptz
+}
+
 type SubjectSeal struct {
 	SubjectHash []byte
 	OrderRef    string

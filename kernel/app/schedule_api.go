@@ -1,0 +1,124 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/auth"
+	"github.com/craig/retention/kernel/schedule"
+)
+
+// scheduleRoutes registers the records schedule API (ADR-073).
+func (a *ArchiveAPI) scheduleRoutes(mux *http.ServeMux) {
+	mux.Handle("POST /admin/retention/schedule", a.require(auth.ScopeSchedule, a.withSchedules(a.proposeSchedule)))
+	mux.Handle("POST /admin/retention/schedule/{version}/approve", a.require(auth.ScopeSchedule, a.withSchedules(a.approveSchedule)))
+	mux.Handle("GET /admin/retention/schedule", a.require(auth.ScopeRead, a.withSchedules(a.showSchedule)))
+}
+
+// withSchedules answers 503 schedule_not_configured when the API has no
+// schedules (an API built without a database).
+func (a *ArchiveAPI) withSchedules(next handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+		if a.Schedules == nil {
+			writeError(w, http.StatusServiceUnavailable, "schedule_not_configured", "this API serves no records schedule", nil)
+			return
+		}
+		next(w, r, p)
+	}
+}
+
+// scheduleSeries are what the schedule knows of the service's archived
+// tables: their names and archive.retention.<table>_days.
+func scheduleSeries(tables []archive.TableSpec) []schedule.Series {
+	out := make([]schedule.Series, len(tables))
+	for i, t := range tables {
+		out[i] = schedule.Series{Table: t.Table, RetentionDays: t.RetentionDays}
+	}
+	return out
+}
+
+// proposeSchedule records the body (a schedule document, YAML or JSON) as
+// a proposed version: 201 {"version", "status": "proposed", "nearer",
+// "nearer_series"}; 400 naming each item and field that is wrong; 409 for
+// a version that exists.
+func (a *ArchiveAPI) proposeSchedule(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, schedule.MaxDocument))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the body exceeds %d bytes", schedule.MaxDocument), nil)
+		return
+	}
+	doc, err := schedule.Parse(raw, a.Schedules.Series())
+	if err == nil {
+		var out schedule.Proposed
+		if out, err = a.Schedules.Propose(r.Context(), doc, p.Subject); err == nil {
+			writeJSON(w, http.StatusCreated, out)
+			return
+		}
+	}
+	a.scheduleFail(w, r, err)
+}
+
+// approveSchedule puts a proposed version in force: 200 with the version;
+// 403 self_approval for its proposer, insufficient_scope (archive:purge)
+// for a version that brings destruction nearer; 404; 409 once approved.
+func (a *ArchiveAPI) approveSchedule(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	if !decode(w, r, &struct{}{}) {
+		return
+	}
+	v, err := a.Schedules.Approve(r.Context(), r.PathValue("version"), p.Subject, p.Has(auth.ScopePurge))
+	if err != nil {
+		a.scheduleFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// scheduleView is the schedule's state: the version in force (null while
+// none is approved: then settings holds, the per-table days), and every
+// version.
+type scheduleView struct {
+	InForce  *schedule.Version  `json:"in_force"`
+	Settings *schedule.Document `json:"settings"`
+	History  []schedule.Version `json:"history"`
+}
+
+func (a *ArchiveAPI) showSchedule(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
+	var v scheduleView
+	var err error
+	if v.InForce, err = a.Schedules.InForce(r.Context()); err == nil {
+		v.History, err = a.Schedules.History(r.Context())
+	}
+	if err != nil {
+		a.scheduleFail(w, r, err)
+		return
+	}
+	if v.InForce == nil {
+		d := schedule.Implicit(a.Schedules.Series())
+		v.Settings = &d
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// scheduleFail maps a schedule error to its answer.
+func (a *ArchiveAPI) scheduleFail(w http.ResponseWriter, r *http.Request, err error) {
+	var inv *schedule.InvalidError
+	switch {
+	case errors.As(err, &inv):
+		writeError(w, http.StatusBadRequest, "invalid_schedule", inv.Error(), map[string]any{"problems": inv.Problems})
+	case errors.Is(err, schedule.ErrExists):
+		writeError(w, http.StatusConflict, "version_exists", err.Error(), nil)
+	case errors.Is(err, schedule.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error(), nil)
+	case errors.Is(err, schedule.ErrNotAwaiting):
+		writeError(w, http.StatusConflict, "not_awaiting_approval", err.Error(), nil)
+	case errors.Is(err, schedule.ErrSelfApproval):
+		writeError(w, http.StatusForbidden, "self_approval", err.Error(), nil)
+	case errors.Is(err, schedule.ErrNearer):
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": "insufficient_scope", "required": auth.ScopePurge, "message": err.Error()})
+	default:
+		a.fail(w, r, err)
+	}
+}
