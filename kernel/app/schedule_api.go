@@ -80,6 +80,8 @@ func (a *ArchiveAPI) approveSchedule(w http.ResponseWriter, r *http.Request, p a
 // none is approved: then settings holds, the per-table days), and every
 // version.
 type scheduleView struct {
+	// Series are the service's archived tables: what its items name.
+	Series   []string           `json:"series"`
 	InForce  *schedule.Version  `json:"in_force"`
 	Settings *schedule.Document `json:"settings"`
 	History  []schedule.Version `json:"history"`
@@ -87,6 +89,9 @@ type scheduleView struct {
 
 func (a *ArchiveAPI) showSchedule(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
 	var v scheduleView
+	for _, s := range a.Schedules.Series() {
+		v.Series = append(v.Series, s.Table)
+	}
 	var err error
 	if v.InForce, err = a.Schedules.InForce(r.Context()); err == nil {
 		v.History, err = a.Schedules.History(r.Context())

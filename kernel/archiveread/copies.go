@@ -152,7 +152,9 @@ func (r *Reader) destroyCopies(ctx context.Context, actor string, rules copyRule
 // manifest names the archive it supersedes and the order, the object's id
 // is the one the order derives from them, and the ledger books that
 // archive (its rows are there, or were destroyed since) or, through the
-// successors forgotten acts wrote, one it descends from. An object named
+// successors the journal's orders wrote, one it descends from, or an
+// archive a journaled order superseded (booked after the backup: the
+// journal books its line again). An object named
 // like a successor without such a manifest is judged like any other.
 func (r *Reader) successorOfKnown(ctx context.Context, stem string, forgotten journal.Forgotten) bool {
 	b, err := r.store.GetFirstVersion(ctx, stem+".manifest.json")
@@ -171,6 +173,9 @@ func (r *Reader) successorOfKnown(ctx context.Context, stem string, forgotten jo
 		return false
 	}
 	_, known, err := forgotten.Ancestor(m.Supersedes.ArchiveID, func(id uuid.UUID) (bool, error) {
+		if forgotten.Superseded[id] { // an archive a journaled order rewrote
+			return true, nil
+		}
 		return queries.New(r.pool).LedgerHas(ctx, pgtype.UUID{Bytes: id, Valid: true})
 	})
 	return err == nil && known

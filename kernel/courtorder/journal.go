@@ -48,6 +48,18 @@ type expungedArchive struct {
 	ManifestKey          string     `json:"manifest_key"`
 	SuccessorID          *uuid.UUID `json:"successor_id"`
 	SuccessorManifestKey *string    `json:"successor_manifest_key"`
+	// Retention is the superseded archive's retention date, which its
+	// successor inherits (nil in entries written before it was recorded).
+	Retention *retentionRecord `json:"retention,omitempty"`
+}
+
+// secondsPerDay converts a date (midnight UTC) to days since 1970-01-01.
+const secondsPerDay = 86400
+
+// retentionRecord is a retention date as days since 1970-01-01 (no date
+// makes a round trip through text); UntilDays nil: none.
+type retentionRecord struct {
+	UntilDays *int64 `json:"until_days"`
 }
 
 // journal appends an act to the journal in tx (nothing without one).
@@ -71,7 +83,11 @@ func (o *Orders) journalExpunge(ctx context.Context, tx pgx.Tx, ord *order, line
 		Subject: box, Archives: []expungedArchive{}}
 	for _, l := range lineage {
 		a := expungedArchive{ArchiveID: l.ArchiveID.Bytes, Table: l.TableName, DataKey: l.DataKey, ManifestKey: l.ManifestKey,
-			SuccessorManifestKey: l.NewManifestKey}
+			SuccessorManifestKey: l.NewManifestKey, Retention: &retentionRecord{}}
+		if l.RetentionUntil.Valid {
+			days := l.RetentionUntil.Time.Unix() / secondsPerDay
+			a.Retention.UntilDays = &days
+		}
 		if l.NewArchiveID.Valid {
 			id := uuid.UUID(l.NewArchiveID.Bytes)
 			a.SuccessorID = &id
@@ -210,6 +226,10 @@ func (o *Orders) rebookSuccessor(ctx context.Context, a expungedArchive, forgott
 		return false, err
 	}
 	known := func(id uuid.UUID) (bool, error) { return q.LedgerHas(ctx, pgUUID(id)) }
+	journaled := func(id uuid.UUID) (bool, error) { // booked, or superseded by a journaled order
+		has, err := known(id)
+		return has || forgotten.Superseded[id], err
+	}
 	f, err := o.store.GetMatching(ctx, *a.SuccessorManifestKey, func(b []byte) bool {
 		var m RewrittenManifest
 		return json.Unmarshal(b, &m) == nil && m.ArchiveID == *a.SuccessorID
@@ -219,9 +239,9 @@ func (o *Orders) rebookSuccessor(ctx context.Context, a expungedArchive, forgott
 			return true, nil // a later act the restore forgot destroyed it (it rewrote or purged it)
 		}
 		// Gone: destroyed as a copy of rows hot again (an archive booked
-		// after the backup), which only an archive whose line the restored
-		// ledger does not know can be.
-		if _, ok, kerr := forgotten.Ancestor(a.ArchiveID, known); kerr != nil || !ok {
+		// after the backup), which only an archive whose line neither the
+		// restored ledger nor the journal knows can be.
+		if _, ok, kerr := forgotten.Ancestor(a.ArchiveID, journaled); kerr != nil || !ok {
 			return false, kerr
 		}
 	}
@@ -249,10 +269,20 @@ func (o *Orders) rebookSuccessor(ctx context.Context, a expungedArchive, forgott
 	if err != nil {
 		return false, err
 	}
+	l := lineage{of: a.ArchiveID, retention: root}
+	if days, ok := forgotten.Retention[*a.SuccessorID]; ok {
+		l.recorded, l.days = true, days
+	}
 	return false, pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
-		if err := queries.New(tx).LockHoldsShared(ctx, lease.HoldsKey); err != nil {
+		q := queries.New(tx)
+		if err := q.LockHoldsShared(ctx, lease.HoldsKey); err != nil {
 			return err
 		}
-		return o.bookSuccessor(ctx, tx, lineage{of: a.ArchiveID, retention: root}, &m, k)
+		// An intent a backup taken mid-order brought back: the objects are
+		// booked now, never an orphan's.
+		if _, err := q.ClearUploadIntents(ctx, []string{m.DataKey, m.ManifestKey}); err != nil {
+			return err
+		}
+		return o.bookSuccessor(ctx, tx, l, &m, k)
 	})
 }

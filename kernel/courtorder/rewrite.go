@@ -294,6 +294,11 @@ func (o *Orders) book(ctx context.Context, ord *order, old queries.ExpungeArchiv
 // restore with that one destroyed since, the one its line descends from.
 type lineage struct {
 	of, retention uuid.UUID
+	// recorded and days: the retention date the journal recorded for the
+	// successor (days since 1970-01-01; nil: none), taken when the ledger
+	// books no archive of its line.
+	recorded bool
+	days     *int64
 }
 
 // bookSuccessor books the rewritten archive in tx: the ledger row (with
@@ -305,7 +310,13 @@ func (o *Orders) bookSuccessor(ctx context.Context, tx pgx.Tx, l lineage, m *Rew
 	if err := o.cfg.Bookkeep(ctx, tx, m.Manifest, m.ArchivedBy); err != nil {
 		return fmt.Errorf("book %s: %w", m.ArchiveID, err)
 	}
-	if n, err := q.MarkSuccessor(ctx, queries.MarkSuccessorParams{Supersedes: pgUUID(oldID), RetentionOf: pgUUID(l.retention), ArchiveID: pgUUID(m.ArchiveID)}); err != nil || n != 1 {
+	var days *int32
+	if l.days != nil {
+		d := int32(*l.days) // a date's days since 1970: far inside int32
+		days = &d
+	}
+	if n, err := q.MarkSuccessor(ctx, queries.MarkSuccessorParams{Supersedes: pgUUID(oldID), RetentionOf: pgUUID(l.retention),
+		RetentionRecorded: l.recorded, RetentionDays: days, ArchiveID: pgUUID(m.ArchiveID)}); err != nil || n != 1 {
 		return fmt.Errorf("lineage of %s (%d rows): %w", m.ArchiveID, n, err)
 	}
 	spec, _ := o.spec(m.Table)

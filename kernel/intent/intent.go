@@ -152,6 +152,9 @@ type Report struct {
 // Failed) and goes on; a database failure ends the sweep with its error.
 func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	rep := Report{Destroyed: []string{}, Forgotten: []string{}, Failed: []string{}}
+	if _, err := queries.New(s.pool).ClearBookedIntents(ctx); err != nil {
+		return rep, fmt.Errorf("clear the intents of booked objects: %w", err)
+	}
 	after := ""
 	for {
 		n, last, err := s.batch(ctx, after, &rep)

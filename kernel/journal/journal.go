@@ -196,6 +196,20 @@ func (j *Journal) Read(ctx context.Context, seq int64) (Entry, error) {
 	return e, nil
 }
 
+// Details are the details of the database's entries of act, by sequence
+// number: the acts it holds (applied, or re-applied and adopted).
+func (j *Journal) Details(ctx context.Context, act Act) (map[int64]json.RawMessage, error) {
+	rows, err := queries.New(j.pool).JournalDetails(ctx, string(act))
+	if err != nil {
+		return nil, fmt.Errorf("journal: the database's %s entries: %w", act, err)
+	}
+	out := make(map[int64]json.RawMessage, len(rows))
+	for _, r := range rows {
+		out[r.Seq] = r.Detail
+	}
+	return out, nil
+}
+
 // State is how the database's journal compares with the store's.
 type State struct {
 	// DatabaseSeq and StoreSeq are each side's highest sequence number.

@@ -59,12 +59,52 @@ type destroyedDetail struct {
 		DataKey     string     `json:"data_key"`
 		ManifestKey string     `json:"manifest_key"`
 		SuccessorID *uuid.UUID `json:"successor_id"`
+		Retention   *struct {
+			UntilDays *int64 `json:"until_days"`
+		} `json:"retention"`
 	} `json:"archives"`
 }
 
-// forgotten is what the missing entries' acts destroyed and wrote.
+// forgotten is what the missing entries' acts destroyed, and what every
+// expungement of the journal (the database's and the missing ones) wrote.
 func (r Reconciler) forgotten(ctx context.Context, missing []int64) (journal.Forgotten, error) {
-	f := journal.Forgotten{Destroyed: map[string]bool{}, Predecessors: map[uuid.UUID]uuid.UUID{}}
+	f := journal.Forgotten{Destroyed: map[string]bool{}, Predecessors: map[uuid.UUID]uuid.UUID{}, Superseded: map[uuid.UUID]bool{},
+		Retention: map[uuid.UUID]*int64{}}
+	lineage := func(seq int64, raw []byte, destroyed bool) error {
+		var d destroyedDetail
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return fmt.Errorf("journal entry %d: %w", seq, err)
+		}
+		if destroyed {
+			for _, k := range []string{d.DataKey, d.ManifestKey} {
+				if k != "" {
+					f.Destroyed[k] = true
+				}
+			}
+		}
+		for _, a := range d.Archives {
+			if destroyed {
+				f.Destroyed[a.DataKey], f.Destroyed[a.ManifestKey] = true, true
+			}
+			f.Superseded[a.ArchiveID] = true
+			if a.SuccessorID != nil {
+				f.Predecessors[*a.SuccessorID] = a.ArchiveID
+				if a.Retention != nil {
+					f.Retention[*a.SuccessorID] = a.Retention.UntilDays
+				}
+			}
+		}
+		return nil
+	}
+	applied, err := r.Journal.Details(ctx, journal.ActExpunge)
+	if err != nil {
+		return f, err
+	}
+	for seq, raw := range applied {
+		if err := lineage(seq, raw, false); err != nil {
+			return f, err
+		}
+	}
 	for _, seq := range missing {
 		e, err := r.Journal.Read(ctx, seq)
 		if err != nil {
@@ -73,20 +113,8 @@ func (r Reconciler) forgotten(ctx context.Context, missing []int64) (journal.For
 		if e.Act != journal.ActPurge && e.Act != journal.ActExpunge {
 			continue
 		}
-		var d destroyedDetail
-		if err := json.Unmarshal(e.Detail, &d); err != nil {
-			return f, fmt.Errorf("journal entry %d (%s): %w", seq, e.Act, err)
-		}
-		for _, k := range []string{d.DataKey, d.ManifestKey} {
-			if k != "" {
-				f.Destroyed[k] = true
-			}
-		}
-		for _, a := range d.Archives {
-			f.Destroyed[a.DataKey], f.Destroyed[a.ManifestKey] = true, true
-			if a.SuccessorID != nil {
-				f.Predecessors[*a.SuccessorID] = a.ArchiveID
-			}
+		if err := lineage(seq, e.Detail, true); err != nil {
+			return f, fmt.Errorf("%w (%s)", err, e.Act)
 		}
 	}
 	return f, nil

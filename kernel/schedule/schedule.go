@@ -254,7 +254,9 @@ func checkText(s string, limit int) string {
 // match the same row, and every series covered by an item without when.
 func (d Document) Validate(series []Series) error {
 	var ps []Problem
-	add := func(i int, id, field, msg string) { ps = append(ps, Problem{Item: i, ID: id, Field: field, Message: msg}) }
+	add := func(i int, id, field, msg string) {
+		ps = append(ps, Problem{Item: i, ID: id, Field: field, Message: msg})
+	}
 	if m := checkText(d.Version, MaxVersion); m != "" {
 		add(-1, "", "version", m)
 	}

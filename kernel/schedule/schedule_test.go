@@ -145,7 +145,9 @@ func TestNearerSeries(t *testing.T) {
 		{"permanent", with(func(d *schedule.Document) { d.Items[2].Retain = "permanent" }), nil},
 		{"shorter", with(func(d *schedule.Document) { d.Items[0].Retain = "P9Y" }), []string{"audit_log"}},
 		{"a clock dropped", with(func(d *schedule.Document) { d.Items[0].Starts = schedule.Starts{schedule.ClockRecord} }), []string{"audit_log"}},
-		{"a clock added", with(func(d *schedule.Document) { d.Items[1].Starts = schedule.Starts{schedule.ClockCaseClosed, schedule.ClockRecord} }), nil},
+		{"a clock added", with(func(d *schedule.Document) {
+			d.Items[1].Starts = schedule.Starts{schedule.ClockCaseClosed, schedule.ClockRecord}
+		}), nil},
 		{"a classification dropped (its rows fall to the longer item)", with(func(d *schedule.Document) { d.Items = append(d.Items[:1], d.Items[2]) }), nil},
 		{"a new classification, shorter", with(func(d *schedule.Document) {
 			d.Items = append(d.Items, schedule.Item{ID: "N", Series: "audit_log", When: &schedule.When{Classification: "ruled out"},

@@ -79,6 +79,7 @@ WHERE expunge_id = sqlc.arg(expunge_id) AND status = 'executing';
 -- successors (none when every row was the subject's).
 -- name: ExpungementLineage :many
 SELECT o.archive_id, o.table_name, o.data_key, o.manifest_key, o.data_sha256, o.record_count,
+       o.retention_until,
        n.archive_id AS new_archive_id, n.data_key AS new_data_key, n.manifest_key AS new_manifest_key,
        n.data_sha256 AS new_data_sha256, n.record_count AS new_record_count
 FROM archive_ledger AS o LEFT JOIN archive_ledger AS n ON n.archive_id = o.superseded_by
@@ -99,12 +100,17 @@ WHERE archive_id = sqlc.arg(archive_id) AND purged_at IS NULL;
 -- MarkSuccessor records what a rewritten archive supersedes and gives it
 -- the retention date of retention_of: its predecessor, or, booked again
 -- after a restore with the predecessor destroyed since, the archive its
--- line descends from (a line the ledger does not know keeps its own).
+-- line descends from. A line the ledger does not know takes the date its
+-- journal entry recorded (days since 1970-01-01, NULL: none), when it
+-- recorded one (retention_recorded); else it keeps its own.
 -- name: MarkSuccessor :execrows
 UPDATE archive_ledger AS n
 SET supersedes = sqlc.arg(supersedes),
-    retention_until = CASE WHEN EXISTS (SELECT 1 FROM archive_ledger AS o WHERE o.archive_id = sqlc.arg(retention_of))
-        THEN (SELECT o.retention_until FROM archive_ledger AS o WHERE o.archive_id = sqlc.arg(retention_of))
+    retention_until = CASE
+        WHEN EXISTS (SELECT 1 FROM archive_ledger AS o WHERE o.archive_id = sqlc.arg(retention_of))
+            THEN (SELECT o.retention_until FROM archive_ledger AS o WHERE o.archive_id = sqlc.arg(retention_of))
+        WHEN sqlc.arg(retention_recorded)::boolean
+            THEN DATE '1970-01-01' + sqlc.narg(retention_days)::int
         ELSE n.retention_until END
 WHERE n.archive_id = sqlc.arg(archive_id);
 

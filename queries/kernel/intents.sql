@@ -21,14 +21,26 @@ DELETE FROM archive_upload_intents WHERE object_key = ANY (sqlc.arg(keys)::text[
 -- LockOrphanIntents locks up to lim intents nobody else holds (a booking
 -- in progress holds its own), in key order after a key; expired says the
 -- late-upload window (late_seconds) has passed since the first destroy.
+-- An intent whose key an unpurged ledger row names is never an orphan's
+-- (a booking the restore forgot and reconcile booked again): not locked.
 -- name: LockOrphanIntents :many
 SELECT object_key, work, work_id, table_name, recorded_at, destroyed_at,
        (destroyed_at IS NOT NULL AND destroyed_at < now() - make_interval(secs => sqlc.arg(late_seconds)::float8))::boolean AS expired
-FROM archive_upload_intents
+FROM archive_upload_intents AS i
 WHERE object_key > sqlc.arg(after)::text
+  AND NOT EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.data_key = i.object_key AND l.purged_at IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.manifest_key = i.object_key AND l.purged_at IS NULL)
 ORDER BY object_key
 LIMIT sqlc.arg(lim)
 FOR UPDATE SKIP LOCKED;
+
+-- ClearBookedIntents deletes the intents whose key an unpurged ledger row
+-- books: their booking committed (an intent a restore brought back after
+-- reconcile booked its objects again).
+-- name: ClearBookedIntents :execrows
+DELETE FROM archive_upload_intents AS i
+WHERE EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.data_key = i.object_key AND l.purged_at IS NULL)
+   OR EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.manifest_key = i.object_key AND l.purged_at IS NULL);
 
 -- MarkIntentDestroyed records a sweep's first destroy of an intent's object.
 -- name: MarkIntentDestroyed :exec

@@ -90,3 +90,9 @@ SET status = 'executed',
     purged = CASE WHEN sqlc.arg(archive_id)::uuid = ANY (purged) THEN purged ELSE purged || sqlc.arg(archive_id)::uuid END,
     certificate_key = COALESCE(certificate_key, sqlc.arg(certificate_key)::text)
 WHERE purge_id = sqlc.arg(purge_id);
+
+-- JournalDetails are the database's entries of one act, in order: what
+-- reconcile reads of the acts already re-applied (an expungement's
+-- lineage), besides the store's entries the database lacks.
+-- name: JournalDetails :many
+SELECT seq, detail FROM retention_journal WHERE act = sqlc.arg(act)::text ORDER BY seq;

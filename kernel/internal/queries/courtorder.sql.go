@@ -202,6 +202,7 @@ func (q *Queries) ExpungeArchives(ctx context.Context, arg ExpungeArchivesParams
 
 const expungementLineage = `-- name: ExpungementLineage :many
 SELECT o.archive_id, o.table_name, o.data_key, o.manifest_key, o.data_sha256, o.record_count,
+       o.retention_until,
        n.archive_id AS new_archive_id, n.data_key AS new_data_key, n.manifest_key AS new_manifest_key,
        n.data_sha256 AS new_data_sha256, n.record_count AS new_record_count
 FROM archive_ledger AS o LEFT JOIN archive_ledger AS n ON n.archive_id = o.superseded_by
@@ -216,6 +217,7 @@ type ExpungementLineageRow struct {
 	ManifestKey    string
 	DataSha256     string
 	RecordCount    int32
+	RetentionUntil pgtype.Date
 	NewArchiveID   pgtype.UUID
 	NewDataKey     *string
 	NewManifestKey *string
@@ -241,6 +243,7 @@ func (q *Queries) ExpungementLineage(ctx context.Context, expungeID pgtype.UUID)
 			&i.ManifestKey,
 			&i.DataSha256,
 			&i.RecordCount,
+			&i.RetentionUntil,
 			&i.NewArchiveID,
 			&i.NewDataKey,
 			&i.NewManifestKey,
@@ -459,24 +462,37 @@ func (q *Queries) LockLedgerRow(ctx context.Context, archiveID pgtype.UUID) (Loc
 const markSuccessor = `-- name: MarkSuccessor :execrows
 UPDATE archive_ledger AS n
 SET supersedes = $1,
-    retention_until = CASE WHEN EXISTS (SELECT 1 FROM archive_ledger AS o WHERE o.archive_id = $2)
-        THEN (SELECT o.retention_until FROM archive_ledger AS o WHERE o.archive_id = $2)
+    retention_until = CASE
+        WHEN EXISTS (SELECT 1 FROM archive_ledger AS o WHERE o.archive_id = $2)
+            THEN (SELECT o.retention_until FROM archive_ledger AS o WHERE o.archive_id = $2)
+        WHEN $3::boolean
+            THEN DATE '1970-01-01' + $4::int
         ELSE n.retention_until END
-WHERE n.archive_id = $3
+WHERE n.archive_id = $5
 `
 
 type MarkSuccessorParams struct {
-	Supersedes  pgtype.UUID
-	RetentionOf pgtype.UUID
-	ArchiveID   pgtype.UUID
+	Supersedes        pgtype.UUID
+	RetentionOf       pgtype.UUID
+	RetentionRecorded bool
+	RetentionDays     *int32
+	ArchiveID         pgtype.UUID
 }
 
 // MarkSuccessor records what a rewritten archive supersedes and gives it
 // the retention date of retention_of: its predecessor, or, booked again
 // after a restore with the predecessor destroyed since, the archive its
-// line descends from (a line the ledger does not know keeps its own).
+// line descends from. A line the ledger does not know takes the date its
+// journal entry recorded (days since 1970-01-01, NULL: none), when it
+// recorded one (retention_recorded); else it keeps its own.
 func (q *Queries) MarkSuccessor(ctx context.Context, arg MarkSuccessorParams) (int64, error) {
-	result, err := q.db.Exec(ctx, markSuccessor, arg.Supersedes, arg.RetentionOf, arg.ArchiveID)
+	result, err := q.db.Exec(ctx, markSuccessor,
+		arg.Supersedes,
+		arg.RetentionOf,
+		arg.RetentionRecorded,
+		arg.RetentionDays,
+		arg.ArchiveID,
+	)
 	if err != nil {
 		return 0, err
 	}

@@ -11,6 +11,23 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const clearBookedIntents = `-- name: ClearBookedIntents :execrows
+DELETE FROM archive_upload_intents AS i
+WHERE EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.data_key = i.object_key AND l.purged_at IS NULL)
+   OR EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.manifest_key = i.object_key AND l.purged_at IS NULL)
+`
+
+// ClearBookedIntents deletes the intents whose key an unpurged ledger row
+// books: their booking committed (an intent a restore brought back after
+// reconcile booked its objects again).
+func (q *Queries) ClearBookedIntents(ctx context.Context) (int64, error) {
+	result, err := q.db.Exec(ctx, clearBookedIntents)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const clearUploadIntents = `-- name: ClearUploadIntents :execrows
 DELETE FROM archive_upload_intents WHERE object_key = ANY ($1::text[]) AND destroyed_at IS NULL
 `
@@ -67,8 +84,10 @@ func (q *Queries) DeleteUploadIntent(ctx context.Context, objectKey string) (int
 const lockOrphanIntents = `-- name: LockOrphanIntents :many
 SELECT object_key, work, work_id, table_name, recorded_at, destroyed_at,
        (destroyed_at IS NOT NULL AND destroyed_at < now() - make_interval(secs => $1::float8))::boolean AS expired
-FROM archive_upload_intents
+FROM archive_upload_intents AS i
 WHERE object_key > $2::text
+  AND NOT EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.data_key = i.object_key AND l.purged_at IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.manifest_key = i.object_key AND l.purged_at IS NULL)
 ORDER BY object_key
 LIMIT $3
 FOR UPDATE SKIP LOCKED
@@ -93,6 +112,8 @@ type LockOrphanIntentsRow struct {
 // LockOrphanIntents locks up to lim intents nobody else holds (a booking
 // in progress holds its own), in key order after a key; expired says the
 // late-upload window (late_seconds) has passed since the first destroy.
+// An intent whose key an unpurged ledger row names is never an orphan's
+// (a booking the restore forgot and reconcile booked again): not locked.
 func (q *Queries) LockOrphanIntents(ctx context.Context, arg LockOrphanIntentsParams) ([]LockOrphanIntentsRow, error) {
 	rows, err := q.db.Query(ctx, lockOrphanIntents, arg.LateSeconds, arg.After, arg.Lim)
 	if err != nil {

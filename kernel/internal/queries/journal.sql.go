@@ -66,6 +66,38 @@ func (q *Queries) AppendJournal(ctx context.Context, arg AppendJournalParams) (A
 	return i, err
 }
 
+const journalDetails = `-- name: JournalDetails :many
+SELECT seq, detail FROM retention_journal WHERE act = $1::text ORDER BY seq
+`
+
+type JournalDetailsRow struct {
+	Seq    int64
+	Detail []byte
+}
+
+// JournalDetails are the database's entries of one act, in order: what
+// reconcile reads of the acts already re-applied (an expungement's
+// lineage), besides the store's entries the database lacks.
+func (q *Queries) JournalDetails(ctx context.Context, act string) ([]JournalDetailsRow, error) {
+	rows, err := q.db.Query(ctx, journalDetails, act)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JournalDetailsRow
+	for rows.Next() {
+		var i JournalDetailsRow
+		if err := rows.Scan(&i.Seq, &i.Detail); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const journalMax = `-- name: JournalMax :one
 SELECT COALESCE(max(seq), 0)::bigint FROM retention_journal
 `
