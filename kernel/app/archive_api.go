@@ -54,6 +54,8 @@ type ArchiveAPI struct {
 	Journal *journal.Journal
 	// Schedules are the service's records schedule versions (ADR-073).
 	Schedules *schedule.Schedules
+	// Clocks keep the service's case clocks (ADR-073).
+	Clocks *schedule.Clocks
 }
 
 // journalExempt are the calls served while the database is behind the

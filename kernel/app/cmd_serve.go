@@ -146,6 +146,13 @@ func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *
 			return nil, nil, err
 		}
 		api.Schedules = schedule.New(pool, scheduleSeries(archiveTables(r.spec, r.cfg)))
+		if as, ok := r.archiveSettings(); ok {
+			key, err := as.SubjectKey() // bound to the database by the lifecycle manager
+			if err != nil {
+				return nil, nil, err
+			}
+			api.Clocks = schedule.NewClocks(pool, key)
+		}
 	}
 	watch, err := r.ledgerWatch(lm, reg)
 	if err != nil {

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/auth"
 	"github.com/craig/retention/kernel/schedule"
+	"github.com/craig/retention/kernel/subject"
 )
 
 // scheduleRoutes registers the records schedule API (ADR-073).
@@ -16,6 +18,60 @@ func (a *ArchiveAPI) scheduleRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/retention/schedule", a.require(auth.ScopeSchedule, a.withSchedules(a.proposeSchedule)))
 	mux.Handle("POST /admin/retention/schedule/{version}/approve", a.require(auth.ScopeSchedule, a.withSchedules(a.approveSchedule)))
 	mux.Handle("GET /admin/retention/schedule", a.require(auth.ScopeRead, a.withSchedules(a.showSchedule)))
+	mux.Handle("POST /admin/subjects/{subject}/events", a.require(auth.ScopeEvents, a.caseEvent))
+}
+
+// caseEvent records a case event by hand (a correction): body {"type":
+// "case.closed" | "case.reopened" | "case.merged", "at": RFC 3339,
+// "classification"?, "into"?: "case:<n>"}; 200 the clock as the event left
+// it; 400 a malformed event; 409 stale_event (older than the clock's last
+// change: nothing changed).
+func (a *ArchiveAPI) caseEvent(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	if a.Clocks == nil {
+		writeError(w, http.StatusServiceUnavailable, "schedule_not_configured", "this API keeps no case clocks", nil)
+		return
+	}
+	s, err := subject.Parse(r.PathValue("subject"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "subject: "+err.Error(), nil)
+		return
+	}
+	var body struct {
+		Type           string  `json:"type"`
+		At             string  `json:"at"`
+		Classification *string `json:"classification"`
+		Into           *string `json:"into"`
+	}
+	if !decode(w, r, &body) {
+		return
+	}
+	e := schedule.Event{Type: body.Type, Case: s}
+	if e.At, err = time.Parse(time.RFC3339Nano, body.At); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", `at must be an RFC 3339 time ("2026-03-01T00:00:00Z")`, nil)
+		return
+	}
+	if body.Classification != nil {
+		e.Classification = *body.Classification
+	}
+	if body.Into != nil {
+		if e.Into, err = subject.Parse(*body.Into); err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "into: "+err.Error(), nil)
+			return
+		}
+	}
+	clock, err := a.Clocks.Apply(r.Context(), e, p.Subject)
+	switch {
+	case errors.Is(err, schedule.ErrStale):
+		writeError(w, http.StatusConflict, "stale_event", err.Error(), nil)
+	case errors.Is(err, schedule.ErrBadEvent):
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
+	case errors.Is(err, schedule.ErrNoKey):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "subject_key_not_configured", "knob": a.SubjectKeyKnob})
+	case err != nil:
+		a.fail(w, r, err)
+	default:
+		writeJSON(w, http.StatusOK, clock)
+	}
 }
 
 // withSchedules answers 503 schedule_not_configured when the API has no

@@ -17,6 +17,7 @@ import (
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/schedule"
+	"github.com/craig/retention/kernel/subject"
 )
 
 const scheduleDoc = `version: "2026-01"
@@ -129,4 +130,77 @@ func TestTheScheduleIsProposedAndApprovedByTwo(t *testing.T) {
 	_, err = db.Pool.Exec(ctx, `DELETE FROM retention_schedules`)
 	require.ErrorContains(t, err, "append-only")
 	require.Equal(t, int64(2), db.Count(t, `SELECT count(*) FROM archive_lifecycle_log WHERE action = 'schedule_approved'`))
+}
+
+// TestCaseEventsMoveTheClock: a case event typed by hand moves the case's
+// clock (kept by the keyed hash, never the number); an event older than
+// the clock's last change is 409 stale_event and changes nothing; a
+// malformed one is 400; the scope is records:events.
+func TestCaseEventsMoveTheClock(t *testing.T) {
+	t.Parallel()
+	db := kerneltest.NewDB(t, kerneltest.ArchivingFixture()...)
+	v, err := auth.NewVerifier(auth.Config{HS256Secret: h2Secret})
+	require.NoError(t, err)
+	am, err := metrics.NewAdmin(prometheus.NewRegistry())
+	require.NoError(t, err)
+	key, err := subject.NewKey([]byte("case clock test subject key, 32 bytes or more"))
+	require.NoError(t, err)
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	a := &app.ArchiveAPI{Verifier: v, Metrics: am, Logger: logger, Clocks: schedule.NewClocks(db.Pool, key)}
+	mux := app.Handler(app.HandlerDeps{Archive: a, Gatherer: prometheus.NewRegistry(), Pool: db.Pool, Logger: logger})
+	events := h2Token(t, "ops:erin", "records:events")
+	do := func(path, tok, body string) (int, map[string]any) {
+		req := httptest.NewRequest("POST", "http://x"+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, req)
+		var out map[string]any
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &out), w.Body.String())
+		return w.Code, out
+	}
+	c, out := do("/admin/subjects/case:17/events", events, `{"type":"case.closed","at":"2020-03-01T00:00:00Z","classification":"unsubstantiated"}`)
+	require.Equal(t, 200, c, out)
+	require.Equal(t, "closed", out["state"])
+	require.Equal(t, "2020-03-01T00:00:00Z", out["closed_at"])
+	c, out = do("/admin/subjects/case:17/events", events, `{"type":"case.reopened","at":"2019-01-01T00:00:00Z"}`)
+	require.Equal(t, 409, c, out)
+	require.Equal(t, "stale_event", out["error"])
+	c, out = do("/admin/subjects/case:0017/events", events, `{"type":"case.reopened","at":"2021-01-01T00:00:00+02:00"}`)
+	require.Equal(t, 200, c, "the same case spelled otherwise: %v", out)
+	require.Equal(t, "reopened", out["state"])
+	c, out = do("/admin/subjects/case:17/events", events, `{"type":"case.merged","at":"2022-01-01T00:00:00Z","into":"case:18"}`)
+	require.Equal(t, 200, c, out)
+	require.Equal(t, true, out["merged"])
+	for body, why := range map[string]string{
+		`{"type":"case.opened","at":"2022-01-01T00:00:00Z"}`:                            "unknown type",
+		`{"type":"case.closed","at":"2022-01-01"}`:                                      "a date is not a time",
+		`{"type":"case.closed","at":"2999-01-01T00:00:00Z","classification":"x"}`:       "the future",
+		`{"type":"case.closed","at":"2023-01-01T00:00:00Z"}`:                            "no classification",
+		`{"type":"case.merged","at":"2023-01-01T00:00:00Z","into":"case:17"}`:           "into itself",
+		`{"type":"case.merged","at":"2023-01-01T00:00:00Z","into":"person:4"}`:          "into a person",
+		`{"type":"case.reopened","at":"2023-01-01T00:00:00Z","classification":"x"}`:     "a classification on a reopening",
+		`{"type":"case.closed","at":"2023-01-01T00:00:00Z","classification":"x","z":1}`: "an unknown key",
+	} {
+		c, out = do("/admin/subjects/case:17/events", events, body)
+		require.Equal(t, 400, c, "%s: %v", why, out)
+	}
+	c, out = do("/admin/subjects/person:17/events", events, `{"type":"case.closed","at":"2022-01-01T00:00:00Z","classification":"x"}`)
+	require.Equal(t, 400, c, out)
+	c, out = do("/admin/subjects/case:17/events", h2Token(t, "ops:erin", "records:schedule"), `{"type":"case.reopened","at":"2023-01-01T00:00:00Z"}`)
+	require.Equal(t, 403, c, out)
+	require.Equal(t, "records:events", out["required"])
+
+	require.Equal(t, int64(3), db.Count(t, `SELECT count(*) FROM case_clock_events`), "the accepted events only")
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM case_clocks WHERE state = 'merged' AND changed_at = '2022-01-01T00:00:00Z'`))
+	c17, err := subject.Parse("case:17")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM case_clocks WHERE subject_hash = $1 AND merged_into = $2`, key.Hash(c17),
+		key.Hash(mustParse(t, "case:18"))), "kept by the keyed hashes, never the number")
+}
+
+func mustParse(t *testing.T, s string) subject.Subject {
+	t.Helper()
+	sub, err := subject.Parse(s)
+	require.NoError(t, err)
+	return sub
 }

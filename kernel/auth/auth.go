@@ -47,6 +47,9 @@ const (
 	// (ADR-073); an approval that brings destruction nearer also needs
 	// ScopePurge.
 	ScopeSchedule = "records:schedule"
+	// ScopeEvents records case events by hand (a correction of the clock
+	// the inbox's case events keep).
+	ScopeEvents = "records:events"
 )
 
 // Leeway is the clock skew allowed on exp, nbf and iat.

@@ -95,6 +95,27 @@ type ArchiveUploadIntent struct {
 	DestroyedAt pgtype.Timestamptz
 }
 
+type CaseClock struct {
+	SubjectHash    []byte
+	State          string
+	ClosedAt       pgtype.Timestamptz
+	Classification *string
+	MergedInto     []byte
+	ChangedAt      pgtype.Timestamptz
+	UpdatedAt      pgtype.Timestamptz
+}
+
+type CaseClockEvent struct {
+	ID             pgtype.UUID
+	SubjectHash    []byte
+	Type           string
+	At             pgtype.Timestamptz
+	Classification *string
+	MergedInto     []byte
+	Source         string
+	RecordedAt     pgtype.Timestamptz
+}
+
 type EventInbox struct {
 	EventID    pgtype.UUID
 	EventType  string

@@ -136,6 +136,27 @@ type AuditLog struct {
 	Detail     []byte
 }
 
+type CaseClock struct {
+	SubjectHash    []byte
+	State          string
+	ClosedAt       pgtype.Timestamptz
+	Classification *string
+	MergedInto     []byte
+	ChangedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+type CaseClockEvent struct {
+	ID             uuid.UUID
+	SubjectHash    []byte
+	Type           string
+	At             time.Time
+	Classification *string
+	MergedInto     []byte
+	Source         string
+	RecordedAt     time.Time
+}
+
 type DeadLetterAudit struct {
 	ID            uuid.UUID
 	DlqReceivedAt time.Time
