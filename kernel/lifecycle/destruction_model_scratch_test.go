@@ -198,6 +198,11 @@ func TestDestructionModel(t *testing.T) {
 						if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 							rt.Fatalf("cancelled pass: %v", err)
 						}
+						// A cancelled pass's lease connection is closed, not
+						// unlocked: the server lets go of the lease when it
+						// has ended that session. The next act waits for it
+						// as an operator would retry.
+						waitLeaseFree(t, ctx, d.db, lease.ArchiveKey)
 						return
 					}
 				}
@@ -464,4 +469,20 @@ func sortedKeys[K interface{ ~int | ~string }, V any](m map[K]V) []K {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// waitLeaseFree waits (at most a minute) until no session of db holds
+// the advisory lock key.
+func waitLeaseFree(t *testing.T, ctx context.Context, db *kerneltest.DB, key int64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		held, err := lease.Held(ctx, db.Pool, key)
+		require.NoError(t, err)
+		if !held {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the lease %x is still held a minute after its pass ended", key)
+		time.Sleep(10 * time.Millisecond)
+	}
 }
