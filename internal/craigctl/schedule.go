@@ -35,31 +35,39 @@ type scheduleState struct {
 
 func newScheduleCmd(o *options) *cobra.Command {
 	var fleet string
-	targets := func(ctx context.Context) ([]*client, []scheduleState, error) {
-		if fleet != "" && o.service != "" {
-			return nil, nil, usageErr("--service or --fleet, not both")
-		}
-		cls, err := o.subjectTargets(fleet)
-		if err != nil {
+	return group("schedule", "The records schedule: propose, approve and show its versions (ADR-073)",
+		newSchedulePropose(o, &fleet), newScheduleApprove(o, &fleet), newScheduleShow(o, &fleet))
+}
+
+// scheduleTargets are the services a schedule command goes to (--service's,
+// or every archiving service of the fleet file), with their schedules.
+func (o *options) scheduleTargets(ctx context.Context, fleet string) ([]*client, []scheduleState, error) {
+	if fleet != "" && o.service != "" {
+		return nil, nil, usageErr("--service or --fleet, not both")
+	}
+	cls, err := o.subjectTargets(fleet)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fleet != "" {
+		if cls, _, err = archiving(ctx, cls, ""); err != nil {
 			return nil, nil, err
 		}
-		if fleet != "" {
-			if cls, _, err = archiving(ctx, cls, ""); err != nil {
-				return nil, nil, err
-			}
-			if len(cls) == 0 {
-				return nil, nil, fmt.Errorf("no service of the fleet archives: no schedule to keep")
-			}
+		if len(cls) == 0 {
+			return nil, nil, fmt.Errorf("no service of the fleet archives: no schedule to keep")
 		}
-		states := make([]scheduleState, len(cls))
-		for i, cl := range cls {
-			if _, err := cl.do(ctx, http.MethodGet, "/admin/retention/schedule", nil, nil, &states[i]); err != nil {
-				return nil, nil, fmt.Errorf("%s: %w", cl.service, err)
-			}
-		}
-		return cls, states, nil
 	}
-	propose := &cobra.Command{
+	states := make([]scheduleState, len(cls))
+	for i, cl := range cls {
+		if _, err := cl.do(ctx, http.MethodGet, "/admin/retention/schedule", nil, nil, &states[i]); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", cl.service, err)
+		}
+	}
+	return cls, states, nil
+}
+
+func newSchedulePropose(o *options, fleet *string) *cobra.Command {
+	c := &cobra.Command{
 		Use:   "propose FILE (--service SVC | --fleet fleet.yaml)",
 		Short: "Propose a records schedule version (YAML or JSON); a second identity approves it",
 		Long: `Propose the records schedule in FILE (ADR-073): its version and items, each
@@ -77,7 +85,7 @@ the version in force: its approval then needs archive:purge.`,
 			if err != nil {
 				return usageErr("%s: %w", args[0], err)
 			}
-			cls, states, err := targets(cmd.Context())
+			cls, states, err := o.scheduleTargets(cmd.Context(), *fleet)
 			if err != nil {
 				return err
 			}
@@ -110,7 +118,12 @@ the version in force: its approval then needs archive:purge.`,
 			return nil
 		},
 	}
-	approve := &cobra.Command{
+	c.Flags().StringVar(fleet, "fleet", "", "every archiving service of this fleet file")
+	return c
+}
+
+func newScheduleApprove(o *options, fleet *string) *cobra.Command {
+	c := &cobra.Command{
 		Use:   "approve VERSION (--service SVC | --fleet fleet.yaml)",
 		Short: "Approve a proposed schedule version: it is in force from now (another identity than its proposer's)",
 		Long: `Approve VERSION on each service: it is in force from the approval. The
@@ -119,7 +132,7 @@ nearer than the one in force needs archive:purge besides records:schedule.
 Prints one line per service: the version, its status and approver.`,
 		Args: exactArgs(1, "VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cls, _, err := targets(cmd.Context())
+			cls, _, err := o.scheduleTargets(cmd.Context(), *fleet)
 			if err != nil {
 				return err
 			}
@@ -137,12 +150,17 @@ Prints one line per service: the version, its status and approver.`,
 			return nil
 		},
 	}
-	show := &cobra.Command{
+	c.Flags().StringVar(fleet, "fleet", "", "every archiving service of this fleet file")
+	return c
+}
+
+func newScheduleShow(o *options, fleet *string) *cobra.Command {
+	c := &cobra.Command{
 		Use:   "show (--service SVC | --fleet fleet.yaml)",
 		Short: "Show each service's schedule in force and its versions",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cls, states, err := targets(cmd.Context())
+			cls, states, err := o.scheduleTargets(cmd.Context(), *fleet)
 			if err != nil {
 				return err
 			}
@@ -168,10 +186,8 @@ Prints one line per service: the version, its status and approver.`,
 			})
 		},
 	}
-	for _, c := range []*cobra.Command{propose, approve, show} {
-		c.Flags().StringVar(&fleet, "fleet", "", "every archiving service of this fleet file")
-	}
-	return group("schedule", "The records schedule: propose, approve and show its versions (ADR-073)", propose, approve, show)
+	c.Flags().StringVar(fleet, "fleet", "", "every archiving service of this fleet file")
+	return c
 }
 
 // readLimited reads a file of at most limit bytes.
