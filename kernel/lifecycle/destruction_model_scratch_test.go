@@ -121,6 +121,16 @@ func TestDestructionModel(t *testing.T) {
 		sequences++
 		base := newWorldLocked(t, 0, true)
 		base.ctx = ctx
+		// Each sequence's databases (its own, and one a restore) are
+		// dropped when the test ends; their pools are closed when the
+		// sequence is done with them, or a long run holds a server's
+		// connections (max_connections) for sequences long finished.
+		dbs := []*kerneltest.DB{base.db}
+		defer func() {
+			for _, db := range dbs {
+				db.Pool.Close()
+			}
+		}()
 		d := &destructionWorld{ctx: ctx, t: t, base: base, logs: &kerneltest.LogRecorder{}}
 		d.rebuild(base.db)
 		gen := map[int]int{}          // case -> its rows' generation
@@ -318,7 +328,12 @@ func TestDestructionModel(t *testing.T) {
 					rt.Skip("no backup")
 				}
 				restores++
-				st := d.rebuild(kerneltest.Restore(t, backup))
+				restored := kerneltest.Restore(t, backup)
+				dbs = append(dbs, restored)
+				if d.db != base.db {
+					d.db.Pool.Close() // the database this restore replaces
+				}
+				st := d.rebuild(restored)
 				if st.Behind() {
 					if _, err := d.mgr.Purge(ctx, 10, false, "ops:alice"); !errors.Is(err, journal.ErrBehind) {
 						rt.Fatalf("a purge on a database behind the journal: %v, want ErrBehind", err)
