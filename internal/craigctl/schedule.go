@@ -99,23 +99,15 @@ the version in force: its approval then needs archive:purge.`,
 			if err != nil {
 				return usageErr("%s: %w", args[0], err)
 			}
-			for i, cl := range cls {
+			return o.postEach(cmd.Context(), cls, func(int) string { return "/admin/retention/schedule" }, func(i int) any {
 				part := schedule.Document{Version: doc.Version}
 				for _, it := range doc.Items {
 					if slices.Contains(states[i].Series, it.Series) {
 						part.Items = append(part.Items, it)
 					}
 				}
-				var ans map[string]any
-				if _, err := cl.do(cmd.Context(), http.MethodPost, "/admin/retention/schedule", nil, part, &ans); err != nil {
-					return fmt.Errorf("%s: %w", cl.service, err)
-				}
-				ans["service"] = cl.service
-				if err := json.NewEncoder(o.io.Out).Encode(ans); err != nil {
-					return err
-				}
-			}
-			return nil
+				return part
+			})
 		},
 	}
 	c.Flags().StringVar(fleet, "fleet", "", "every archiving service of this fleet file")
@@ -136,18 +128,8 @@ Prints one line per service: the version, its status and approver.`,
 			if err != nil {
 				return err
 			}
-			for _, cl := range cls {
-				var ans map[string]any
-				if _, err := cl.do(cmd.Context(), http.MethodPost, "/admin/retention/schedule/"+url.PathEscape(args[0])+"/approve", nil, struct{}{}, &ans); err != nil {
-					return fmt.Errorf("%s: %w", cl.service, err)
-				}
-				delete(ans, "document")
-				ans["service"] = cl.service
-				if err := json.NewEncoder(o.io.Out).Encode(ans); err != nil {
-					return err
-				}
-			}
-			return nil
+			path := "/admin/retention/schedule/" + url.PathEscape(args[0]) + "/approve"
+			return o.postEach(cmd.Context(), cls, func(int) string { return path }, func(int) any { return struct{}{} })
 		},
 	}
 	c.Flags().StringVar(fleet, "fleet", "", "every archiving service of this fleet file")
@@ -188,6 +170,24 @@ func newScheduleShow(o *options, fleet *string) *cobra.Command {
 	}
 	c.Flags().StringVar(fleet, "fleet", "", "every archiving service of this fleet file")
 	return c
+}
+
+// postEach posts body(i) to path(i) of each service in turn and prints each
+// answer as one JSON line with its "service" (a version's document left
+// out); the first failure stops it.
+func (o *options) postEach(ctx context.Context, cls []*client, path func(int) string, body func(int) any) error {
+	for i, cl := range cls {
+		var ans map[string]any
+		if _, err := cl.do(ctx, http.MethodPost, path(i), nil, body(i), &ans); err != nil {
+			return fmt.Errorf("%s: %w", cl.service, err)
+		}
+		delete(ans, "document")
+		ans["service"] = cl.service
+		if err := json.NewEncoder(o.io.Out).Encode(ans); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // readLimited reads a file of at most limit bytes.

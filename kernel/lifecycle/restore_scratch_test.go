@@ -429,31 +429,7 @@ func TestPurgedRowsHotAtTheBackupStayGone(t *testing.T) {
 // last successor by id; neither case is in any row or object.
 func TestTwoExpungementsAfterTheBackupReconcile(t *testing.T) {
 	t.Parallel()
-	w := newOrderWorld(t)
-	for n, c := range []int{17, 18, 19, 17, 18, 19} {
-		note := "b"
-		if c == 17 {
-			note = canary
-		}
-		w.db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
-			VALUES (now() - interval '300 days' + make_interval(mins => $1), 'r', jsonb_build_object('case_id', $2::int, 'n', 700 + $1, 'note', $3::text), '{}')`, n, c, note)
-	}
-	rep, err := w.eng.RunPass(w.ctx, 10)
-	require.NoError(t, err)
-	require.NoError(t, rep.Err())
-	require.Len(t, rep.Tables[0].Archives, 2)
-	mixed := rep.Tables[0].Archives[0].ArchiveID
-	w.db.Exec(t, `UPDATE archive_ledger SET retention_until = DATE '2031-03-05' WHERE archive_id = $1`, mixed)
-	live := w.journaled(t, w.db.Pool)
-	hold, err := live.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "mixed", Reason: "audit", ArchiveIDs: []uuid.UUID{mixed}}, "ops:carol")
-	require.NoError(t, err)
-	backup := kerneltest.Backup(t, w.db)
-	for _, c := range []string{"case:17", "case:18"} {
-		req, err := live.orders.RequestExpunge(w.ctx, mustSubject(t, c), "JV", "order", []uuid.UUID{hold.ID}, "ops:alice")
-		require.NoError(t, err)
-		_, err = live.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
-		require.NoError(t, err, c)
-	}
+	w, _, backup, _, holdID := chainWorld(t)
 	type liveArchive struct {
 		ID         uuid.UUID
 		Supersedes *uuid.UUID
@@ -469,7 +445,7 @@ func TestTwoExpungementsAfterTheBackupReconcile(t *testing.T) {
 	}
 	heldIDs := func(pool *pgxpool.Pool) []uuid.UUID {
 		var ids []uuid.UUID
-		require.NoError(t, pool.QueryRow(w.ctx, `SELECT archive_ids FROM archive_holds WHERE id = $1`, hold.ID).Scan(&ids))
+		require.NoError(t, pool.QueryRow(w.ctx, `SELECT archive_ids FROM archive_holds WHERE id = $1`, holdID).Scan(&ids))
 		return ids
 	}
 	want, wantHeld := ledger(w.db.Pool), heldIDs(w.db.Pool)
