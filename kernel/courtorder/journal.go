@@ -159,18 +159,9 @@ func (o *Orders) reapplyExpunge(ctx context.Context, e journal.Entry, x expungeE
 	if err != nil {
 		return fmt.Errorf("journal entry %d: %w", e.Seq, err)
 	}
-	var destroyedSince []expungedArchive
-	for _, a := range x.Archives {
-		gone, err := o.rebookSuccessor(ctx, a, forgotten)
-		if err != nil {
-			return fmt.Errorf("journal entry %d: %w", e.Seq, err)
-		}
-		if gone {
-			destroyedSince = append(destroyedSince, a)
-		}
-		if err := o.destroy(ctx, a.ManifestKey, a.DataKey); err != nil {
-			return fmt.Errorf("journal entry %d: %w", e.Seq, err)
-		}
+	destroyedSince, err := o.rebookAll(ctx, e, x, forgotten)
+	if err != nil {
+		return err
 	}
 	ord := &order{id: x.ExpungeID, subject: s, hash: o.cfg.Key.Hash(s), commitment: commitment, orderRef: x.OrderRef,
 		requester: x.RequestedBy, approver: e.Actor, at: e.Time()}
@@ -208,6 +199,26 @@ func (o *Orders) reapplyExpunge(ctx context.Context, e journal.Entry, x expungeE
 		}
 		return journal.Adopt(ctx, tx, e)
 	})
+}
+
+// rebookAll books each successor of x the restored ledger lacks again and
+// destroys the superseded archives' objects again; it returns the archives
+// whose successor a later act destroyed (their holds are carried to its id).
+func (o *Orders) rebookAll(ctx context.Context, e journal.Entry, x expungeEntry, forgotten journal.Forgotten) ([]expungedArchive, error) {
+	var destroyedSince []expungedArchive
+	for _, a := range x.Archives {
+		gone, err := o.rebookSuccessor(ctx, a, forgotten)
+		if err != nil {
+			return nil, fmt.Errorf("journal entry %d: %w", e.Seq, err)
+		}
+		if gone {
+			destroyedSince = append(destroyedSince, a)
+		}
+		if err := o.destroy(ctx, a.ManifestKey, a.DataKey); err != nil {
+			return nil, fmt.Errorf("journal entry %d: %w", e.Seq, err)
+		}
+	}
+	return destroyedSince, nil
 }
 
 // rebookSuccessor books an expungement's successor again when the
@@ -252,15 +263,9 @@ func (o *Orders) rebookSuccessor(ctx context.Context, a expungedArchive, forgott
 	if err := json.Unmarshal(f.Data, &m); err != nil {
 		return false, fmt.Errorf("successor %s: its manifest: %w", *a.SuccessorID, err)
 	}
-	d, err := o.store.GetMatching(ctx, m.DataKey, store.SHA256Matches(m.DataSHA256))
+	k, err := o.successorDocs(ctx, m)
 	if err != nil {
 		return false, fmt.Errorf("successor %s: its data: %w", *a.SuccessorID, err)
-	}
-	var k kept
-	sc := bufio.NewScanner(bytes.NewReader(d.Data))
-	sc.Buffer(nil, len(d.Data)+1)
-	for sc.Scan() {
-		k.docs = append(k.docs, sc.Text())
 	}
 	if _, ok := o.spec(m.Table); !ok {
 		return false, errors.New("successor " + a.SuccessorID.String() + ": table " + m.Table + " is not archived by this service")
@@ -285,4 +290,20 @@ func (o *Orders) rebookSuccessor(ctx context.Context, a expungedArchive, forgott
 		}
 		return o.bookSuccessor(ctx, tx, l, &m, k)
 	})
+}
+
+// successorDocs reads a successor's data (checked against its manifest's
+// sha256) as its lines.
+func (o *Orders) successorDocs(ctx context.Context, m RewrittenManifest) (kept, error) {
+	var k kept
+	d, err := o.store.GetMatching(ctx, m.DataKey, store.SHA256Matches(m.DataSHA256))
+	if err != nil {
+		return k, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(d.Data))
+	sc.Buffer(nil, len(d.Data)+1)
+	for sc.Scan() {
+		k.docs = append(k.docs, sc.Text())
+	}
+	return k, sc.Err()
 }

@@ -3,7 +3,6 @@ package lifecycle_test
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -377,11 +376,6 @@ func TestRowsArchivedAfterTheBackupExpungedTwiceStayHeld(t *testing.T) {
 	t.Logf("held by the hold after reconcile: %v; live: %v", gotHeld, wantHeld)
 	require.True(t, survives(restored.Pool), "restored: the active hold keeps case 19's row of B")
 	require.Equal(t, wantHeld, gotHeld, "the hold names B's successors, as live")
-}
-
-func containsN(d []byte, n int) bool {
-	return strings.Contains(string(d), `"n": `+strconv.Itoa(n)+`,`) || strings.Contains(string(d), `"n":`+strconv.Itoa(n)+`,`) ||
-		strings.Contains(string(d), `"n": `+strconv.Itoa(n)+`}`) || strings.Contains(string(d), `"n":`+strconv.Itoa(n)+`}`)
 }
 
 func archiveEngine(t *testing.T, w *orderWorld, pool *pgxpool.Pool, back journaled) *archive.Engine {

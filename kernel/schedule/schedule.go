@@ -253,87 +253,109 @@ func checkText(s string, limit int) string {
 // well formed, every item's series one of them, no two items that can
 // match the same row, and every series covered by an item without when.
 func (d Document) Validate(series []Series) error {
-	var ps []Problem
-	add := func(i int, id, field, msg string) {
-		ps = append(ps, Problem{Item: i, ID: id, Field: field, Message: msg})
-	}
+	v := validation{own: map[string]bool{}, ids: map[string]int{}, matches: map[[2]string]int{}}
 	if m := checkText(d.Version, MaxVersion); m != "" {
-		add(-1, "", "version", m)
+		v.add(-1, "", "version", m)
 	}
 	if len(d.Items) == 0 {
-		add(-1, "", "items", "no items: a schedule names one for every archived table")
+		v.add(-1, "", "items", "no items: a schedule names one for every archived table")
 	}
 	if len(d.Items) > MaxItems {
-		add(-1, "", "items", fmt.Sprintf("more than %d", MaxItems))
+		v.add(-1, "", "items", fmt.Sprintf("more than %d", MaxItems))
 	}
-	own := map[string]bool{}
 	for _, s := range series {
-		own[s.Table] = true
+		v.own[s.Table] = true
 	}
-	ids := map[string]int{}
-	matches := map[[2]string]int{} // series, classification → item
 	for i, it := range d.Items {
-		if m := checkText(it.ID, MaxItemID); m != "" {
-			add(i, it.ID, "id", m)
-		} else if j, dup := ids[strings.ToLower(it.ID)]; dup {
-			add(i, it.ID, "id", fmt.Sprintf("items[%d] has the same code", j))
-		} else {
-			ids[strings.ToLower(it.ID)] = i
-		}
-		if !own[it.Series] {
-			add(i, it.ID, "series", fmt.Sprintf("%q is not an archived table of this service (%s)", it.Series, strings.Join(slices.Sorted(maps.Keys(own)), ", ")))
-		}
-		if it.When != nil {
-			if m := checkText(it.When.Classification, MaxText); m != "" {
-				add(i, it.ID, "when.classification", m)
-			}
-		}
-		key := [2]string{it.Series, classKey(it.When)}
-		if j, dup := matches[key]; dup {
-			cond := "without when"
-			if it.When != nil {
-				cond = fmt.Sprintf("with classification %q", it.When.Classification)
-			}
-			add(i, it.ID, "when", fmt.Sprintf("items[%d] (%s) matches the same rows: series %s %s", j, d.Items[j].ID, it.Series, cond))
-		} else {
-			matches[key] = i
-		}
-		if len(it.Starts) == 0 {
-			add(i, it.ID, "starts", fmt.Sprintf("required: %q, %q or both", ClockRecord, ClockCaseClosed))
-		}
-		seen := map[Clock]bool{}
-		for _, c := range it.Starts {
-			switch {
-			case c != ClockRecord && c != ClockCaseClosed:
-				add(i, it.ID, "starts", fmt.Sprintf("%q is not a clock (%q, %q)", c, ClockRecord, ClockCaseClosed))
-			case seen[c]:
-				add(i, it.ID, "starts", fmt.Sprintf("%q twice", c))
-			}
-			seen[c] = true
-		}
-		p, err := ParsePeriod(it.Retain)
-		if err != nil {
-			add(i, it.ID, "retain", err.Error())
-		}
-		switch it.Action {
-		case ActionReview, ActionDestroy:
-		default:
-			add(i, it.ID, "action", fmt.Sprintf("%q is not %q or %q", it.Action, ActionReview, ActionDestroy))
-		}
-		if err == nil && p.Permanent && it.Action == ActionDestroy {
-			add(i, it.ID, "action", "destroy with retain permanent: nothing would ever be destroyed")
-		}
-		if m := checkText(it.Authority, MaxText); m != "" {
-			add(i, it.ID, "authority", m+": every item cites the law or schedule that allows it")
-		}
+		v.identity(d, i, it)
+		v.clocks(i, it)
+		v.terms(i, it)
 	}
 	for _, s := range series {
-		if _, ok := matches[[2]string{s.Table, ""}]; !ok {
-			add(-1, "", "items", fmt.Sprintf("no item without when covers %s: every archived table needs one", s.Table))
+		if _, ok := v.matches[[2]string{s.Table, ""}]; !ok {
+			v.add(-1, "", "items", fmt.Sprintf("no item without when covers %s: every archived table needs one", s.Table))
 		}
 	}
-	if len(ps) > 0 {
-		return &InvalidError{Problems: ps}
+	if len(v.problems) > 0 {
+		return &InvalidError{Problems: v.problems}
 	}
 	return nil
+}
+
+// validation collects a document's problems.
+type validation struct {
+	problems []Problem
+	own      map[string]bool
+	ids      map[string]int    // an item code, case-folded → its item
+	matches  map[[2]string]int // series, classification → its item
+}
+
+func (v *validation) add(i int, id, field, msg string) {
+	v.problems = append(v.problems, Problem{Item: i, ID: id, Field: field, Message: msg})
+}
+
+// identity checks an item's code, series and condition, and that no
+// earlier item matches the same rows.
+func (v *validation) identity(d Document, i int, it Item) {
+	if m := checkText(it.ID, MaxItemID); m != "" {
+		v.add(i, it.ID, "id", m)
+	} else if j, dup := v.ids[strings.ToLower(it.ID)]; dup {
+		v.add(i, it.ID, "id", fmt.Sprintf("items[%d] has the same code", j))
+	} else {
+		v.ids[strings.ToLower(it.ID)] = i
+	}
+	if !v.own[it.Series] {
+		v.add(i, it.ID, "series", fmt.Sprintf("%q is not an archived table of this service (%s)", it.Series, strings.Join(slices.Sorted(maps.Keys(v.own)), ", ")))
+	}
+	if it.When != nil {
+		if m := checkText(it.When.Classification, MaxText); m != "" {
+			v.add(i, it.ID, "when.classification", m)
+		}
+	}
+	key := [2]string{it.Series, classKey(it.When)}
+	if j, dup := v.matches[key]; dup {
+		cond := "without when"
+		if it.When != nil {
+			cond = fmt.Sprintf("with classification %q", it.When.Classification)
+		}
+		v.add(i, it.ID, "when", fmt.Sprintf("items[%d] (%s) matches the same rows: series %s %s", j, d.Items[j].ID, it.Series, cond))
+	} else {
+		v.matches[key] = i
+	}
+}
+
+// clocks checks an item's starts.
+func (v *validation) clocks(i int, it Item) {
+	if len(it.Starts) == 0 {
+		v.add(i, it.ID, "starts", fmt.Sprintf("required: %q, %q or both", ClockRecord, ClockCaseClosed))
+	}
+	seen := map[Clock]bool{}
+	for _, c := range it.Starts {
+		switch {
+		case c != ClockRecord && c != ClockCaseClosed:
+			v.add(i, it.ID, "starts", fmt.Sprintf("%q is not a clock (%q, %q)", c, ClockRecord, ClockCaseClosed))
+		case seen[c]:
+			v.add(i, it.ID, "starts", fmt.Sprintf("%q twice", c))
+		}
+		seen[c] = true
+	}
+}
+
+// terms checks an item's period, action and authority.
+func (v *validation) terms(i int, it Item) {
+	p, err := ParsePeriod(it.Retain)
+	if err != nil {
+		v.add(i, it.ID, "retain", err.Error())
+	}
+	switch it.Action {
+	case ActionReview, ActionDestroy:
+	default:
+		v.add(i, it.ID, "action", fmt.Sprintf("%q is not %q or %q", it.Action, ActionReview, ActionDestroy))
+	}
+	if err == nil && p.Permanent && it.Action == ActionDestroy {
+		v.add(i, it.ID, "action", "destroy with retain permanent: nothing would ever be destroyed")
+	}
+	if m := checkText(it.Authority, MaxText); m != "" {
+		v.add(i, it.ID, "authority", m+": every item cites the law or schedule that allows it")
+	}
 }
