@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -285,10 +286,15 @@ func TestFleetLedgerOverRabbitMQ(t *testing.T) {
 		return w.secDB.Count(t, `SELECT count(*) FROM dead_letter_audit WHERE event_type = 'exchange.sent'`) == 1
 	})
 	var reason string
-	require.NoError(t, w.secDB.Pool.QueryRow(ctx, `SELECT reason FROM dead_letter_audit`).Scan(&reason))
+	require.NoError(t, w.secDB.Pool.QueryRow(ctx, `SELECT reason FROM dead_letter_audit WHERE event_type = 'exchange.sent'`).Scan(&reason))
 	require.Contains(t, reason, "audit_log")
-	require.Equal(t, "1", sec.metric(t, "events_dead_lettered_total"))
 	w.secDB.Exec(t, `ALTER TABLE audit_log_gone RENAME TO audit_log`)
+	// Every dead letter is counted: the one above, and any event rules
+	// published while audit_log was gone (a service with more archived
+	// tables publishes more).
+	eventually(t, "every dead letter is counted", func() bool {
+		return sec.metric(t, "events_dead_lettered_total") == strconv.FormatInt(w.secDB.Count(t, `SELECT count(*) FROM dead_letter_audit`), 10)
+	})
 	require.Zero(t, w.secDB.Count(t, `SELECT count(*) FROM event_inbox WHERE event_id = $1`, id), "a dead-lettered event is not marked received")
 
 	require.Equal(t, app.ExitOK, rulesServe.stop(t), rulesServe.stderr.String())
