@@ -56,6 +56,8 @@ type ArchiveAPI struct {
 	Schedules *schedule.Schedules
 	// Clocks keep the service's case clocks (ADR-073).
 	Clocks *schedule.Clocks
+	// CaseEvents counts the case events typed by hand (nil: not counted).
+	CaseEvents *metrics.CaseEvents
 }
 
 // journalExempt are the calls served while the database is behind the

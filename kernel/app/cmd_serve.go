@@ -73,7 +73,7 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = pub.Close() }()
-	inbound, err := r.startInbound(pool, reg)
+	inbound, err := r.startInbound(pool, reg, archiveAPI)
 	if err != nil {
 		return err
 	}
@@ -152,6 +152,9 @@ func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *
 				return nil, nil, err
 			}
 			api.Clocks = schedule.NewClocks(pool, key)
+			if api.CaseEvents, err = metrics.NewCaseEvents(reg, schedule.CaseEventTypes()); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	watch, err := r.ledgerWatch(lm, reg)

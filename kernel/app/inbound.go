@@ -102,9 +102,14 @@ func loadSigner(service string, ev settings.Events) (*eventsig.Signer, error) {
 // startInbound builds the service's consumers (nil: the service consumes
 // nothing): the event queue with bounded attempts, and its dead-letter
 // queue.
-func (r *runtime[T]) startInbound(pool *pgxpool.Pool, reg prometheus.Registerer) (func(context.Context) error, error) {
+func (r *runtime[T]) startInbound(pool *pgxpool.Pool, reg prometheus.Registerer, api *ArchiveAPI) (func(context.Context) error, error) {
 	spec := r.spec.Inbound
-	if spec == nil {
+	producer := r.tr.Events.CaseEventsProducer
+	if producer != "" && (api == nil || api.Clocks == nil) {
+		return nil, fmt.Errorf("%s=%q: this service keeps no case clocks (it archives no table with a subject key)",
+			settings.EnvVar(r.spec.Name, "events.case_events_producer"), producer)
+	}
+	if spec == nil && producer == "" {
 		return nil, nil
 	}
 	deps := InboundDeps[T]{Settings: r.cfg, Registerer: reg, Logger: r.logger}
@@ -118,6 +123,12 @@ func (r *runtime[T]) startInbound(pool *pgxpool.Pool, reg prometheus.Registerer)
 	} else {
 		r.logger.Warn("inbound events are not authenticated: any producer on the broker can book archives; set events.trusted_keys_file",
 			slog.String("knob", settings.EnvVar(r.spec.Name, "events.trusted_keys_file")))
+	}
+	if producer != "" {
+		// Validated at load: a producer comes with a trust file.
+		ce := &CaseEvents{Clocks: api.Clocks, Trust: deps.Trust, Producer: producer, Metrics: api.CaseEvents, Logger: r.logger}
+		spec = withCaseEvents(spec, ce.Inbound())
+		r.logger.Info("inbound events: case events move the case clocks", slog.String("producer", producer))
 	}
 	in, err := spec.New(deps)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/auth"
+	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/schedule"
 	"github.com/craig/retention/kernel/subject"
 )
@@ -62,15 +63,26 @@ func (a *ArchiveAPI) caseEvent(w http.ResponseWriter, r *http.Request, p auth.Pr
 	clock, err := a.Clocks.Apply(r.Context(), e, p.Subject)
 	switch {
 	case errors.Is(err, schedule.ErrStale):
+		a.countCaseEvent(e.Type, metrics.CaseEventStale)
 		writeError(w, http.StatusConflict, "stale_event", err.Error(), nil)
 	case errors.Is(err, schedule.ErrBadEvent):
+		a.countCaseEvent(e.Type, metrics.CaseEventMalformed)
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
 	case errors.Is(err, schedule.ErrNoKey):
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "subject_key_not_configured", "knob": a.SubjectKeyKnob})
 	case err != nil:
 		a.fail(w, r, err)
 	default:
+		a.countCaseEvent(e.Type, metrics.CaseEventApplied)
 		writeJSON(w, http.StatusOK, clock)
+	}
+}
+
+// countCaseEvent counts an event typed by hand; an unknown type is not a
+// series (a typo must not create one).
+func (a *ArchiveAPI) countCaseEvent(eventType, outcome string) {
+	if a.CaseEvents != nil && schedule.IsCaseEvent(eventType) {
+		a.CaseEvents.Received.WithLabelValues(eventType, "api", outcome).Inc()
 	}
 }
 

@@ -571,6 +571,42 @@ func (m *Vacuum) ForgetSlotsExcept(names []string) {
 	m.slots = keep
 }
 
+// CaseEvents counts the case events a service received, by type, where
+// they came from (inbox: the broker; api: typed by hand) and what became
+// of them (applied, stale, malformed, refused: a signature that does not
+// prove the configured producer) (retention_case_events_total, ADR-073).
+type CaseEvents struct {
+	Received *prometheus.CounterVec
+}
+
+// The outcomes of a case event.
+const (
+	CaseEventApplied   = "applied"
+	CaseEventStale     = "stale"
+	CaseEventMalformed = "malformed"
+	CaseEventRefused   = "refused"
+)
+
+// NewCaseEvents registers the case events' counter on reg, every series
+// present from zero so that a rate over a first refusal is defined.
+func NewCaseEvents(reg prometheus.Registerer, types []string) (*CaseEvents, error) {
+	m := &CaseEvents{Received: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retention_case_events_total",
+		Help: "Case events (case.closed, case.reopened, case.merged) received, by source (inbox, api) and outcome (applied, stale, malformed, refused).",
+	}, []string{"type", "source", "outcome"})}
+	if err := register(reg, m.Received); err != nil {
+		return nil, err
+	}
+	for _, t := range types {
+		for _, src := range []string{"inbox", "api"} {
+			for _, o := range []string{CaseEventApplied, CaseEventStale, CaseEventMalformed, CaseEventRefused} {
+				m.Received.WithLabelValues(t, src, o)
+			}
+		}
+	}
+	return m, nil
+}
+
 func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	var errs []error
 	for _, c := range cs {

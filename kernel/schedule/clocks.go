@@ -94,6 +94,12 @@ func (e Event) check(now time.Time) error {
 // event (older than the clock's last change) is refused and changes
 // nothing.
 func (c *Clocks) Apply(ctx context.Context, e Event, source string) (CaseClock, error) {
+	return c.ApplyTx(ctx, nil, e, source)
+}
+
+// ApplyTx is Apply inside tx (nil: its own transaction): the inbox applies
+// a received event in the transaction that claims its id.
+func (c *Clocks) ApplyTx(ctx context.Context, tx pgx.Tx, e Event, source string) (CaseClock, error) {
 	if !c.key.Valid() {
 		return CaseClock{}, ErrNoKey
 	}
@@ -118,7 +124,7 @@ func (c *Clocks) Apply(ctx context.Context, e Event, source string) (CaseClock, 
 		into = c.key.Hash(e.Into)
 		p.State, p.MergedInto, out.State, out.Merged = "merged", into, "merged", true
 	}
-	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+	write := func(tx pgx.Tx) error {
 		q := queries.New(tx)
 		n, err := q.SetCaseClock(ctx, p)
 		if err != nil {
@@ -129,6 +135,11 @@ func (c *Clocks) Apply(ctx context.Context, e Event, source string) (CaseClock, 
 		}
 		return q.RecordClockEvent(ctx, queries.RecordClockEventParams{SubjectHash: hash, Type: e.Type, At: p.ChangedAt, Classification: class,
 			MergedInto: into, Source: source})
-	})
-	return out, err
+	}
+	if tx != nil {
+		// A savepoint: a stale event leaves the caller's transaction (the
+		// inbox's) usable, so the refusal is acknowledged, not retried.
+		return out, pgx.BeginFunc(ctx, tx, write)
+	}
+	return out, pgx.BeginFunc(ctx, c.pool, write)
 }

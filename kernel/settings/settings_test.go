@@ -495,6 +495,7 @@ func TestKeys(t *testing.T) {
 		"database_url",
 		"event_inbox_retention_days",
 		"event_outbox_retention_days",
+		"events.case_events_producer",
 		"events.signing_key_file",
 		"events.signing_key_id",
 		"events.trusted_keys_file",
@@ -563,6 +564,7 @@ func TestEventsProblems(t *testing.T) {
 		{settings.Events{SigningKeyID: "rules-2026"}, true},
 		{settings.Events{SigningKeyFile: "/k.pem", SigningKeyID: "rules 2026"}, true},
 		{settings.Events{SigningKeyFile: "/k.pem", SigningKeyID: strings.Repeat("k", 65)}, true},
+		{settings.Events{TrustedKeysFile: "/etc/craig/trust", CaseEventsProducer: "craig-cases"}, false},
 	} {
 		ps := tt.events.Problems()
 		if !tt.bad {
@@ -571,5 +573,18 @@ func TestEventsProblems(t *testing.T) {
 		}
 		require.Len(t, ps, 1, "%+v", tt.events)
 		require.Equal(t, "events.signing_key_id", ps[0].Key)
+	}
+	// Case events move the clocks that destroy records: only signed ones,
+	// from a producer named as the trust file names it.
+	for _, ev := range []settings.Events{
+		{CaseEventsProducer: "craig-cases"},
+		{TrustedKeysFile: "/etc/craig/trust", CaseEventsProducer: "Craig Cases"},
+		{TrustedKeysFile: "/etc/craig/trust", CaseEventsProducer: "-cases"},
+		{TrustedKeysFile: "/etc/craig/trust", CaseEventsProducer: strings.Repeat("c", 65)},
+	} {
+		ps := ev.Problems()
+		require.Len(t, ps, 1, "%+v", ev)
+		require.Equal(t, "events.case_events_producer", ps[0].Key)
+		require.Equal(t, ev.CaseEventsProducer, ps[0].Value)
 	}
 }

@@ -280,6 +280,13 @@ type Events struct {
 	// (`<key id> <source service> <base64 public key>` per line); with it,
 	// an unsigned or wrongly signed archive event is refused.
 	TrustedKeysFile string `koanf:"trusted_keys_file"`
+	// CaseEventsProducer is the source service (as the trust file names
+	// it, e.g. craig-cases) whose signed case.closed, case.reopened and
+	// case.merged events move this service's case clocks (ADR-073). Empty
+	// (the default): none is consumed, since a clock decides when records
+	// are destroyed and an unconfigured producer must not start one. It
+	// requires trusted_keys_file: an unsigned case event is refused.
+	CaseEventsProducer string `koanf:"case_events_producer"`
 }
 
 // Problems checks the events keys.
@@ -291,8 +298,19 @@ func (e Events) Problems() []Problem {
 	} else if e.SigningKeyID != "" && !eventKeyID.MatchString(e.SigningKeyID) {
 		ps = append(ps, Problem{Key: "events.signing_key_id", Value: e.SigningKeyID, Reason: "must be 1..64 letters, digits and . _ : - (starting with a letter or digit)"})
 	}
+	if e.CaseEventsProducer != "" && !producerName.MatchString(e.CaseEventsProducer) {
+		ps = append(ps, Problem{Key: "events.case_events_producer", Value: e.CaseEventsProducer,
+			Reason: "must be a service name: 1..64 lower-case letters, digits and - (starting with a letter)"})
+	} else if e.CaseEventsProducer != "" && e.TrustedKeysFile == "" {
+		ps = append(ps, Problem{Key: "events.case_events_producer", Value: e.CaseEventsProducer,
+			Reason:  "case events move the clocks that destroy records: they are accepted only signed, so events.trusted_keys_file is required",
+			Related: []string{"events.trusted_keys_file"}})
+	}
 	return ps
 }
+
+// producerName is a source service's name as a trust file writes it.
+var producerName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
 
 // eventKeyID is eventsig's key id syntax.
 var eventKeyID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$`)

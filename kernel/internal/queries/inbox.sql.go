@@ -32,3 +32,15 @@ func (q *Queries) RecordReceived(ctx context.Context, arg RecordReceivedParams) 
 	}
 	return result.RowsAffected(), nil
 }
+
+const releaseInboxClaim = `-- name: ReleaseInboxClaim :exec
+DELETE FROM event_inbox WHERE event_id = $1
+`
+
+// ReleaseInboxClaim gives back an event id an event could not prove it
+// owns (a case event whose signature does not prove the configured
+// producer): the genuine event with that id is then still received.
+func (q *Queries) ReleaseInboxClaim(ctx context.Context, eventID pgtype.UUID) error {
+	_, err := q.db.Exec(ctx, releaseInboxClaim, eventID)
+	return err
+}
