@@ -99,6 +99,24 @@ func (s *Starts) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
+// Has is whether c is among the clocks.
+func (s Starts) Has(c Clock) bool {
+	for _, x := range s {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// ActionOrDefault is the item's action, review when none is written.
+func (it Item) ActionOrDefault() Action {
+	if it.Action == "" {
+		return ActionReview
+	}
+	return it.Action
+}
+
 // Period is a retention period: calendar months and days (a year is twelve
 // months, a week seven days), or permanent (never due).
 type Period struct {

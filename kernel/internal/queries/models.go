@@ -8,6 +8,15 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type ArchiveCaseRow struct {
+	ArchiveID   pgtype.UUID
+	SubjectHash []byte
+	SubjectBox  []byte
+	OldestDay   pgtype.Date
+	NewestDay   pgtype.Date
+	Rows        int64
+}
+
 type ArchiveHold struct {
 	ID            pgtype.UUID
 	Title         string
@@ -49,6 +58,7 @@ type ArchiveLedger struct {
 	ExpungeID       pgtype.UUID
 	SupersededBy    pgtype.UUID
 	Supersedes      pgtype.UUID
+	CaseRowsIndexed bool
 }
 
 type ArchiveLifecycleLog struct {

@@ -11,6 +11,15 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+type ArchiveCaseRow struct {
+	ArchiveID   uuid.UUID
+	SubjectHash []byte
+	SubjectBox  []byte
+	OldestDay   pgtype.Date
+	NewestDay   pgtype.Date
+	Rows        int64
+}
+
 type ArchiveHold struct {
 	ID            uuid.UUID
 	Title         string
@@ -52,6 +61,7 @@ type ArchiveLedger struct {
 	ExpungeID       pgtype.UUID
 	SupersededBy    pgtype.UUID
 	Supersedes      pgtype.UUID
+	CaseRowsIndexed bool
 }
 
 type ArchiveLifecycleLog struct {

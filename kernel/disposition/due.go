@@ -1,0 +1,173 @@
+// Package disposition finds the records a schedule makes due and reviews
+// their destruction (ADR-073): each case's rows, hot and archived, fall
+// due together under the item of the schedule in force that covers them,
+// from the case's clock and its newest record; rows about no case use
+// their own date.
+package disposition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/schedule"
+	"github.com/craig/retention/kernel/subject"
+)
+
+// ErrNoSchedule: no version of the schedule is in force, so nothing is
+// due by it (archive.retention.<table>_days dates archives as before).
+var ErrNoSchedule = errors.New("disposition: no records schedule is in force")
+
+// Finder computes what is due on one service.
+type Finder struct {
+	pool      *pgxpool.Pool
+	key       subject.Key
+	specs     map[string]archive.TableSpec
+	schedules *schedule.Schedules
+}
+
+// NewFinder returns the finder of a service archiving specs, its cases
+// hashed with key.
+func NewFinder(pool *pgxpool.Pool, key subject.Key, specs []archive.TableSpec, schedules *schedule.Schedules) *Finder {
+	m := map[string]archive.TableSpec{}
+	for _, s := range specs {
+		m[s.Table] = s
+	}
+	return &Finder{pool: pool, key: key, specs: m, schedules: schedules}
+}
+
+// DueCase is one case's rows of one series due under an item (or, with no
+// Subject, the rows about no case of one day).
+type DueCase struct {
+	// Subject is the case (case:<n>) for the reviewers; "" for rows
+	// about no case.
+	Subject      string      `json:"subject"`
+	SubjectHash  string      `json:"subject_hash"`
+	Series       string      `json:"series"`
+	Due          string      `json:"due"`
+	RowsHot      int64       `json:"rows_hot"`
+	RowsArchived int64       `json:"rows_archived"`
+	Archives     []uuid.UUID `json:"archives"`
+	// Holds are the active holds that keep some of its rows: it is not
+	// destroyed while one is active.
+	Holds []uuid.UUID `json:"holds"`
+}
+
+// DueItem is what is due under one item of the schedule.
+type DueItem struct {
+	Item      string    `json:"item"`
+	Series    string    `json:"series"`
+	Authority string    `json:"authority"`
+	Action    string    `json:"action"`
+	Retain    string    `json:"retain"`
+	Rows      int64     `json:"rows"`
+	Cases     []DueCase `json:"cases"`
+}
+
+// Due is what the schedule in force makes due on a day.
+type Due struct {
+	Version string    `json:"version"`
+	AsOf    string    `json:"as_of"`
+	Items   []DueItem `json:"items"`
+	// Unindexed counts the archives whose case rows are not indexed yet:
+	// none of their rows is listed (never early), and the listing says so.
+	Unindexed int64 `json:"unindexed_archives"`
+}
+
+// Find lists what is due on asOf's UTC day under the version in force.
+func (f *Finder) Find(ctx context.Context, asOf time.Time, unindexed int64) (Due, error) {
+	v, err := f.schedules.InForce(ctx)
+	if err != nil {
+		return Due{}, err
+	}
+	if v == nil {
+		return Due{}, ErrNoSchedule
+	}
+	day := asOf.UTC().Truncate(24 * time.Hour)
+	p := queries.DueCasesParams{AsOf: pgtype.Date{Time: day, Valid: true}}
+	items := map[string]schedule.Item{}
+	for _, it := range v.Document.Items {
+		per, err := schedule.ParsePeriod(it.Retain)
+		if err != nil {
+			return Due{}, fmt.Errorf("schedule %s item %s: %w", v.Version, it.ID, err)
+		}
+		class := ""
+		if it.When != nil {
+			class = strings.TrimSpace(it.When.Classification)
+		}
+		items[it.ID] = it
+		p.ItemIds, p.ItemSeries, p.ItemClasses = append(p.ItemIds, it.ID), append(p.ItemSeries, it.Series), append(p.ItemClasses, class)
+		p.ItemRecord = append(p.ItemRecord, it.Starts.Has(schedule.ClockRecord))
+		p.ItemClosed = append(p.ItemClosed, it.Starts.Has(schedule.ClockCaseClosed))
+		p.ItemMonths, p.ItemDays = append(p.ItemMonths, int32(per.Months)), append(p.ItemDays, int32(per.Days))
+		p.ItemPermanent = append(p.ItemPermanent, per.Permanent)
+	}
+	hot := map[string]string{} // hash -> case, for the hot cases
+	seen := map[string]bool{}
+	for _, series := range p.ItemSeries {
+		spec, ok := f.specs[series]
+		if !ok || seen[series] {
+			continue
+		}
+		seen[series] = true
+		facts, err := archive.HotCaseRows(ctx, f.pool, f.key, spec)
+		if err != nil {
+			return Due{}, err
+		}
+		for _, c := range facts {
+			if !c.Case.IsZero() {
+				hot[string(c.Hash)] = c.Case.String()
+			}
+			p.HotSeries, p.HotHashes = append(p.HotSeries, series), append(p.HotHashes, c.Hash)
+			p.HotOldest = append(p.HotOldest, pgtype.Date{Time: c.Oldest, Valid: true})
+			p.HotNewest = append(p.HotNewest, pgtype.Date{Time: c.Newest, Valid: true})
+			p.HotCounts = append(p.HotCounts, c.Rows)
+		}
+	}
+	rows, err := queries.New(f.pool).DueCases(ctx, p)
+	if err != nil {
+		return Due{}, fmt.Errorf("due cases: %w", err)
+	}
+	out := Due{Version: v.Version, AsOf: day.Format(time.DateOnly), Items: []DueItem{}, Unindexed: unindexed}
+	for _, r := range rows {
+		it := items[r.ItemID]
+		if n := len(out.Items); n == 0 || out.Items[n-1].Item != r.ItemID {
+			out.Items = append(out.Items, DueItem{Item: it.ID, Series: it.Series, Authority: it.Authority, Action: string(it.ActionOrDefault()),
+				Retain: it.Retain, Cases: []DueCase{}})
+		}
+		di := &out.Items[len(out.Items)-1]
+		c := DueCase{Series: r.Series, Due: r.Due.Time.Format(time.DateOnly), RowsHot: r.HotRows, RowsArchived: r.ArchivedRows,
+			Archives: uuidsOf(r.Archives), Holds: uuidsOf(r.Holds)}
+		if len(r.SubjectHash) > 0 {
+			c.SubjectHash = subject.Hex(r.SubjectHash)
+			if s, ok := hot[string(r.SubjectHash)]; ok {
+				c.Subject = s
+			} else if len(r.SubjectBox) > 0 {
+				plain, err := f.key.Unbox(r.SubjectBox)
+				if err != nil {
+					return Due{}, fmt.Errorf("the case of %s: %w", c.SubjectHash, err)
+				}
+				c.Subject = string(plain)
+			}
+		}
+		di.Rows += c.RowsHot + c.RowsArchived
+		di.Cases = append(di.Cases, c)
+	}
+	return out, nil
+}
+
+func uuidsOf(in []pgtype.UUID) []uuid.UUID {
+	out := make([]uuid.UUID, 0, len(in))
+	for _, u := range in {
+		out = append(out, u.Bytes)
+	}
+	return out
+}

@@ -1,0 +1,130 @@
+package lifecycle_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/disposition"
+	"github.com/craig/retention/kernel/lifecycle"
+	"github.com/craig/retention/kernel/schedule"
+)
+
+// dueSchedule: CW-12 keeps rule_evaluations a year after the later of the
+// record and the case's closure; CW-12U keeps an unsubstantiated case's
+// thirty days after its closure.
+const dueSchedule = `version: "2026-12"
+items:
+  - id: CW-12
+    series: rule_evaluations
+    starts: [record, case.closed]
+    retain: P1Y
+    authority: GRS-2482, authorized 1998-03-20
+  - id: CW-12U
+    series: rule_evaluations
+    when: {classification: Unsubstantiated}
+    starts: case.closed
+    retain: P30D
+    authority: Missouri CW manual 2.5
+`
+
+// TestDueListsEachCaseOnItsOwnDate: on the order world (A = case 17 and B
+// = case 18 sharing four archives and the hot table), nothing is due until
+// a schedule is in force and a case's clock says so; B closed as
+// unsubstantiated 60 days ago is due under CW-12U with all its rows, hot
+// and archived, and the archives that hold them; A closed long ago is not
+// due while its newest record is younger than a year; merged into B, A
+// follows B's clock; reopened, B is due no more; a subject hold on B is
+// reported with it; an archive not yet indexed by case keeps its cases
+// off the listing and says so.
+func TestDueListsEachCaseOnItsOwnDate(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	sch := schedule.New(w.db.Pool, []schedule.Series{{Table: "rule_evaluations"}})
+	f := disposition.NewFinder(w.db.Pool, w.key, []archive.TableSpec{subjectSpec()}, sch)
+	clocks := schedule.NewClocks(w.db.Pool, w.key)
+	now := time.Now().UTC()
+	event := func(typ, c string, daysAgo int, class string, into string) {
+		t.Helper()
+		e := schedule.Event{Type: typ, Case: mustSubject(t, c), At: now.AddDate(0, 0, -daysAgo), Classification: class}
+		if into != "" {
+			e.Into = mustSubject(t, into)
+		}
+		_, err := clocks.Apply(w.ctx, e, "ops:test")
+		require.NoError(t, err)
+	}
+	_, err := f.Find(w.ctx, now, 0)
+	require.ErrorIs(t, err, disposition.ErrNoSchedule)
+	doc, err := schedule.Parse([]byte(dueSchedule), sch.Series())
+	require.NoError(t, err)
+	_, err = sch.Propose(w.ctx, doc, "ops:alice")
+	require.NoError(t, err)
+	_, err = sch.Approve(w.ctx, "2026-12", "ops:bob", true)
+	require.NoError(t, err)
+
+	due, err := f.Find(w.ctx, now, 0)
+	require.NoError(t, err)
+	require.Empty(t, due.Items, "no clock: CW-12 waits for a closure, so nothing is due")
+
+	event(schedule.EventClosed, "case:18", 60, "UNSUBSTANTIATED", "")
+	event(schedule.EventClosed, "case:17", 800, "substantiated", "")
+	due, err = f.Find(w.ctx, now, 4)
+	require.NoError(t, err)
+	require.Len(t, due.Items, 1)
+	require.Equal(t, "CW-12U", due.Items[0].Item)
+	require.Equal(t, "Missouri CW manual 2.5", due.Items[0].Authority)
+	require.Len(t, due.Items[0].Cases, 1)
+	b := due.Items[0].Cases[0]
+	require.Equal(t, "case:18", b.Subject)
+	require.Equal(t, int64(1), b.RowsHot)
+	require.Zero(t, b.RowsArchived, "its archives are not indexed by case yet")
+	require.Equal(t, now.AddDate(0, 0, -30).Format(time.DateOnly), b.Due)
+
+	rep, err := w.reader.IndexCaseRows(w.ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, 4, rep.Indexed)
+	require.Zero(t, rep.Left)
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_case_rows WHERE strpos(subject_box::text, 'case') > 0`), "sealed, never in clear")
+	due, err = f.Find(w.ctx, now, rep.Left)
+	require.NoError(t, err)
+	require.Len(t, due.Items, 1)
+	b = due.Items[0].Cases[0]
+	require.Equal(t, int64(12), b.RowsArchived)
+	require.ElementsMatch(t, []uuid.UUID{w.arch[0], w.arch[1], w.arch[3]}, b.Archives)
+	require.Empty(t, b.Holds)
+	require.Equal(t, int64(13), due.Items[0].Rows)
+
+	// Merged into B, A follows B's clock and item, with every row of A.
+	event(schedule.EventMerged, "case:17", 5, "", "case:18")
+	due, err = f.Find(w.ctx, now, 0)
+	require.NoError(t, err)
+	require.Len(t, due.Items[0].Cases, 2)
+	a := due.Items[0].Cases[0]
+	if a.Subject != "case:17" {
+		a = due.Items[0].Cases[1]
+	}
+	require.Equal(t, "case:17", a.Subject)
+	require.Equal(t, int64(2), a.RowsHot)
+	require.Equal(t, int64(8), a.RowsArchived)
+
+	h, err := w.mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "fair hearing", Reason: "hearing 2026-114", Subjects: []string{"case:18"}}, "ops:carol")
+	require.NoError(t, err)
+	due, err = f.Find(w.ctx, now, 0)
+	require.NoError(t, err)
+	for _, c := range due.Items[0].Cases {
+		require.Equal(t, []uuid.UUID{h.ID}, c.Holds, "%s: B's hold keeps the archives A shares with it", c.Subject)
+	}
+
+	// Reopened, B (and A with it) is due no more; one day before B's due
+	// date, neither is.
+	due, err = f.Find(w.ctx, now.AddDate(0, 0, -31), 0)
+	require.NoError(t, err)
+	require.Empty(t, due.Items)
+	event(schedule.EventReopened, "case:18", 1, "", "")
+	due, err = f.Find(w.ctx, now, 0)
+	require.NoError(t, err)
+	require.Empty(t, due.Items)
+}

@@ -1,0 +1,118 @@
+-- Case rows and due dates (migrations/archive/00011, ADR-073).
+
+-- CaseRowsToIndex are unpurged archives whose case rows are not indexed.
+-- name: CaseRowsToIndex :many
+SELECT archive_id, table_name, data_key, data_sha256
+FROM archive_ledger
+WHERE NOT case_rows_indexed AND purged_at IS NULL
+ORDER BY archive_id
+LIMIT sqlc.arg(row_limit);
+
+-- CountCaseRowsToIndex counts them.
+-- name: CountCaseRowsToIndex :one
+SELECT count(*) FROM archive_ledger WHERE NOT case_rows_indexed AND purged_at IS NULL;
+
+-- InsertArchiveCaseRows writes an archive's case rows (an empty hash and a
+-- NULL box: rows about no case).
+-- name: InsertArchiveCaseRows :exec
+INSERT INTO archive_case_rows (archive_id, subject_hash, subject_box, oldest_day, newest_day, rows)
+SELECT sqlc.arg(archive_id), f.hash, f.box, f.oldest, f.newest, f.n
+FROM (SELECT unnest(sqlc.arg(hashes)::bytea[]) AS hash, unnest(sqlc.arg(boxes)::bytea[]) AS box, unnest(sqlc.arg(oldest)::date[]) AS oldest,
+             unnest(sqlc.arg(newest)::date[]) AS newest, unnest(sqlc.arg(counts)::bigint[]) AS n) AS f;
+
+-- MarkCaseRowsIndexed marks an unpurged archive indexed; no row: it was
+-- purged meanwhile (its rows are written for nothing and forgotten).
+-- name: MarkCaseRowsIndexed :execrows
+UPDATE archive_ledger SET case_rows_indexed = true
+WHERE archive_id = sqlc.arg(archive_id) AND purged_at IS NULL AND NOT case_rows_indexed;
+
+-- ForgetPurgedCaseRows deletes the case rows of purged archives: what is
+-- destroyed leaves no case, even sealed, behind.
+-- name: ForgetPurgedCaseRows :execrows
+DELETE FROM archive_case_rows AS c USING archive_ledger AS l
+WHERE l.archive_id = c.archive_id AND l.purged_at IS NOT NULL;
+
+-- ForgetSubjectCaseRows deletes every case row of a subject (an
+-- expungement: its hash is replaced everywhere).
+-- name: ForgetSubjectCaseRows :execrows
+DELETE FROM archive_case_rows WHERE subject_hash = sqlc.arg(subject_hash);
+
+-- DueCases computes, for every case of the schedule's series (the hot
+-- facts passed in, the archived ones from archive_case_rows), its item
+-- and due date, and returns those due on or before as_of with the active
+-- holds that block them. A case follows the clock of the case it merged
+-- into (16 hops at most: a longer or circular chain is never due); a
+-- reopened case is never due; a case.closed clock needs a closure; with
+-- several clocks the later one counts. Rows about no case are grouped per
+-- day, each day due on its own date under its series' item without a
+-- classification.
+-- name: DueCases :many
+WITH RECURSIVE items AS (
+    SELECT unnest(sqlc.arg(item_ids)::text[]) AS item_id, unnest(sqlc.arg(item_series)::text[]) AS series,
+           NULLIF(unnest(sqlc.arg(item_classes)::text[]), '') AS class, unnest(sqlc.arg(item_record)::boolean[]) AS rec,
+           unnest(sqlc.arg(item_closed)::boolean[]) AS closed, unnest(sqlc.arg(item_months)::integer[]) AS months,
+           unnest(sqlc.arg(item_days)::integer[]) AS days, unnest(sqlc.arg(item_permanent)::boolean[]) AS perm
+), facts AS (
+    SELECT f.series, f.hash, NULL::uuid AS archive_id, f.oldest, f.newest, f.n
+    FROM (SELECT unnest(sqlc.arg(hot_series)::text[]) AS series, unnest(sqlc.arg(hot_hashes)::bytea[]) AS hash,
+                 unnest(sqlc.arg(hot_oldest)::date[]) AS oldest, unnest(sqlc.arg(hot_newest)::date[]) AS newest,
+                 unnest(sqlc.arg(hot_counts)::bigint[]) AS n) AS f
+    UNION ALL
+    SELECT l.table_name, c.subject_hash, c.archive_id, c.oldest_day, c.newest_day, c.rows
+    FROM archive_case_rows AS c JOIN archive_ledger AS l ON l.archive_id = c.archive_id
+    WHERE l.purged_at IS NULL AND l.table_name = ANY (sqlc.arg(item_series)::text[])
+), chain (hash, at, depth) AS (
+    SELECT k.subject_hash, k.subject_hash, 0 FROM case_clocks AS k
+    UNION ALL
+    SELECT ch.hash, k.merged_into, ch.depth + 1
+    FROM chain AS ch JOIN case_clocks AS k ON k.subject_hash = ch.at AND k.state = 'merged'
+    WHERE ch.depth < 16
+), governing AS (
+    SELECT DISTINCT ON (ch.hash) ch.hash, k.state, k.closed_at, k.classification
+    FROM chain AS ch LEFT JOIN case_clocks AS k ON k.subject_hash = ch.at
+    ORDER BY ch.hash, ch.depth DESC
+), groups AS (
+    SELECT f.series, f.hash,
+           CASE WHEN octet_length(f.hash) = 0 THEN f.newest END AS day,
+           min(f.oldest) AS oldest, max(f.newest) AS newest,
+           coalesce(sum(f.n) FILTER (WHERE f.archive_id IS NULL), 0)::bigint AS hot_rows,
+           coalesce(sum(f.n) FILTER (WHERE f.archive_id IS NOT NULL), 0)::bigint AS archived_rows,
+           coalesce(array_agg(DISTINCT f.archive_id) FILTER (WHERE f.archive_id IS NOT NULL), '{}')::uuid[] AS archives
+    FROM facts AS f
+    GROUP BY f.series, f.hash, CASE WHEN octet_length(f.hash) = 0 THEN f.newest END
+), dated AS (
+    SELECT g.*, it.item_id,
+           CASE
+               WHEN it.item_id IS NULL OR it.perm THEN NULL
+               WHEN octet_length(g.hash) = 0 THEN g.day + make_interval(months => it.months, days => it.days)
+               WHEN gv.state IS DISTINCT FROM 'closed' AND (it.closed OR gv.state IS NOT NULL) THEN NULL
+               ELSE GREATEST(CASE WHEN it.rec THEN g.newest END, CASE WHEN it.closed THEN (gv.closed_at AT TIME ZONE 'UTC')::date END)
+                    + make_interval(months => it.months, days => it.days)
+           END::date AS due
+    FROM groups AS g
+    LEFT JOIN governing AS gv ON gv.hash = g.hash
+    LEFT JOIN LATERAL (
+        SELECT i.* FROM items AS i
+        WHERE i.series = g.series
+          AND (i.class IS NULL OR (octet_length(g.hash) > 0 AND gv.state = 'closed' AND lower(i.class) = lower(btrim(gv.classification))))
+        ORDER BY i.class IS NULL
+        LIMIT 1
+    ) AS it ON true
+)
+SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text AS item_id, d.due::date AS due,
+       d.oldest::date AS oldest, d.newest::date AS newest, d.hot_rows, d.archived_rows, d.archives,
+       (SELECT c.subject_box FROM archive_case_rows AS c WHERE c.subject_hash = d.hash AND c.subject_box IS NOT NULL LIMIT 1)::bytea AS subject_box,
+       coalesce((SELECT array_agg(h.id ORDER BY h.id) FROM archive_holds AS h
+                 WHERE h.released_at IS NULL AND (
+                       (octet_length(d.hash) > 0 AND h.subject_hashes @> ARRAY[d.hash])
+                    OR h.archive_ids && d.archives
+                    OR EXISTS (SELECT 1 FROM archive_subjects AS s WHERE s.archive_id = ANY (d.archives) AND s.subject_hashes && h.subject_hashes)
+                    OR EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.archive_id = ANY (d.archives) AND h.table_name = l.table_name
+                                 AND (h.from_at IS NULL OR l.last_record_at >= h.from_at) AND (h.to_at IS NULL OR l.first_record_at < h.to_at))
+                    OR (d.hot_rows > 0 AND h.table_name = d.series
+                        AND (h.from_at IS NULL OR h.from_at < ((d.newest + 1)::timestamp AT TIME ZONE 'UTC'))
+                        AND (h.to_at IS NULL OR h.to_at > (d.oldest::timestamp AT TIME ZONE 'UTC')))
+                 )), '{}')::uuid[] AS holds
+FROM dated AS d
+WHERE d.due <= sqlc.arg(as_of)::date
+ORDER BY d.item_id, d.due, d.series, d.hash;
