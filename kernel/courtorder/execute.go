@@ -191,6 +191,17 @@ func (o *Orders) replaceHash(ctx context.Context, tx pgx.Tx, ord *order) error {
 	if err := q.SetExpungeBypass(ctx, ord.id.String()); err != nil {
 		return fmt.Errorf("open the insert-only bypass: %w", err)
 	}
+	// The case's clock and events, and what the archives held of it
+	// (ADR-073), are the case's too.
+	if _, err := q.ReplaceClockHash(ctx, queries.ReplaceClockHashParams(rep)); err != nil {
+		return fmt.Errorf("replace the case clocks' hash: %w", err)
+	}
+	if _, err := q.ReplaceClockEventHash(ctx, queries.ReplaceClockEventHashParams(rep)); err != nil {
+		return fmt.Errorf("replace the case events' hash: %w", err)
+	}
+	if _, err := q.ForgetSubjectCaseRows(ctx, ord.hash); err != nil {
+		return fmt.Errorf("forget the archives' case rows: %w", err)
+	}
 	hexes := queries.ReplaceLogHashParams{OldHex: subject.Hex(ord.hash), NewHex: subject.Hex(ord.commitment)}
 	n, err := q.ReplaceLogHash(ctx, hexes)
 	if err != nil {

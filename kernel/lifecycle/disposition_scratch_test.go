@@ -128,3 +128,49 @@ func TestDueListsEachCaseOnItsOwnDate(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, due.Items)
 }
+
+// TestAnExpungedCaseLeavesNoClockAndNoCaseRows: expunging a case whose
+// archives were indexed by case, whose clock moved and into which another
+// case merged leaves its keyed hash nowhere: not in the case rows (nor its
+// sealed spelling), not in the clocks, not in the accepted events; the
+// other case's merger now points at the order's commitment.
+func TestAnExpungedCaseLeavesNoClockAndNoCaseRows(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	clocks := schedule.NewClocks(w.db.Pool, w.key)
+	now := time.Now().UTC()
+	for _, e := range []schedule.Event{
+		{Type: schedule.EventClosed, Case: mustSubject(t, "case:17"), At: now.AddDate(-1, 0, 0), Classification: "substantiated"},
+		{Type: schedule.EventMerged, Case: mustSubject(t, "case:18"), At: now.AddDate(0, 0, -3), Into: mustSubject(t, "case:17")},
+	} {
+		_, err := clocks.Apply(w.ctx, e, "ops:test")
+		require.NoError(t, err)
+	}
+	_, err := w.reader.IndexCaseRows(w.ctx, 10)
+	require.NoError(t, err)
+	hash := w.key.Hash(mustSubject(t, "case:17"))
+	require.Equal(t, int64(3), w.db.Count(t, `SELECT count(*) FROM archive_case_rows WHERE subject_hash = $1`, hash))
+	_, err = w.db.Pool.Exec(w.ctx, `UPDATE case_clock_events SET source = 'x'`)
+	require.ErrorContains(t, err, "insert-only", "no bypass outside an expungement")
+	_, err = w.db.Pool.Exec(w.ctx, `DELETE FROM case_clock_events`)
+	require.ErrorContains(t, err, "insert-only")
+
+	req, err := w.orders.RequestExpunge(w.ctx, mustSubject(t, "case:17"), "ORDER-2026-17", "sealed by the court", nil, "ops:alice")
+	require.NoError(t, err)
+	_, err = w.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
+	require.NoError(t, err)
+	for _, q := range []string{
+		`SELECT count(*) FROM archive_case_rows WHERE subject_hash = $1`,
+		`SELECT count(*) FROM case_clocks WHERE subject_hash = $1 OR merged_into = $1`,
+		`SELECT count(*) FROM case_clock_events WHERE subject_hash = $1 OR merged_into = $1`,
+	} {
+		require.Zero(t, w.db.Count(t, q, hash), q)
+	}
+	require.Equal(t, int64(1), w.db.Count(t, `SELECT count(*) FROM case_clocks WHERE state = 'merged' AND merged_into IS NOT NULL`))
+	rep, err := w.reader.IndexCaseRows(w.ctx, 10)
+	require.NoError(t, err)
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_case_rows AS c JOIN archive_ledger AS l USING (archive_id) WHERE l.purged_at IS NOT NULL`),
+		"the superseded archives' case rows are forgotten")
+	require.Equal(t, 2, rep.Indexed, "the two successors (A3 held only A) are indexed")
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_case_rows WHERE subject_hash = $1`, hash))
+}

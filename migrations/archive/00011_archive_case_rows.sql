@@ -27,7 +27,42 @@ ALTER TABLE archive_ledger ADD COLUMN case_rows_indexed boolean NOT NULL DEFAULT
 CREATE INDEX archive_ledger_case_rows_unindexed_idx ON archive_ledger (archive_id)
     WHERE NOT case_rows_indexed AND purged_at IS NULL;
 
+-- An expungement replaces the case's keyed hash by its order's commitment
+-- wherever it is kept: in the accepted case events too, which are
+-- otherwise insert-only. The bypass is the expungement's own
+-- (craig.expunge_id, set for its transaction only, migrations/transport
+-- 00007), and it changes the hashes only.
+-- +goose StatementBegin
+CREATE FUNCTION case_clock_events_hash_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF coalesce(current_setting('craig.expunge_id', true), '') <> ''
+       AND (NEW.id, NEW.type, NEW.at, NEW.classification, NEW.source, NEW.recorded_at)
+           IS NOT DISTINCT FROM (OLD.id, OLD.type, OLD.at, OLD.classification, OLD.source, OLD.recorded_at) THEN
+        RAISE LOG 'case_clock_events: a hash replaced by expungement %', current_setting('craig.expunge_id', true);
+        RETURN NEW;
+    END IF;
+    RAISE EXCEPTION 'table case_clock_events is insert-only: a case clock is moved by a new event' USING ERRCODE = 'feature_not_supported';
+END $$;
+-- +goose StatementEnd
+DROP TRIGGER case_clock_events_insert_only ON case_clock_events;
+CREATE TRIGGER case_clock_events_insert_only
+    BEFORE UPDATE ON case_clock_events
+    FOR EACH ROW EXECUTE FUNCTION case_clock_events_hash_only();
+CREATE TRIGGER case_clock_events_no_delete
+    BEFORE DELETE OR TRUNCATE ON case_clock_events
+    FOR EACH STATEMENT EXECUTE FUNCTION retention_refuse_update();
+CREATE INDEX case_clock_events_merged_idx ON case_clock_events (merged_into) WHERE merged_into IS NOT NULL;
+CREATE INDEX case_clocks_merged_idx ON case_clocks (merged_into) WHERE merged_into IS NOT NULL;
+
 -- +goose Down
+DROP INDEX case_clocks_merged_idx;
+DROP INDEX case_clock_events_merged_idx;
+DROP TRIGGER case_clock_events_no_delete ON case_clock_events;
+DROP TRIGGER case_clock_events_insert_only ON case_clock_events;
+CREATE TRIGGER case_clock_events_insert_only
+    BEFORE UPDATE ON case_clock_events
+    FOR EACH STATEMENT EXECUTE FUNCTION retention_refuse_update();
+DROP FUNCTION case_clock_events_hash_only();
 DROP INDEX archive_ledger_case_rows_unindexed_idx;
 ALTER TABLE archive_ledger DROP COLUMN case_rows_indexed;
 DROP TABLE archive_case_rows;

@@ -116,3 +116,20 @@ SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text 
 FROM dated AS d
 WHERE d.due <= sqlc.arg(as_of)::date
 ORDER BY d.item_id, d.due, d.series, d.hash;
+
+-- ReplaceClockHash replaces an expunged case's keyed hash by its order's
+-- commitment in the case clocks (its own and the clocks merged into it).
+-- name: ReplaceClockHash :execrows
+UPDATE case_clocks
+SET subject_hash = CASE WHEN subject_hash = sqlc.arg(old_hash) THEN sqlc.arg(new_hash)::bytea ELSE subject_hash END,
+    merged_into = CASE WHEN merged_into = sqlc.arg(old_hash) THEN sqlc.arg(new_hash)::bytea ELSE merged_into END,
+    updated_at = now()
+WHERE subject_hash = sqlc.arg(old_hash) OR merged_into = sqlc.arg(old_hash);
+
+-- ReplaceClockEventHash does the same in the accepted case events (under
+-- the expungement's bypass of their insert-only trigger).
+-- name: ReplaceClockEventHash :execrows
+UPDATE case_clock_events
+SET subject_hash = CASE WHEN subject_hash = sqlc.arg(old_hash) THEN sqlc.arg(new_hash)::bytea ELSE subject_hash END,
+    merged_into = CASE WHEN merged_into = sqlc.arg(old_hash) THEN sqlc.arg(new_hash)::bytea ELSE merged_into END
+WHERE subject_hash = sqlc.arg(old_hash) OR merged_into = sqlc.arg(old_hash);

@@ -298,3 +298,48 @@ func (q *Queries) MarkCaseRowsIndexed(ctx context.Context, archiveID pgtype.UUID
 	}
 	return result.RowsAffected(), nil
 }
+
+const replaceClockEventHash = `-- name: ReplaceClockEventHash :execrows
+UPDATE case_clock_events
+SET subject_hash = CASE WHEN subject_hash = $1 THEN $2::bytea ELSE subject_hash END,
+    merged_into = CASE WHEN merged_into = $1 THEN $2::bytea ELSE merged_into END
+WHERE subject_hash = $1 OR merged_into = $1
+`
+
+type ReplaceClockEventHashParams struct {
+	OldHash []byte
+	NewHash []byte
+}
+
+// ReplaceClockEventHash does the same in the accepted case events (under
+// the expungement's bypass of their insert-only trigger).
+func (q *Queries) ReplaceClockEventHash(ctx context.Context, arg ReplaceClockEventHashParams) (int64, error) {
+	result, err := q.db.Exec(ctx, replaceClockEventHash, arg.OldHash, arg.NewHash)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const replaceClockHash = `-- name: ReplaceClockHash :execrows
+UPDATE case_clocks
+SET subject_hash = CASE WHEN subject_hash = $1 THEN $2::bytea ELSE subject_hash END,
+    merged_into = CASE WHEN merged_into = $1 THEN $2::bytea ELSE merged_into END,
+    updated_at = now()
+WHERE subject_hash = $1 OR merged_into = $1
+`
+
+type ReplaceClockHashParams struct {
+	OldHash []byte
+	NewHash []byte
+}
+
+// ReplaceClockHash replaces an expunged case's keyed hash by its order's
+// commitment in the case clocks (its own and the clocks merged into it).
+func (q *Queries) ReplaceClockHash(ctx context.Context, arg ReplaceClockHashParams) (int64, error) {
+	result, err := q.db.Exec(ctx, replaceClockHash, arg.OldHash, arg.NewHash)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
