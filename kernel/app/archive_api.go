@@ -19,6 +19,7 @@ import (
 	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/jsonstrict"
 	"github.com/craig/retention/kernel/lifecycle"
+	"github.com/craig/retention/kernel/disposition"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/schedule"
 )
@@ -58,6 +59,10 @@ type ArchiveAPI struct {
 	Clocks *schedule.Clocks
 	// CaseEvents counts the case events typed by hand (nil: not counted).
 	CaseEvents *metrics.CaseEvents
+	// Dispositions finds what the schedule makes due (nil: no store or no
+	// subject key); DispositionMetrics are its gauges.
+	Dispositions       *disposition.Finder
+	DispositionMetrics *metrics.Dispositions
 }
 
 // journalExempt are the calls served while the database is behind the
@@ -86,6 +91,7 @@ func (a *ArchiveAPI) routes(mux *http.ServeMux) {
 	mux.Handle("GET /admin/subjects/{subject}/rows", a.require(auth.ScopeRead, a.subjectRows))
 	a.courtOrderRoutes(mux)
 	a.scheduleRoutes(mux)
+	a.dispositionRoutes(mux)
 }
 
 // handlerFunc is an archive API handler with its authenticated principal.

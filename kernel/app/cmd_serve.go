@@ -12,6 +12,7 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/failpoint"
+	"github.com/craig/retention/kernel/disposition"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/outbox"
 	"github.com/craig/retention/kernel/prune"
@@ -155,6 +156,12 @@ func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *
 			if api.CaseEvents, err = metrics.NewCaseEvents(reg, schedule.CaseEventTypes()); err != nil {
 				return nil, nil, err
 			}
+			if api.Reader != nil {
+				api.Dispositions = disposition.NewFinder(pool, key, archiveTables(r.spec, r.cfg), api.Schedules)
+				if api.DispositionMetrics, err = metrics.NewDispositions(reg); err != nil {
+					return nil, nil, err
+				}
+			}
 		}
 	}
 	watch, err := r.ledgerWatch(lm, reg)
@@ -162,7 +169,7 @@ func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *
 		return nil, nil, err
 	}
 	var background []func(context.Context) error
-	for _, f := range []func(context.Context) error{verifier, r.lockReconciler(lm, arch), watch, r.journalWatch(arch, inv)} {
+	for _, f := range []func(context.Context) error{verifier, r.lockReconciler(lm, arch), watch, r.journalWatch(arch, inv), r.dueWatch(api)} {
 		if f != nil {
 			background = append(background, f)
 		}

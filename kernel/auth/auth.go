@@ -50,6 +50,8 @@ const (
 	// ScopeEvents records case events by hand (a correction of the clock
 	// the inbox's case events keep).
 	ScopeEvents = "records:events"
+	// ScopeReview lists what the records schedule makes due (ADR-073).
+	ScopeReview = "records:review"
 )
 
 // Leeway is the clock skew allowed on exp, nbf and iat.

@@ -607,6 +607,26 @@ func NewCaseEvents(reg prometheus.Registerer, types []string) (*CaseEvents, erro
 	return m, nil
 }
 
+// Dispositions instruments what the records schedule makes due
+// (ADR-073).
+type Dispositions struct {
+	// DueRows are the rows, hot and archived, due under each item at the
+	// last computation (retention_disposition_due_rows{table,item}).
+	DueRows *prometheus.GaugeVec
+}
+
+// NewDispositions registers the disposition metrics on reg.
+func NewDispositions(reg prometheus.Registerer) (*Dispositions, error) {
+	m := &Dispositions{DueRows: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "retention_disposition_due_rows",
+		Help: "Rows (hot and archived) due under each records schedule item at the last computation, not yet disposed.",
+	}, []string{"table", "item"})}
+	if err := register(reg, m.DueRows); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 func register(reg prometheus.Registerer, cs ...prometheus.Collector) error {
 	var errs []error
 	for _, c := range cs {
