@@ -116,6 +116,6 @@ operator, 5 authentication or authorization.`,
 	root.SetErr(io.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%w", err) })
 	o.bindGlobal(root)
-	root.AddCommand(newArchiveCmd(o), newFleetCmd(o), newSubjectCmd(o), newScheduleCmd(o))
+	root.AddCommand(newArchiveCmd(o), newFleetCmd(o), newSubjectCmd(o), newScheduleCmd(o), newDispositionCmd(o))
 	return root
 }

@@ -1,0 +1,103 @@
+package craigctl
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// dueListing is a service's answer of GET /admin/dispositions/due.
+type dueListing struct {
+	Version   string `json:"version"`
+	AsOf      string `json:"as_of"`
+	Unindexed int64  `json:"unindexed_archives"`
+	Items     []struct {
+		Item      string `json:"item"`
+		Series    string `json:"series"`
+		Authority string `json:"authority"`
+		Action    string `json:"action"`
+		Rows      int64  `json:"rows"`
+		Cases     []struct {
+			Subject      string   `json:"subject"`
+			Due          string   `json:"due"`
+			RowsHot      int64    `json:"rows_hot"`
+			RowsArchived int64    `json:"rows_archived"`
+			Archives     []string `json:"archives"`
+			Holds        []string `json:"holds"`
+		} `json:"cases"`
+	} `json:"items"`
+}
+
+func newDispositionCmd(o *options) *cobra.Command {
+	var fleet string
+	return group("disposition", "Disposition review: what the records schedule makes due (ADR-073)", newDispositionDue(o, &fleet))
+}
+
+func newDispositionDue(o *options, fleet *string) *cobra.Command {
+	var asOf string
+	c := &cobra.Command{
+		Use:   "due (--service SVC | --fleet fleet.yaml) [--as-of YYYY-MM-DD]",
+		Short: "List what the schedule in force makes due, case by case, with the item's authority and the holds that keep it",
+		Long: `List, on each service, what the records schedule in force makes due on a UTC
+day (today, or --as-of for a preview): per item, each case (case:<n>; "-" for
+rows about no case) with its due date, hot and archived rows, and the holds
+that keep it. The services index their archives by case first (a listing
+that says "unindexed" left some for the next call). Needs records:review.
+A service with no schedule in force answers 409 (exit 1).`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if asOf != "" {
+				if _, err := time.Parse(time.DateOnly, asOf); err != nil {
+					return usageErr("--as-of %q is not a date (YYYY-MM-DD)", asOf)
+				}
+			}
+			cls, _, err := o.scheduleTargets(cmd.Context(), *fleet)
+			if err != nil {
+				return err
+			}
+			var q url.Values
+			if asOf != "" {
+				q = url.Values{"as_of": {asOf}}
+			}
+			lists := make([]dueListing, len(cls))
+			for i, cl := range cls {
+				if _, err := cl.do(cmd.Context(), http.MethodGet, "/admin/dispositions/due", q, nil, &lists[i]); err != nil {
+					return fmt.Errorf("%s: %w", cl.service, err)
+				}
+			}
+			if o.json {
+				for i, cl := range cls {
+					if err := json.NewEncoder(o.io.Out).Encode(map[string]any{"service": cl.service, "due": lists[i]}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			return o.show(nil, func(w io.Writer) {
+				row(w, "SERVICE", "ITEM", "SERIES", "CASE", "DUE", "HOT", "ARCHIVED", "HOLDS", "AUTHORITY")
+				for i, cl := range cls {
+					for _, it := range lists[i].Items {
+						for _, c := range it.Cases {
+							subj := c.Subject
+							if subj == "" {
+								subj = "-"
+							}
+							row(w, cl.service, it.Item, it.Series, subj, c.Due, c.RowsHot, c.RowsArchived, len(c.Holds), it.Authority)
+						}
+					}
+					if lists[i].Unindexed > 0 {
+						row(w, cl.service, "-", "-", "-", "-", "-", "-", "-", fmt.Sprintf("%d archives not indexed yet: run again", lists[i].Unindexed))
+					}
+				}
+			})
+		},
+	}
+	c.Flags().StringVar(fleet, "fleet", "", "every archiving service of this fleet file")
+	c.Flags().StringVar(&asOf, "as-of", "", "list what is due on this UTC day instead of today (YYYY-MM-DD)")
+	return c
+}

@@ -1,0 +1,61 @@
+package craigctl_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/internal/craigctl"
+)
+
+// TestDispositionDueListsEachServiceCase: the table shows each case due
+// on each archiving service with its item, authority and holds, and says
+// when archives are left unindexed; --as-of is passed on as a date and a
+// malformed one is a usage error before any call; --json prints one line
+// per service; a service with no schedule in force fails the command.
+func TestDispositionDueListsEachServiceCase(t *testing.T) {
+	t.Parallel()
+	archiving := func(svc string) http.HandlerFunc {
+		return answer(200, fmt.Sprintf(`{"service":%q,"event_outbox_retention_days":30,"event_inbox_retention_days":31,"replay_max_age_days":30,"tables":{},"archive":{"subject_key_fingerprint":"f"}}`, svc))
+	}
+	state := answer(200, `{"series":["rule_evaluations"],"in_force":{"version":"v1"},"history":[]}`)
+	due := answer(200, `{"version":"v1","as_of":"2026-12-05","unindexed_archives":3,"items":[{"item":"CW-3","series":"rule_evaluations",
+		"authority":"GRS-2482, authorized 1998-03-20","action":"review","rows":5,"cases":[{"subject":"case:41","due":"2025-01-02","rows_hot":2,
+		"rows_archived":3,"archives":["0193a6a0-0000-7000-8000-000000000001"],"holds":["0193a6a0-0000-7000-8000-0000000000aa"]}]}]}`)
+	rules := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": archiving("rules"), "GET /admin/retention/schedule": state,
+		"GET /admin/dispositions/due": due})
+	security := newFake(t, map[string]http.HandlerFunc{"GET /admin/retention": archiving("security"), "GET /admin/retention/schedule": state,
+		"GET /admin/dispositions/due": answer(409, `{"error":"no_schedule_in_force","message":"disposition: no records schedule is in force"}`)})
+	dir := t.TempDir()
+	fleet := filepath.Join(dir, "fleet.yaml")
+	require.NoError(t, os.WriteFile(fleet, fmt.Appendf(nil, "services:\n  - name: rules\n    url: %s\n", rules.srv.URL), 0o600))
+	env := map[string]string{"CRAIG_TOKEN": testToken}
+
+	r := run(t, "", false, env, "disposition", "due", "--fleet", fleet, "--as-of", "2027-01-31")
+	require.Equal(t, craigctl.ExitOK, r.code, r.errOut)
+	require.Contains(t, r.out, "case:41")
+	require.Contains(t, r.out, "GRS-2482, authorized 1998-03-20")
+	require.Contains(t, r.out, "3 archives not indexed yet")
+	last := rules.calls[len(rules.calls)-1]
+	require.Equal(t, "as_of=2027-01-31", last.Query)
+
+	r = run(t, "", false, env, "disposition", "due", "--fleet", fleet, "--json")
+	require.Equal(t, craigctl.ExitOK, r.code, r.errOut)
+	require.Contains(t, r.out, `"service":"rules"`)
+	require.Contains(t, r.out, `"subject":"case:41"`)
+
+	before := len(rules.calls)
+	r = run(t, "", false, env, "disposition", "due", "--fleet", fleet, "--as-of", "31/01/2027")
+	require.Equal(t, craigctl.ExitUsage, r.code, r.errOut)
+	require.Len(t, rules.calls, before, "nothing sent")
+
+	other := filepath.Join(dir, "security.yaml")
+	require.NoError(t, os.WriteFile(other, fmt.Appendf(nil, "services:\n  - name: security\n    url: %s\n", security.srv.URL), 0o600))
+	r = run(t, "", false, env, "disposition", "due", "--fleet", other)
+	require.Equal(t, craigctl.ExitFailed, r.code, r.errOut)
+	require.Contains(t, r.errOut, "no_schedule_in_force")
+}
