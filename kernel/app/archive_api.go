@@ -15,11 +15,11 @@ import (
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/auth"
 	"github.com/craig/retention/kernel/courtorder"
+	"github.com/craig/retention/kernel/disposition"
 	"github.com/craig/retention/kernel/identity"
 	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/jsonstrict"
 	"github.com/craig/retention/kernel/lifecycle"
-	"github.com/craig/retention/kernel/disposition"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/schedule"
 )

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/archive"
-	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/disposition"
+	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/outbox"
 	"github.com/craig/retention/kernel/prune"
