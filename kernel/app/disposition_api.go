@@ -2,13 +2,16 @@ package app
 
 import (
 	"context"
+
 	"errors"
+	"github.com/google/uuid"
 	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/auth"
+	"github.com/craig/retention/kernel/courtorder"
 	"github.com/craig/retention/kernel/disposition"
 	"github.com/craig/retention/kernel/metrics"
 )
@@ -26,6 +29,115 @@ const maxDueAhead = 100 * 366 * 24 * time.Hour
 // dispositionRoutes registers the disposition review API.
 func (a *ArchiveAPI) dispositionRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /admin/dispositions/due", a.require(auth.ScopeReview, a.withDispositions(a.due)))
+	mux.Handle("POST /admin/dispositions", a.require(auth.ScopeReview, a.withDispositions(a.freeze)))
+	mux.Handle("GET /admin/dispositions/{id}", a.require(auth.ScopeReview, a.withDispositions(a.batch)))
+	mux.Handle("POST /admin/dispositions/{id}/reject", a.require(auth.ScopeReview, a.withDispositions(a.reject)))
+}
+
+// freeze records a batch of what is due today: POST /admin/dispositions
+// {"limit"?: rows}. 201 the batch (its cases by subject, for the
+// reviewers, and "held": the due cases a hold kept out); 409
+// nothing_due, no_schedule_in_force or schedule_changed; 400 a bad limit.
+func (a *ArchiveAPI) freeze(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var body struct {
+		Limit *int64 `json:"limit"`
+	}
+	if !decode(w, r, &body) {
+		return
+	}
+	var limit int64
+	if body.Limit != nil {
+		if *body.Limit <= 0 {
+			writeError(w, http.StatusBadRequest, "invalid_request", "limit must be a positive number of rows", nil)
+			return
+		}
+		limit = *body.Limit
+	}
+	if _, err := DueNow(r.Context(), a.Reader, a.Dispositions, a.DispositionMetrics, time.Now()); err != nil {
+		a.dispositionError(w, r, err)
+		return
+	}
+	b, err := a.Dispositions.Freeze(r.Context(), limit, p.Subject)
+	if err != nil {
+		a.dispositionError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, b)
+}
+
+// batch shows a batch: GET /admin/dispositions/{id}. 200; 404.
+func (a *ArchiveAPI) batch(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the batch id is a UUID", nil)
+		return
+	}
+	b, err := a.Dispositions.Get(r.Context(), id)
+	if err != nil {
+		a.dispositionError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+// reject returns a proposed batch to the schedule: POST
+// /admin/dispositions/{id}/reject {"reason", "extend_until"?:
+// "YYYY-MM-DD"}; with extend_until every case of the batch is kept until
+// that day. 200 the batch; 404; 409 not_awaiting_decision; 400.
+func (a *ArchiveAPI) reject(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the batch id is a UUID", nil)
+		return
+	}
+	var body struct {
+		Reason      string  `json:"reason"`
+		ExtendUntil *string `json:"extend_until"`
+	}
+	if !decode(w, r, &body) {
+		return
+	}
+	if err := courtorder.CheckText("reason", body.Reason, courtorder.MaxReason); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
+		return
+	}
+	var until *time.Time
+	if body.ExtendUntil != nil {
+		d, err := time.Parse(time.DateOnly, *body.ExtendUntil)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_request", "extend_until must be a date (YYYY-MM-DD)", nil)
+			return
+		}
+		until = &d
+	}
+	b, err := a.Dispositions.Reject(r.Context(), id, p.Subject, body.Reason, until)
+	if err != nil {
+		a.dispositionError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+// dispositionError maps a disposition refusal to its answer.
+func (a *ArchiveAPI) dispositionError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, disposition.ErrNoSchedule):
+		writeError(w, http.StatusConflict, "no_schedule_in_force", err.Error(), nil)
+	case errors.Is(err, disposition.ErrNothingDue):
+		writeError(w, http.StatusConflict, "nothing_due", err.Error(), nil)
+	case errors.Is(err, disposition.ErrScheduleChanged):
+		writeError(w, http.StatusConflict, "schedule_changed", err.Error(), nil)
+	case errors.Is(err, disposition.ErrNotAwaiting):
+		writeError(w, http.StatusConflict, "not_awaiting_decision", err.Error(), nil)
+	case errors.Is(err, disposition.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error(), nil)
+	case errors.Is(err, disposition.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
+	case errors.Is(err, archiveread.ErrNoSubjectKey):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "subject_key_not_configured", "knob": a.SubjectKeyKnob})
+	default:
+		a.fail(w, r, err)
+	}
 }
 
 // withDispositions answers 503 schedule_not_configured when the API
@@ -58,16 +170,11 @@ func (a *ArchiveAPI) due(w http.ResponseWriter, r *http.Request, _ auth.Principa
 		asOf = d
 	}
 	due, err := DueNow(r.Context(), a.Reader, a.Dispositions, a.DispositionMetrics, asOf)
-	switch {
-	case errors.Is(err, disposition.ErrNoSchedule):
-		writeError(w, http.StatusConflict, "no_schedule_in_force", err.Error(), nil)
-	case errors.Is(err, archiveread.ErrNoSubjectKey):
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "subject_key_not_configured", "knob": a.SubjectKeyKnob})
-	case err != nil:
-		a.fail(w, r, err)
-	default:
-		writeJSON(w, http.StatusOK, due)
+	if err != nil {
+		a.dispositionError(w, r, err)
+		return
 	}
+	writeJSON(w, http.StatusOK, due)
 }
 
 // DueNow indexes up to DueIndexLimit archives by case, then lists what is

@@ -202,6 +202,12 @@ func (o *Orders) replaceHash(ctx context.Context, tx pgx.Tx, ord *order) error {
 	if _, err := q.ForgetSubjectCaseRows(ctx, ord.hash); err != nil {
 		return fmt.Errorf("forget the archives' case rows: %w", err)
 	}
+	if _, err := q.ReplaceDispositionHash(ctx, queries.ReplaceDispositionHashParams{OldHash: ord.hash, NewHash: ord.commitment}); err != nil {
+		return fmt.Errorf("replace the disposition batches' hash: %w", err)
+	}
+	if _, err := q.ReplaceExtensionHash(ctx, queries.ReplaceExtensionHashParams{OldHash: ord.hash, NewHash: ord.commitment}); err != nil {
+		return fmt.Errorf("replace the disposition extensions' hash: %w", err)
+	}
 	hexes := queries.ReplaceLogHashParams{OldHex: subject.Hex(ord.hash), NewHex: subject.Hex(ord.commitment)}
 	n, err := q.ReplaceLogHash(ctx, hexes)
 	if err != nil {

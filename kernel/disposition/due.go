@@ -59,6 +59,12 @@ type DueCase struct {
 	// Holds are the active holds that keep some of its rows: it is not
 	// destroyed while one is active.
 	Holds []uuid.UUID `json:"holds"`
+	// Batch is the undecided disposition batch that holds it, if any.
+	Batch *uuid.UUID `json:"disposition_id"`
+
+	hash []byte
+	day  *time.Time // the day of rows about no case
+	box  []byte
 }
 
 // DueItem is what is due under one item of the schedule.
@@ -145,7 +151,15 @@ func (f *Finder) Find(ctx context.Context, asOf time.Time, unindexed int64) (Due
 		}
 		di := &out.Items[len(out.Items)-1]
 		c := DueCase{Series: r.Series, Due: r.Due.Time.Format(time.DateOnly), RowsHot: r.HotRows, RowsArchived: r.ArchivedRows,
-			Archives: uuidsOf(r.Archives), Holds: uuidsOf(r.Holds)}
+			Archives: uuidsOf(r.Archives), Holds: uuidsOf(r.Holds), hash: r.SubjectHash, box: r.SubjectBox}
+		if r.OpenBatch.Valid {
+			id := uuid.UUID(r.OpenBatch.Bytes)
+			c.Batch = &id
+		}
+		if r.Day.Valid {
+			d := r.Day.Time
+			c.day = &d
+		}
 		if len(r.SubjectHash) > 0 {
 			c.SubjectHash = subject.Hex(r.SubjectHash)
 			if s, ok := hot[string(r.SubjectHash)]; ok {

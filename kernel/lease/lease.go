@@ -46,6 +46,9 @@ const (
 	// ScheduleKey serializes records schedule proposals and approvals (a
 	// transaction-scoped lock): the version in force changes one at a time.
 	ScheduleKey int64 = 0x4352_4149_4701_0005
+	// DispositionKey serializes disposition batch freezes and decisions
+	// (a transaction-scoped lock): a case is in one open batch at most.
+	DispositionKey int64 = 0x4352_4149_4701_0006
 )
 
 // Func runs while the lease is held, on the lease's own connection.

@@ -80,7 +80,7 @@ WITH RECURSIVE items AS (
            coalesce(array_agg(DISTINCT f.archive_id) FILTER (WHERE f.archive_id IS NOT NULL), '{}')::uuid[] AS archives
     FROM facts AS f
     GROUP BY f.series, f.hash, CASE WHEN octet_length(f.hash) = 0 THEN f.newest END
-), dated AS (
+), based AS (
     SELECT g.*, it.item_id,
            CASE
                WHEN it.item_id IS NULL OR it.perm THEN NULL
@@ -88,7 +88,7 @@ WITH RECURSIVE items AS (
                WHEN gv.state IS DISTINCT FROM 'closed' AND (it.closed OR gv.state IS NOT NULL) THEN NULL
                ELSE GREATEST(CASE WHEN it.rec THEN g.newest END, CASE WHEN it.closed THEN (gv.closed_at AT TIME ZONE 'UTC')::date END)
                     + make_interval(months => it.months, days => it.days)
-           END::date AS due
+           END::date AS base_due
     FROM groups AS g
     LEFT JOIN governing AS gv ON gv.hash = g.hash
     LEFT JOIN LATERAL (
@@ -98,9 +98,22 @@ WITH RECURSIVE items AS (
         ORDER BY i.class IS NULL
         LIMIT 1
     ) AS it ON true
+), dated AS (
+    -- An extension (a rejected batch's extend_until) keeps the rows until
+    -- its day: they fall due the day after, at the earliest.
+    SELECT b.*, CASE WHEN b.base_due IS NULL THEN NULL ELSE GREATEST(b.base_due, ext.until + 1) END::date AS due
+    FROM based AS b
+    LEFT JOIN LATERAL (
+        SELECT max(e.until) AS until FROM disposition_extensions AS e
+        WHERE e.series = b.series AND e.subject_hash = b.hash AND e.day IS NOT DISTINCT FROM b.day
+    ) AS ext ON true
 )
 SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text AS item_id, d.due::date AS due,
        d.oldest::date AS oldest, d.newest::date AS newest, d.hot_rows, d.archived_rows, d.archives,
+       d.day::date AS day,
+       (SELECT oc.disposition_id FROM disposition_cases AS oc JOIN dispositions AS od ON od.disposition_id = oc.disposition_id
+        WHERE od.status IN ('proposed', 'executing') AND oc.series = d.series AND oc.subject_hash = d.hash AND oc.day IS NOT DISTINCT FROM d.day
+        LIMIT 1)::uuid AS open_batch,
        (SELECT c.subject_box FROM archive_case_rows AS c WHERE c.subject_hash = d.hash AND c.subject_box IS NOT NULL LIMIT 1)::bytea AS subject_box,
        coalesce((SELECT array_agg(h.id ORDER BY h.id) FROM archive_holds AS h
                  WHERE h.released_at IS NULL AND (
@@ -133,3 +146,55 @@ UPDATE case_clock_events
 SET subject_hash = CASE WHEN subject_hash = sqlc.arg(old_hash) THEN sqlc.arg(new_hash)::bytea ELSE subject_hash END,
     merged_into = CASE WHEN merged_into = sqlc.arg(old_hash) THEN sqlc.arg(new_hash)::bytea ELSE merged_into END
 WHERE subject_hash = sqlc.arg(old_hash) OR merged_into = sqlc.arg(old_hash);
+
+-- LockDispositions serializes batch freezes and decisions (a
+-- transaction-scoped lock): a case is in one open batch at most.
+-- name: LockDispositions :exec
+SELECT pg_advisory_xact_lock(sqlc.arg(key)::bigint);
+
+-- OpenDispositionCases are the cases of the batches not yet decided.
+-- name: OpenDispositionCases :many
+SELECT c.series, c.subject_hash, c.day
+FROM disposition_cases AS c JOIN dispositions AS d ON d.disposition_id = c.disposition_id
+WHERE d.status IN ('proposed', 'executing');
+
+-- InsertDisposition records a frozen batch.
+-- name: InsertDisposition :exec
+INSERT INTO dispositions (disposition_id, status, schedule_version, as_of, row_limit, rows, proposed_by)
+VALUES (sqlc.arg(disposition_id), 'proposed', sqlc.arg(schedule_version), sqlc.arg(as_of), sqlc.arg(row_limit), sqlc.arg(rows), sqlc.arg(proposed_by));
+
+-- InsertDispositionCase records one case of a batch.
+-- name: InsertDispositionCase :exec
+INSERT INTO disposition_cases (disposition_id, ord, series, subject_hash, subject_box, day, item_id, authority, due, rows_hot, rows_archived, archives)
+VALUES (sqlc.arg(disposition_id), sqlc.arg(ord), sqlc.arg(series), sqlc.arg(subject_hash), sqlc.narg(subject_box), sqlc.narg(day),
+        sqlc.arg(item_id), sqlc.arg(authority), sqlc.arg(due), sqlc.arg(rows_hot), sqlc.arg(rows_archived), sqlc.arg(archives)::uuid[]);
+
+-- GetDisposition reads a batch.
+-- name: GetDisposition :one
+SELECT * FROM dispositions WHERE disposition_id = sqlc.arg(disposition_id);
+
+-- DispositionCases reads a batch's cases in order.
+-- name: DispositionCases :many
+SELECT * FROM disposition_cases WHERE disposition_id = sqlc.arg(disposition_id) ORDER BY ord;
+
+-- RejectDisposition returns a proposed batch to the schedule.
+-- name: RejectDisposition :execrows
+UPDATE dispositions
+SET status = 'rejected', rejected_by = sqlc.arg(rejected_by), rejected_at = now(), reject_reason = sqlc.arg(reason), extend_until = sqlc.narg(extend_until)
+WHERE disposition_id = sqlc.arg(disposition_id) AND status = 'proposed';
+
+-- ExtendDispositionCases records the extension of every case of a batch.
+-- name: ExtendDispositionCases :execrows
+INSERT INTO disposition_extensions (disposition_id, series, subject_hash, day, until, reason, extended_by)
+SELECT c.disposition_id, c.series, c.subject_hash, c.day, sqlc.arg(until), sqlc.arg(reason), sqlc.arg(extended_by)
+FROM disposition_cases AS c WHERE c.disposition_id = sqlc.arg(disposition_id);
+
+-- ReplaceDispositionHash replaces an expunged case's hash by its order's
+-- commitment in the batches and extensions, and drops its sealed
+-- spelling.
+-- name: ReplaceDispositionHash :execrows
+UPDATE disposition_cases SET subject_hash = sqlc.arg(new_hash), subject_box = NULL WHERE subject_hash = sqlc.arg(old_hash);
+
+-- ReplaceExtensionHash does the same for the extensions.
+-- name: ReplaceExtensionHash :execrows
+UPDATE disposition_extensions SET subject_hash = sqlc.arg(new_hash) WHERE subject_hash = sqlc.arg(old_hash);

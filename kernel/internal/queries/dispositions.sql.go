@@ -66,6 +66,44 @@ func (q *Queries) CountCaseRowsToIndex(ctx context.Context) (int64, error) {
 	return count, err
 }
 
+const dispositionCases = `-- name: DispositionCases :many
+SELECT disposition_id, ord, series, subject_hash, subject_box, day, item_id, authority, due, rows_hot, rows_archived, archives FROM disposition_cases WHERE disposition_id = $1 ORDER BY ord
+`
+
+// DispositionCases reads a batch's cases in order.
+func (q *Queries) DispositionCases(ctx context.Context, dispositionID pgtype.UUID) ([]DispositionCase, error) {
+	rows, err := q.db.Query(ctx, dispositionCases, dispositionID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DispositionCase
+	for rows.Next() {
+		var i DispositionCase
+		if err := rows.Scan(
+			&i.DispositionID,
+			&i.Ord,
+			&i.Series,
+			&i.SubjectHash,
+			&i.SubjectBox,
+			&i.Day,
+			&i.ItemID,
+			&i.Authority,
+			&i.Due,
+			&i.RowsHot,
+			&i.RowsArchived,
+			&i.Archives,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const dueCases = `-- name: DueCases :many
 WITH RECURSIVE items AS (
     SELECT unnest($2::text[]) AS item_id, unnest($3::text[]) AS series,
@@ -100,7 +138,7 @@ WITH RECURSIVE items AS (
            coalesce(array_agg(DISTINCT f.archive_id) FILTER (WHERE f.archive_id IS NOT NULL), '{}')::uuid[] AS archives
     FROM facts AS f
     GROUP BY f.series, f.hash, CASE WHEN octet_length(f.hash) = 0 THEN f.newest END
-), dated AS (
+), based AS (
     SELECT g.series, g.hash, g.day, g.oldest, g.newest, g.hot_rows, g.archived_rows, g.archives, it.item_id,
            CASE
                WHEN it.item_id IS NULL OR it.perm THEN NULL
@@ -108,7 +146,7 @@ WITH RECURSIVE items AS (
                WHEN gv.state IS DISTINCT FROM 'closed' AND (it.closed OR gv.state IS NOT NULL) THEN NULL
                ELSE GREATEST(CASE WHEN it.rec THEN g.newest END, CASE WHEN it.closed THEN (gv.closed_at AT TIME ZONE 'UTC')::date END)
                     + make_interval(months => it.months, days => it.days)
-           END::date AS due
+           END::date AS base_due
     FROM groups AS g
     LEFT JOIN governing AS gv ON gv.hash = g.hash
     LEFT JOIN LATERAL (
@@ -118,9 +156,22 @@ WITH RECURSIVE items AS (
         ORDER BY i.class IS NULL
         LIMIT 1
     ) AS it ON true
+), dated AS (
+    -- An extension (a rejected batch's extend_until) keeps the rows until
+    -- its day: they fall due the day after, at the earliest.
+    SELECT b.series, b.hash, b.day, b.oldest, b.newest, b.hot_rows, b.archived_rows, b.archives, b.item_id, b.base_due, CASE WHEN b.base_due IS NULL THEN NULL ELSE GREATEST(b.base_due, ext.until + 1) END::date AS due
+    FROM based AS b
+    LEFT JOIN LATERAL (
+        SELECT max(e.until) AS until FROM disposition_extensions AS e
+        WHERE e.series = b.series AND e.subject_hash = b.hash AND e.day IS NOT DISTINCT FROM b.day
+    ) AS ext ON true
 )
 SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text AS item_id, d.due::date AS due,
        d.oldest::date AS oldest, d.newest::date AS newest, d.hot_rows, d.archived_rows, d.archives,
+       d.day::date AS day,
+       (SELECT oc.disposition_id FROM disposition_cases AS oc JOIN dispositions AS od ON od.disposition_id = oc.disposition_id
+        WHERE od.status IN ('proposed', 'executing') AND oc.series = d.series AND oc.subject_hash = d.hash AND oc.day IS NOT DISTINCT FROM d.day
+        LIMIT 1)::uuid AS open_batch,
        (SELECT c.subject_box FROM archive_case_rows AS c WHERE c.subject_hash = d.hash AND c.subject_box IS NOT NULL LIMIT 1)::bytea AS subject_box,
        coalesce((SELECT array_agg(h.id ORDER BY h.id) FROM archive_holds AS h
                  WHERE h.released_at IS NULL AND (
@@ -165,6 +216,8 @@ type DueCasesRow struct {
 	HotRows      int64
 	ArchivedRows int64
 	Archives     []pgtype.UUID
+	Day          pgtype.Date
+	OpenBatch    pgtype.UUID
 	SubjectBox   []byte
 	Holds        []pgtype.UUID
 }
@@ -212,6 +265,8 @@ func (q *Queries) DueCases(ctx context.Context, arg DueCasesParams) ([]DueCasesR
 			&i.HotRows,
 			&i.ArchivedRows,
 			&i.Archives,
+			&i.Day,
+			&i.OpenBatch,
 			&i.SubjectBox,
 			&i.Holds,
 		); err != nil {
@@ -223,6 +278,33 @@ func (q *Queries) DueCases(ctx context.Context, arg DueCasesParams) ([]DueCasesR
 		return nil, err
 	}
 	return items, nil
+}
+
+const extendDispositionCases = `-- name: ExtendDispositionCases :execrows
+INSERT INTO disposition_extensions (disposition_id, series, subject_hash, day, until, reason, extended_by)
+SELECT c.disposition_id, c.series, c.subject_hash, c.day, $1, $2, $3
+FROM disposition_cases AS c WHERE c.disposition_id = $4
+`
+
+type ExtendDispositionCasesParams struct {
+	Until         pgtype.Date
+	Reason        string
+	ExtendedBy    string
+	DispositionID pgtype.UUID
+}
+
+// ExtendDispositionCases records the extension of every case of a batch.
+func (q *Queries) ExtendDispositionCases(ctx context.Context, arg ExtendDispositionCasesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, extendDispositionCases,
+		arg.Until,
+		arg.Reason,
+		arg.ExtendedBy,
+		arg.DispositionID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const forgetPurgedCaseRows = `-- name: ForgetPurgedCaseRows :execrows
@@ -252,6 +334,35 @@ func (q *Queries) ForgetSubjectCaseRows(ctx context.Context, subjectHash []byte)
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const getDisposition = `-- name: GetDisposition :one
+SELECT disposition_id, status, schedule_version, as_of, row_limit, rows, proposed_by, proposed_at, approved_by, approved_at, executed_at, certificate_key, rejected_by, rejected_at, reject_reason, extend_until FROM dispositions WHERE disposition_id = $1
+`
+
+// GetDisposition reads a batch.
+func (q *Queries) GetDisposition(ctx context.Context, dispositionID pgtype.UUID) (Disposition, error) {
+	row := q.db.QueryRow(ctx, getDisposition, dispositionID)
+	var i Disposition
+	err := row.Scan(
+		&i.DispositionID,
+		&i.Status,
+		&i.ScheduleVersion,
+		&i.AsOf,
+		&i.RowLimit,
+		&i.Rows,
+		&i.ProposedBy,
+		&i.ProposedAt,
+		&i.ApprovedBy,
+		&i.ApprovedAt,
+		&i.ExecutedAt,
+		&i.CertificateKey,
+		&i.RejectedBy,
+		&i.RejectedAt,
+		&i.RejectReason,
+		&i.ExtendUntil,
+	)
+	return i, err
 }
 
 const insertArchiveCaseRows = `-- name: InsertArchiveCaseRows :exec
@@ -284,6 +395,84 @@ func (q *Queries) InsertArchiveCaseRows(ctx context.Context, arg InsertArchiveCa
 	return err
 }
 
+const insertDisposition = `-- name: InsertDisposition :exec
+INSERT INTO dispositions (disposition_id, status, schedule_version, as_of, row_limit, rows, proposed_by)
+VALUES ($1, 'proposed', $2, $3, $4, $5, $6)
+`
+
+type InsertDispositionParams struct {
+	DispositionID   pgtype.UUID
+	ScheduleVersion string
+	AsOf            pgtype.Date
+	RowLimit        int64
+	Rows            int64
+	ProposedBy      string
+}
+
+// InsertDisposition records a frozen batch.
+func (q *Queries) InsertDisposition(ctx context.Context, arg InsertDispositionParams) error {
+	_, err := q.db.Exec(ctx, insertDisposition,
+		arg.DispositionID,
+		arg.ScheduleVersion,
+		arg.AsOf,
+		arg.RowLimit,
+		arg.Rows,
+		arg.ProposedBy,
+	)
+	return err
+}
+
+const insertDispositionCase = `-- name: InsertDispositionCase :exec
+INSERT INTO disposition_cases (disposition_id, ord, series, subject_hash, subject_box, day, item_id, authority, due, rows_hot, rows_archived, archives)
+VALUES ($1, $2, $3, $4, $5, $6,
+        $7, $8, $9, $10, $11, $12::uuid[])
+`
+
+type InsertDispositionCaseParams struct {
+	DispositionID pgtype.UUID
+	Ord           int32
+	Series        string
+	SubjectHash   []byte
+	SubjectBox    []byte
+	Day           pgtype.Date
+	ItemID        string
+	Authority     string
+	Due           pgtype.Date
+	RowsHot       int64
+	RowsArchived  int64
+	Archives      []pgtype.UUID
+}
+
+// InsertDispositionCase records one case of a batch.
+func (q *Queries) InsertDispositionCase(ctx context.Context, arg InsertDispositionCaseParams) error {
+	_, err := q.db.Exec(ctx, insertDispositionCase,
+		arg.DispositionID,
+		arg.Ord,
+		arg.Series,
+		arg.SubjectHash,
+		arg.SubjectBox,
+		arg.Day,
+		arg.ItemID,
+		arg.Authority,
+		arg.Due,
+		arg.RowsHot,
+		arg.RowsArchived,
+		arg.Archives,
+	)
+	return err
+}
+
+const lockDispositions = `-- name: LockDispositions :exec
+SELECT pg_advisory_xact_lock($1::bigint)
+`
+
+// LockDispositions serializes batch freezes and decisions (a
+// transaction-scoped lock): a case is in one open batch at most.
+func (q *Queries) LockDispositions(ctx context.Context, key int64) error {
+	_, err := q.db.Exec(ctx, lockDispositions, key)
+	return err
+}
+
 const markCaseRowsIndexed = `-- name: MarkCaseRowsIndexed :execrows
 UPDATE archive_ledger SET case_rows_indexed = true
 WHERE archive_id = $1 AND purged_at IS NULL AND NOT case_rows_indexed
@@ -293,6 +482,66 @@ WHERE archive_id = $1 AND purged_at IS NULL AND NOT case_rows_indexed
 // purged meanwhile (its rows are written for nothing and forgotten).
 func (q *Queries) MarkCaseRowsIndexed(ctx context.Context, archiveID pgtype.UUID) (int64, error) {
 	result, err := q.db.Exec(ctx, markCaseRowsIndexed, archiveID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const openDispositionCases = `-- name: OpenDispositionCases :many
+SELECT c.series, c.subject_hash, c.day
+FROM disposition_cases AS c JOIN dispositions AS d ON d.disposition_id = c.disposition_id
+WHERE d.status IN ('proposed', 'executing')
+`
+
+type OpenDispositionCasesRow struct {
+	Series      string
+	SubjectHash []byte
+	Day         pgtype.Date
+}
+
+// OpenDispositionCases are the cases of the batches not yet decided.
+func (q *Queries) OpenDispositionCases(ctx context.Context) ([]OpenDispositionCasesRow, error) {
+	rows, err := q.db.Query(ctx, openDispositionCases)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []OpenDispositionCasesRow
+	for rows.Next() {
+		var i OpenDispositionCasesRow
+		if err := rows.Scan(&i.Series, &i.SubjectHash, &i.Day); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const rejectDisposition = `-- name: RejectDisposition :execrows
+UPDATE dispositions
+SET status = 'rejected', rejected_by = $1, rejected_at = now(), reject_reason = $2, extend_until = $3
+WHERE disposition_id = $4 AND status = 'proposed'
+`
+
+type RejectDispositionParams struct {
+	RejectedBy    *string
+	Reason        *string
+	ExtendUntil   pgtype.Date
+	DispositionID pgtype.UUID
+}
+
+// RejectDisposition returns a proposed batch to the schedule.
+func (q *Queries) RejectDisposition(ctx context.Context, arg RejectDispositionParams) (int64, error) {
+	result, err := q.db.Exec(ctx, rejectDisposition,
+		arg.RejectedBy,
+		arg.Reason,
+		arg.ExtendUntil,
+		arg.DispositionID,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -338,6 +587,44 @@ type ReplaceClockHashParams struct {
 // commitment in the case clocks (its own and the clocks merged into it).
 func (q *Queries) ReplaceClockHash(ctx context.Context, arg ReplaceClockHashParams) (int64, error) {
 	result, err := q.db.Exec(ctx, replaceClockHash, arg.OldHash, arg.NewHash)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const replaceDispositionHash = `-- name: ReplaceDispositionHash :execrows
+UPDATE disposition_cases SET subject_hash = $1, subject_box = NULL WHERE subject_hash = $2
+`
+
+type ReplaceDispositionHashParams struct {
+	NewHash []byte
+	OldHash []byte
+}
+
+// ReplaceDispositionHash replaces an expunged case's hash by its order's
+// commitment in the batches and extensions, and drops its sealed
+// spelling.
+func (q *Queries) ReplaceDispositionHash(ctx context.Context, arg ReplaceDispositionHashParams) (int64, error) {
+	result, err := q.db.Exec(ctx, replaceDispositionHash, arg.NewHash, arg.OldHash)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const replaceExtensionHash = `-- name: ReplaceExtensionHash :execrows
+UPDATE disposition_extensions SET subject_hash = $1 WHERE subject_hash = $2
+`
+
+type ReplaceExtensionHashParams struct {
+	NewHash []byte
+	OldHash []byte
+}
+
+// ReplaceExtensionHash does the same for the extensions.
+func (q *Queries) ReplaceExtensionHash(ctx context.Context, arg ReplaceExtensionHashParams) (int64, error) {
+	result, err := q.db.Exec(ctx, replaceExtensionHash, arg.NewHash, arg.OldHash)
 	if err != nil {
 		return 0, err
 	}

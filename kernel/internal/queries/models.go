@@ -126,6 +126,52 @@ type CaseClockEvent struct {
 	RecordedAt     pgtype.Timestamptz
 }
 
+type Disposition struct {
+	DispositionID   pgtype.UUID
+	Status          string
+	ScheduleVersion string
+	AsOf            pgtype.Date
+	RowLimit        int64
+	Rows            int64
+	ProposedBy      string
+	ProposedAt      pgtype.Timestamptz
+	ApprovedBy      *string
+	ApprovedAt      pgtype.Timestamptz
+	ExecutedAt      pgtype.Timestamptz
+	CertificateKey  *string
+	RejectedBy      *string
+	RejectedAt      pgtype.Timestamptz
+	RejectReason    *string
+	ExtendUntil     pgtype.Date
+}
+
+type DispositionCase struct {
+	DispositionID pgtype.UUID
+	Ord           int32
+	Series        string
+	SubjectHash   []byte
+	SubjectBox    []byte
+	Day           pgtype.Date
+	ItemID        string
+	Authority     string
+	Due           pgtype.Date
+	RowsHot       int64
+	RowsArchived  int64
+	Archives      []pgtype.UUID
+}
+
+type DispositionExtension struct {
+	ID            pgtype.UUID
+	DispositionID pgtype.UUID
+	Series        string
+	SubjectHash   []byte
+	Day           pgtype.Date
+	Until         pgtype.Date
+	Reason        string
+	ExtendedBy    string
+	ExtendedAt    pgtype.Timestamptz
+}
+
 type EventInbox struct {
 	EventID    pgtype.UUID
 	EventType  string

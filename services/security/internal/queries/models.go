@@ -175,6 +175,52 @@ type DeadLetterAudit struct {
 	Reason        string
 }
 
+type Disposition struct {
+	DispositionID   uuid.UUID
+	Status          string
+	ScheduleVersion string
+	AsOf            pgtype.Date
+	RowLimit        int64
+	Rows            int64
+	ProposedBy      string
+	ProposedAt      time.Time
+	ApprovedBy      *string
+	ApprovedAt      pgtype.Timestamptz
+	ExecutedAt      pgtype.Timestamptz
+	CertificateKey  *string
+	RejectedBy      *string
+	RejectedAt      pgtype.Timestamptz
+	RejectReason    *string
+	ExtendUntil     pgtype.Date
+}
+
+type DispositionCase struct {
+	DispositionID uuid.UUID
+	Ord           int32
+	Series        string
+	SubjectHash   []byte
+	SubjectBox    []byte
+	Day           pgtype.Date
+	ItemID        string
+	Authority     string
+	Due           pgtype.Date
+	RowsHot       int64
+	RowsArchived  int64
+	Archives      []uuid.UUID
+}
+
+type DispositionExtension struct {
+	ID            uuid.UUID
+	DispositionID uuid.UUID
+	Series        string
+	SubjectHash   []byte
+	Day           pgtype.Date
+	Until         pgtype.Date
+	Reason        string
+	ExtendedBy    string
+	ExtendedAt    time.Time
+}
+
 type EventInbox struct {
 	EventID    uuid.UUID
 	EventType  string
