@@ -188,10 +188,22 @@ func DueNow(ctx context.Context, reader *archiveread.Reader, f *disposition.Find
 	if err != nil {
 		return due, err
 	}
-	if m != nil && asOf.UTC().Format(time.DateOnly) == time.Now().UTC().Format(time.DateOnly) {
+	if today := time.Now().UTC(); m != nil && asOf.UTC().Format(time.DateOnly) == today.Format(time.DateOnly) {
 		m.DueRows.Reset()
+		m.DueOldestDays.Reset()
 		for _, it := range due.Items {
 			m.DueRows.WithLabelValues(it.Series, it.Item).Set(float64(it.Rows))
+			oldest := -1.0
+			for _, c := range it.Cases {
+				d, err := time.Parse(time.DateOnly, c.Due)
+				if err != nil || len(c.Holds) > 0 {
+					continue // a held case waits for its hold, not for the review
+				}
+				oldest = max(oldest, float64(int(today.Sub(d).Hours())/24))
+			}
+			if oldest >= 0 {
+				m.DueOldestDays.WithLabelValues(it.Series, it.Item).Set(oldest)
+			}
 		}
 	}
 	return due, nil

@@ -87,7 +87,7 @@ func TestDueListsEachCaseOnItsOwnDate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 4, rep.Indexed)
 	require.Zero(t, rep.Left)
-	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_case_rows WHERE strpos(subject_box::text, 'case') > 0`), "sealed, never in clear")
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_cases WHERE strpos(subject_box::text, 'case') > 0`), "sealed, never in clear")
 	due, err = f.Find(w.ctx, now, rep.Left)
 	require.NoError(t, err)
 	require.Len(t, due.Items, 1)
@@ -149,7 +149,7 @@ func TestAnExpungedCaseLeavesNoClockAndNoCaseRows(t *testing.T) {
 	_, err := w.reader.IndexCaseRows(w.ctx, 10)
 	require.NoError(t, err)
 	hash := w.key.Hash(mustSubject(t, "case:17"))
-	require.Equal(t, int64(3), w.db.Count(t, `SELECT count(*) FROM archive_case_rows WHERE subject_hash = $1`, hash))
+	require.Equal(t, int64(3), w.db.Count(t, `SELECT count(*) FROM archive_cases WHERE subject_hash = $1`, hash))
 	_, err = w.db.Pool.Exec(w.ctx, `UPDATE case_clock_events SET source = 'x'`)
 	require.ErrorContains(t, err, "insert-only", "no bypass outside an expungement")
 	_, err = w.db.Pool.Exec(w.ctx, `DELETE FROM case_clock_events`)
@@ -160,7 +160,7 @@ func TestAnExpungedCaseLeavesNoClockAndNoCaseRows(t *testing.T) {
 	_, err = w.orders.Approve(w.ctx, req.ExpungeID, "ops:bob")
 	require.NoError(t, err)
 	for _, q := range []string{
-		`SELECT count(*) FROM archive_case_rows WHERE subject_hash = $1`,
+		`SELECT count(*) FROM archive_cases WHERE subject_hash = $1`,
 		`SELECT count(*) FROM case_clocks WHERE subject_hash = $1 OR merged_into = $1`,
 		`SELECT count(*) FROM case_clock_events WHERE subject_hash = $1 OR merged_into = $1`,
 	} {
@@ -169,8 +169,8 @@ func TestAnExpungedCaseLeavesNoClockAndNoCaseRows(t *testing.T) {
 	require.Equal(t, int64(1), w.db.Count(t, `SELECT count(*) FROM case_clocks WHERE state = 'merged' AND merged_into IS NOT NULL`))
 	rep, err := w.reader.IndexCaseRows(w.ctx, 10)
 	require.NoError(t, err)
-	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_case_rows AS c JOIN archive_ledger AS l USING (archive_id) WHERE l.purged_at IS NOT NULL`),
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_cases AS c JOIN archive_ledger AS l USING (archive_id) WHERE l.purged_at IS NOT NULL`),
 		"the superseded archives' case rows are forgotten")
 	require.Equal(t, 2, rep.Indexed, "the two successors (A3 held only A) are indexed")
-	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_case_rows WHERE subject_hash = $1`, hash))
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_cases WHERE subject_hash = $1`, hash))
 }

@@ -59,7 +59,11 @@ func exported(t *testing.T) map[string]dto.MetricType {
 	require.NoError(t, err)
 	le, err := metrics.NewLedger(reg)
 	require.NoError(t, err)
-	structs := []any{p, inv, ob, ar, fl, pu, ve, ad, va, le}
+	ce, err := metrics.NewCaseEvents(reg, []string{"case.closed"})
+	require.NoError(t, err)
+	di, err := metrics.NewDispositions(reg)
+	require.NoError(t, err)
+	structs := []any{p, inv, ob, ar, fl, pu, ve, ad, va, le, ce, di}
 	fields := 0
 	for _, st := range structs {
 		touchAll(t, st)
@@ -326,6 +330,7 @@ func TestAlertRules(t *testing.T) {
 		"RetentionVacuumHorizonHeld": {"retention_vacuum_horizon_held_seconds", "retention_vacuum_horizon_age_xids"},
 		"RetentionSlotRetainingWAL":  {"retention_slot_retained_wal_bytes"},
 		"RetentionDeadTuplesGrowing": {"retention_dead_tuples"},
+		"RetentionDispositionOverdue": {"retention_disposition_due_oldest_days"},
 	}
 	seen := map[string]bool{}
 	for _, r := range g.Rules {

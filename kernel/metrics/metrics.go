@@ -613,6 +613,11 @@ type Dispositions struct {
 	// DueRows are the rows, hot and archived, due under each item at the
 	// last computation (retention_disposition_due_rows{table,item}).
 	DueRows *prometheus.GaugeVec
+	// DueOldestDays is how many days the longest-waiting due case that no
+	// hold keeps has been due, per table and item
+	// (retention_disposition_due_oldest_days): the review is behind when
+	// it grows (RetentionDispositionOverdue).
+	DueOldestDays *prometheus.GaugeVec
 }
 
 // NewDispositions registers the disposition metrics on reg.
@@ -620,8 +625,11 @@ func NewDispositions(reg prometheus.Registerer) (*Dispositions, error) {
 	m := &Dispositions{DueRows: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "retention_disposition_due_rows",
 		Help: "Rows (hot and archived) due under each records schedule item at the last computation, not yet disposed.",
+	}, []string{"table", "item"}), DueOldestDays: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "retention_disposition_due_oldest_days",
+		Help: "Days the longest-waiting due case that no hold keeps has been due, per table and item, at the last computation.",
 	}, []string{"table", "item"})}
-	if err := register(reg, m.DueRows); err != nil {
+	if err := register(reg, m.DueRows, m.DueOldestDays); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -117,7 +117,7 @@ WITH RECURSIVE items AS (
                  unnest($14::bigint[]) AS n) AS f
     UNION ALL
     SELECT l.table_name, c.subject_hash, c.archive_id, c.oldest_day, c.newest_day, c.rows
-    FROM archive_case_rows AS c JOIN archive_ledger AS l ON l.archive_id = c.archive_id
+    FROM archive_cases AS c JOIN archive_ledger AS l ON l.archive_id = c.archive_id
     WHERE l.purged_at IS NULL AND l.table_name = ANY ($3::text[])
 ), chain (hash, at, depth) AS (
     SELECT k.subject_hash, k.subject_hash, 0 FROM case_clocks AS k
@@ -172,7 +172,7 @@ SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text 
        (SELECT oc.disposition_id FROM disposition_cases AS oc JOIN dispositions AS od ON od.disposition_id = oc.disposition_id
         WHERE od.status IN ('proposed', 'executing') AND oc.series = d.series AND oc.subject_hash = d.hash AND oc.day IS NOT DISTINCT FROM d.day
         LIMIT 1)::uuid AS open_batch,
-       (SELECT c.subject_box FROM archive_case_rows AS c WHERE c.subject_hash = d.hash AND c.subject_box IS NOT NULL LIMIT 1)::bytea AS subject_box,
+       (SELECT c.subject_box FROM archive_cases AS c WHERE c.subject_hash = d.hash AND c.subject_box IS NOT NULL LIMIT 1)::bytea AS subject_box,
        coalesce((SELECT array_agg(h.id ORDER BY h.id) FROM archive_holds AS h
                  WHERE h.released_at IS NULL AND (
                        (octet_length(d.hash) > 0 AND h.subject_hashes @> ARRAY[d.hash])
@@ -223,7 +223,7 @@ type DueCasesRow struct {
 }
 
 // DueCases computes, for every case of the schedule's series (the hot
-// facts passed in, the archived ones from archive_case_rows), its item
+// facts passed in, the archived ones from archive_cases), its item
 // and due date, and returns those due on or before as_of with the active
 // holds that block them. A case follows the clock of the case it merged
 // into (16 hops at most: a longer or circular chain is never due); a
@@ -308,7 +308,7 @@ func (q *Queries) ExtendDispositionCases(ctx context.Context, arg ExtendDisposit
 }
 
 const forgetPurgedCaseRows = `-- name: ForgetPurgedCaseRows :execrows
-DELETE FROM archive_case_rows AS c USING archive_ledger AS l
+DELETE FROM archive_cases AS c USING archive_ledger AS l
 WHERE l.archive_id = c.archive_id AND l.purged_at IS NOT NULL
 `
 
@@ -323,7 +323,7 @@ func (q *Queries) ForgetPurgedCaseRows(ctx context.Context) (int64, error) {
 }
 
 const forgetSubjectCaseRows = `-- name: ForgetSubjectCaseRows :execrows
-DELETE FROM archive_case_rows WHERE subject_hash = $1
+DELETE FROM archive_cases WHERE subject_hash = $1
 `
 
 // ForgetSubjectCaseRows deletes every case row of a subject (an
@@ -366,7 +366,7 @@ func (q *Queries) GetDisposition(ctx context.Context, dispositionID pgtype.UUID)
 }
 
 const insertArchiveCaseRows = `-- name: InsertArchiveCaseRows :exec
-INSERT INTO archive_case_rows (archive_id, subject_hash, subject_box, oldest_day, newest_day, rows)
+INSERT INTO archive_cases (archive_id, subject_hash, subject_box, oldest_day, newest_day, rows)
 SELECT $1, f.hash, f.box, f.oldest, f.newest, f.n
 FROM (SELECT unnest($2::bytea[]) AS hash, unnest($3::bytea[]) AS box, unnest($4::date[]) AS oldest,
              unnest($5::date[]) AS newest, unnest($6::bigint[]) AS n) AS f

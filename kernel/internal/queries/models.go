@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-type ArchiveCaseRow struct {
+type ArchiveCase struct {
 	ArchiveID   pgtype.UUID
 	SubjectHash []byte
 	SubjectBox  []byte

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-type ArchiveCaseRow struct {
+type ArchiveCase struct {
 	ArchiveID   uuid.UUID
 	SubjectHash []byte
 	SubjectBox  []byte

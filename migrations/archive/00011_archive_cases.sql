@@ -8,7 +8,7 @@
 -- archive once (verified against its ledger hash) and marks it.
 
 -- +goose Up
-CREATE TABLE archive_case_rows (
+CREATE TABLE archive_cases (
     archive_id   uuid   NOT NULL REFERENCES archive_ledger (archive_id),
     subject_hash bytea  NOT NULL,
     -- The case (its canonical spelling) sealed under the subject key; NULL
@@ -21,7 +21,7 @@ CREATE TABLE archive_case_rows (
     CHECK ((octet_length(subject_hash) = 0) = (subject_box IS NULL)),
     CHECK (oldest_day <= newest_day)
 );
-CREATE INDEX archive_case_rows_subject_idx ON archive_case_rows (subject_hash);
+CREATE INDEX archive_cases_subject_idx ON archive_cases (subject_hash);
 
 ALTER TABLE archive_ledger ADD COLUMN case_rows_indexed boolean NOT NULL DEFAULT false;
 CREATE INDEX archive_ledger_case_rows_unindexed_idx ON archive_ledger (archive_id)
@@ -65,4 +65,4 @@ CREATE TRIGGER case_clock_events_insert_only
 DROP FUNCTION case_clock_events_hash_only();
 DROP INDEX archive_ledger_case_rows_unindexed_idx;
 ALTER TABLE archive_ledger DROP COLUMN case_rows_indexed;
-DROP TABLE archive_case_rows;
+DROP TABLE archive_cases;
