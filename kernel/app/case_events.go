@@ -100,7 +100,18 @@ func withCaseEvents[T any](spec *InboundSpec[T], c Inbound) *InboundSpec[T] {
 				return Inbound{}, err
 			}
 			takes := func(t string) bool { return all || slices.Contains(spec.BindingKeys, t) }
+			committed := in.Committed
+			if c.Committed != nil {
+				committed = func(ctx context.Context) error {
+					err := c.Committed(ctx)
+					if in.Committed != nil {
+						err = errors.Join(err, in.Committed(ctx))
+					}
+					return err
+				}
+			}
 			return Inbound{
+				Committed: committed,
 				Handle: func(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery) error {
 					if !schedule.IsCaseEvent(d.Message.EventType) {
 						return in.Handle(ctx, tx, d)
@@ -125,14 +136,29 @@ func withCaseEvents[T any](spec *InboundSpec[T], c Inbound) *InboundSpec[T] {
 }
 
 // Inbound is the case events' handlers.
-func (c *CaseEvents) Inbound() Inbound { return Inbound{Handle: c.Handle, DeadLetter: c.deadLetter} }
+func (c *CaseEvents) Inbound() Inbound {
+	in := Inbound{Handle: c.Handle, DeadLetter: c.deadLetter}
+	if j := c.Clocks.Journal(); j != nil {
+		in.Committed = j.Done
+	}
+	return in
+}
 
-// deadLetter records a case event that failed every attempt (the
-// database refused it): it is logged as an error, with no case, for an
-// operator to re-send it from the producer.
-func (c *CaseEvents) deadLetter(ctx context.Context, _ pgx.Tx, d rabbitmq.Delivery) error {
-	c.Logger.ErrorContext(ctx, "case event dead-lettered: its clock did not move; re-send it from the producer",
-		slog.String("event_id", d.Message.ID.String()), slog.String("event_type", d.Message.EventType),
-		slog.Int("attempts", d.Attempt), slog.String("last_error", d.LastError))
+// deadLetter tries a case event that failed every attempt once more, in
+// tx with its inbox claim (the database was down, or behind the store's
+// journal until `reconcile`): an error leaves it to the dead-letter
+// queue's retries and then the parked queue, where it is kept for an
+// operator; a case event is never dropped.
+func (c *CaseEvents) deadLetter(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery) error {
+	n, err := queries.New(tx).RecordReceived(ctx, queries.RecordReceivedParams{EventID: pgtype.UUID{Bytes: d.Message.ID, Valid: true}, EventType: d.Message.EventType})
+	if err != nil || n == 0 {
+		return err // a duplicate: received meanwhile
+	}
+	if err := c.Handle(ctx, tx, d); err != nil {
+		c.Logger.ErrorContext(ctx, "case event dead-lettered: its clock did not move; it is retried, then parked",
+			slog.String("event_id", d.Message.ID.String()), slog.String("event_type", d.Message.EventType),
+			slog.Int("attempts", d.Attempt), slog.String("last_error", d.LastError), slog.Any("error", err))
+		return err
+	}
 	return nil
 }

@@ -146,13 +146,13 @@ func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *
 		if api.Orders, err = r.courtOrders(ctx, pool, arch); err != nil {
 			return nil, nil, err
 		}
-		api.Schedules = schedule.New(pool, scheduleSeries(archiveTables(r.spec, r.cfg)))
+		api.Schedules = schedule.New(pool, scheduleSeries(archiveTables(r.spec, r.cfg))).WithJournal(arch.journal)
 		if as, ok := r.archiveSettings(); ok {
 			key, err := as.SubjectKey() // bound to the database by the lifecycle manager
 			if err != nil {
 				return nil, nil, err
 			}
-			api.Clocks = schedule.NewClocks(pool, key)
+			api.Clocks = schedule.NewClocks(pool, key).WithJournal(arch.journal)
 			if api.CaseEvents, err = metrics.NewCaseEvents(reg, schedule.CaseEventTypes()); err != nil {
 				return nil, nil, err
 			}

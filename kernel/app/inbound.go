@@ -76,6 +76,10 @@ type Inbound struct {
 	// DeadLetter records an event after its last failed attempt
 	// (d.LastError is that attempt's error), in its own transaction.
 	DeadLetter func(ctx context.Context, tx pgx.Tx, d rabbitmq.Delivery) error
+	// Committed, when set, runs after an event's transaction committed
+	// (e.g. publishing the journal entries it appended); its error is
+	// logged, the event stays received.
+	Committed func(ctx context.Context) error
 }
 
 // InboundQueue is the durable queue a service consumes from.
@@ -148,6 +152,11 @@ func (r *runtime[T]) startInbound(pool *pgxpool.Pool, reg prometheus.Registerer,
 					_, err := inbox.Receive(ctx, pool, inbox.Event{ID: d.Message.ID, EventType: d.Message.EventType}, func(ctx context.Context, tx pgx.Tx) error {
 						return in.Handle(ctx, tx, d)
 					})
+					if err == nil && in.Committed != nil {
+						if cerr := in.Committed(ctx); cerr != nil && ctx.Err() == nil {
+							r.logger.WarnContext(ctx, "after a received event", slog.String("event_id", d.Message.ID.String()), slog.Any("error", cerr))
+						}
+					}
 					return err
 				})
 			})

@@ -16,6 +16,7 @@ import (
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/reconcile"
+	"github.com/craig/retention/kernel/schedule"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/store"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -159,6 +160,7 @@ func (c *reconcileCmd[T]) run(ctx context.Context, rt *runtime[T]) (int, error) 
 	}
 	reader := archiveread.New(pool, st, rt.spec.Name, tables).WithSubjectKey(key)
 	rep, err := reconcile.Reconciler{Journal: journal.New(pool, st, rt.spec.Name, &journal.Gate{}), Lifecycle: lm, Orders: orders, Reader: reader,
+		Schedules: schedule.New(pool, scheduleSeries(tables)), Clocks: schedule.NewClocks(pool, key),
 		Logger: rt.logger, Actor: CLIActor("reconcile")}.Run(ctx)
 	if err != nil {
 		return ExitFail, err

@@ -43,6 +43,12 @@ const (
 	ActHoldReleased Act = "hold_released"
 	ActPurge        Act = "purge"
 	ActExpunge      Act = "expunge"
+	// ActScheduleApproved: a records schedule version put in force
+	// (ADR-073); a restore must not bring an older version back.
+	ActScheduleApproved Act = "schedule_approved"
+	// ActCaseEvent: a case clock moved (ADR-073); a restore must not
+	// forget a reopening.
+	ActCaseEvent Act = "case_event"
 )
 
 // Format identifies an entry object's layout.

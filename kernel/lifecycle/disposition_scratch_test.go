@@ -1,6 +1,8 @@
 package lifecycle_test
 
 import (
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,7 +11,10 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/disposition"
+	"github.com/craig/retention/kernel/journal"
+	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/lifecycle"
+	"github.com/craig/retention/kernel/reconcile"
 	"github.com/craig/retention/kernel/schedule"
 )
 
@@ -173,4 +178,79 @@ func TestAnExpungedCaseLeavesNoClockAndNoCaseRows(t *testing.T) {
 		"the superseded archives' case rows are forgotten")
 	require.Equal(t, 2, rep.Indexed, "the two successors (A3 held only A) are indexed")
 	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_cases WHERE subject_hash = $1`, hash))
+}
+
+// TestARestoreKeepsTheScheduleAndTheClocks: after the backup, a schedule
+// version that keeps rows longer is approved and a closed case is
+// reopened. Restored from the backup, the database has the older version
+// in force and the case closed: the journal says it is behind, and
+// reconcile puts back the approval (at its time, so it is in force again)
+// and the reopening; nothing is due that was not due before the restore.
+func TestARestoreKeepsTheScheduleAndTheClocks(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	live := w.journaled(t, w.db.Pool)
+	series := []schedule.Series{{Table: "rule_evaluations"}}
+	sch := schedule.New(w.db.Pool, series).WithJournal(live.j)
+	clocks := schedule.NewClocks(w.db.Pool, w.key).WithJournal(live.j)
+	now := time.Now().UTC()
+	short := `version: "v1"
+items:
+  - id: CW-1
+    series: rule_evaluations
+    starts: case.closed
+    retain: P30D
+    authority: agency policy 1
+`
+	approve := func(raw, version string) {
+		t.Helper()
+		doc, err := schedule.Parse([]byte(raw), series)
+		require.NoError(t, err)
+		_, err = sch.Propose(w.ctx, doc, "ops:alice")
+		require.NoError(t, err)
+		_, err = sch.Approve(w.ctx, version, "ops:bob", true)
+		require.NoError(t, err)
+	}
+	approve(short, "v1")
+	_, err := clocks.Apply(w.ctx, schedule.Event{Type: schedule.EventClosed, Case: mustSubject(t, "case:18"), At: now.AddDate(0, 0, -90), Classification: "x"}, "ops:erin")
+	require.NoError(t, err)
+	backup := kerneltest.Backup(t, w.db)
+
+	approve(strings.NewReplacer(`"v1"`, `"v2"`, "P30D", "P10Y").Replace(short), "v2")
+	_, err = clocks.Apply(w.ctx, schedule.Event{Type: schedule.EventReopened, Case: mustSubject(t, "case:17"), At: now.AddDate(0, 0, -1)}, "ops:erin")
+	require.NoError(t, err)
+	_, err = clocks.Apply(w.ctx, schedule.Event{Type: schedule.EventReopened, Case: mustSubject(t, "case:18"), At: now.AddDate(0, 0, -1)}, "ops:erin")
+	require.NoError(t, err)
+
+	restored := kerneltest.Restore(t, backup)
+	rsch := schedule.New(restored.Pool, series)
+	v, err := rsch.InForce(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, "v1", v.Version, "the backup has the older version in force")
+	rj := journal.New(restored.Pool, w.st, w.s3.Service, &journal.Gate{})
+	st, err := rj.Compare(w.ctx)
+	require.NoError(t, err)
+	require.Len(t, st.Missing, 3, "the approval and two reopenings")
+	_, err = schedule.NewClocks(restored.Pool, w.key).WithJournal(rj).Apply(w.ctx,
+		schedule.Event{Type: schedule.EventClosed, Case: mustSubject(t, "case:19"), At: now, Classification: "x"}, "ops:erin")
+	require.ErrorIs(t, err, journal.ErrBehind, "no clock moves while the database is behind")
+
+	rep, err := reconcile.Reconciler{Journal: rj, Schedules: rsch, Clocks: schedule.NewClocks(restored.Pool, w.key),
+		Logger: slog.New(&kerneltest.LogRecorder{}), Actor: "cli:reconcile"}.Run(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[journal.Act]int{journal.ActScheduleApproved: 1, journal.ActCaseEvent: 2}, rep.Acts)
+	require.False(t, rep.After.Behind())
+	v, err = rsch.InForce(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, "v2", v.Version)
+	require.Equal(t, int64(2), count(t, w.ctx, restored.Pool, `SELECT count(*) FROM case_clocks WHERE state = 'reopened'`))
+	require.Zero(t, count(t, w.ctx, restored.Pool, `SELECT count(*) FROM case_clocks WHERE subject_hash = $1`, w.key.Hash(mustSubject(t, "case:19"))))
+	f := disposition.NewFinder(restored.Pool, w.key, []archive.TableSpec{subjectSpec()}, rsch)
+	due, err := f.Find(w.ctx, now, 0)
+	require.NoError(t, err)
+	require.Empty(t, due.Items)
+	rep, err = reconcile.Reconciler{Journal: rj, Schedules: rsch, Clocks: schedule.NewClocks(restored.Pool, w.key),
+		Logger: slog.New(&kerneltest.LogRecorder{}), Actor: "cli:reconcile"}.Run(w.ctx)
+	require.NoError(t, err)
+	require.Empty(t, rep.Reapplied, "a second run changes nothing")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/craig/retention/kernel/courtorder"
 	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lifecycle"
+	"github.com/craig/retention/kernel/schedule"
 	"github.com/google/uuid"
 )
 
@@ -41,6 +42,10 @@ type Reconciler struct {
 	Journal   *journal.Journal
 	Lifecycle *lifecycle.Manager
 	Orders    *courtorder.Orders
+	// Schedules and Clocks re-apply the records schedule's approvals and
+	// the case events (ADR-073).
+	Schedules *schedule.Schedules
+	Clocks    *schedule.Clocks
 	// Reader, when set, destroys the unknown objects that copy rows held
 	// elsewhere (see Run).
 	Reader *archiveread.Reader
@@ -163,6 +168,10 @@ func (r Reconciler) Run(ctx context.Context) (Report, error) {
 		switch e.Act {
 		case journal.ActSeal, journal.ActUnseal, journal.ActExpunge:
 			err = r.Orders.Reapply(ctx, e, forgotten)
+		case journal.ActScheduleApproved:
+			err = r.Schedules.Reapply(ctx, e)
+		case journal.ActCaseEvent:
+			err = r.Clocks.Reapply(ctx, e)
 		default:
 			err = r.Lifecycle.Reapply(ctx, e)
 		}

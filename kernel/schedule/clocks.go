@@ -2,6 +2,8 @@ package schedule
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/subject"
 )
 
@@ -57,12 +60,43 @@ type CaseClock struct {
 
 // Clocks keeps the service's case clocks.
 type Clocks struct {
-	pool *pgxpool.Pool
-	key  subject.Key
+	pool    *pgxpool.Pool
+	key     subject.Key
+	journal *journal.Journal
 }
 
 // NewClocks returns the clocks of a service hashing cases with key.
 func NewClocks(pool *pgxpool.Pool, key subject.Key) *Clocks { return &Clocks{pool: pool, key: key} }
+
+// WithJournal returns the clocks with every accepted event journaled in j
+// (ADR-070): a database restored from before a reopening gets it back
+// from `reconcile`, instead of a case that looks closed. While the
+// database is behind the store's journal, no event is applied.
+func (c *Clocks) WithJournal(j *journal.Journal) *Clocks {
+	n := *c
+	n.journal = j
+	return &n
+}
+
+// Journal is the journal the clocks write to (nil: none).
+func (c *Clocks) Journal() *journal.Journal {
+	if c == nil {
+		return nil
+	}
+	return c.journal
+}
+
+// eventEntry is a case event's journal entry: the case (and the case it
+// merged into) as keyed hashes sealed under the subject key, hex; times as
+// microseconds since the Unix epoch.
+type eventEntry struct {
+	Case           string  `json:"case"`
+	Type           string  `json:"type"`
+	AtUS           int64   `json:"at_us"`
+	Classification *string `json:"classification,omitempty"`
+	Into           string  `json:"into,omitempty"`
+	Source         string  `json:"source"`
+}
 
 // check refuses a malformed event.
 func (e Event) check(now time.Time) error {
@@ -103,7 +137,14 @@ func (c *Clocks) ApplyTx(ctx context.Context, tx pgx.Tx, e Event, source string)
 	if !c.key.Valid() {
 		return CaseClock{}, ErrNoKey
 	}
+	// The clock keeps microseconds: an event is compared with the clock's
+	// last change, and answered, at that precision (an event finer than it
+	// would otherwise pass as newer than a change it is older than).
+	e.At = e.At.Truncate(time.Microsecond)
 	if err := e.check(time.Now()); err != nil {
+		return CaseClock{}, err
+	}
+	if err := c.journal.Check(ctx); err != nil {
 		return CaseClock{}, err
 	}
 	hash := c.key.Hash(e.Case)
@@ -133,13 +174,96 @@ func (c *Clocks) ApplyTx(ctx context.Context, tx pgx.Tx, e Event, source string)
 		if n == 0 {
 			return ErrStale
 		}
-		return q.RecordClockEvent(ctx, queries.RecordClockEventParams{SubjectHash: hash, Type: e.Type, At: p.ChangedAt, Classification: class,
-			MergedInto: into, Source: source})
+		if err := q.RecordClockEvent(ctx, queries.RecordClockEventParams{SubjectHash: hash, Type: e.Type, At: p.ChangedAt, Classification: class,
+			MergedInto: into, Source: source}); err != nil {
+			return err
+		}
+		if c.journal == nil {
+			return nil
+		}
+		entry := eventEntry{Type: e.Type, AtUS: e.At.UnixMicro(), Classification: class, Source: source}
+		if entry.Case, err = c.sealHash(hash); err != nil {
+			return err
+		}
+		if into != nil {
+			if entry.Into, err = c.sealHash(into); err != nil {
+				return err
+			}
+		}
+		return journal.Append(ctx, tx, journal.ActCaseEvent, entry, source)
 	}
 	if tx != nil {
 		// A savepoint: a stale event leaves the caller's transaction (the
 		// inbox's) usable, so the refusal is acknowledged, not retried.
+		// The caller's commit is published by the next act or the
+		// journal's watch.
 		return out, pgx.BeginFunc(ctx, tx, write)
 	}
-	return out, pgx.BeginFunc(ctx, c.pool, write)
+	if err := pgx.BeginFunc(ctx, c.pool, write); err != nil {
+		return out, err
+	}
+	if c.journal != nil {
+		return out, c.journal.Done(ctx)
+	}
+	return out, nil
+}
+
+func (c *Clocks) sealHash(hash []byte) (string, error) {
+	b, err := c.key.Box(hash)
+	if err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
+}
+
+func (c *Clocks) openHash(h string) ([]byte, error) {
+	b, err := hex.DecodeString(h)
+	if err != nil {
+		return nil, err
+	}
+	return c.key.Unbox(b)
+}
+
+// Reapply re-applies a case event's journal entry the database lost
+// (reconcile), unless the clock changed after it (nothing to do); the
+// entry adopted in the same transaction.
+func (c *Clocks) Reapply(ctx context.Context, e journal.Entry) error {
+	var ev eventEntry
+	if err := json.Unmarshal(e.Detail, &ev); err != nil {
+		return fmt.Errorf("journal entry %d: %w", e.Seq, err)
+	}
+	hash, err := c.openHash(ev.Case)
+	if err != nil {
+		return fmt.Errorf("journal entry %d: its case: %w", e.Seq, err)
+	}
+	at := pgtype.Timestamptz{Time: time.UnixMicro(ev.AtUS), Valid: true}
+	p := queries.SetCaseClockParams{SubjectHash: hash, ChangedAt: at}
+	var into []byte
+	switch ev.Type {
+	case EventClosed:
+		p.State, p.ClosedAt, p.Classification = "closed", at, ev.Classification
+	case EventReopened:
+		p.State = "reopened"
+	case EventMerged:
+		if into, err = c.openHash(ev.Into); err != nil {
+			return fmt.Errorf("journal entry %d: the case it merged into: %w", e.Seq, err)
+		}
+		p.State, p.MergedInto = "merged", into
+	default:
+		return fmt.Errorf("journal entry %d: unknown case event %q", e.Seq, ev.Type)
+	}
+	return pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		q := queries.New(tx)
+		n, err := q.SetCaseClock(ctx, p)
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			if err := q.RecordClockEvent(ctx, queries.RecordClockEventParams{SubjectHash: hash, Type: ev.Type, At: at, Classification: ev.Classification,
+				MergedInto: into, Source: ev.Source}); err != nil {
+				return err
+			}
+		}
+		return journal.Adopt(ctx, tx, e)
+	})
 }

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/craig/retention/kernel/identity"
 	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lease"
 )
 
@@ -33,8 +35,29 @@ var (
 
 // Schedules are a service's records schedule versions in its database.
 type Schedules struct {
-	pool   *pgxpool.Pool
-	series []Series
+	pool    *pgxpool.Pool
+	series  []Series
+	journal *journal.Journal
+}
+
+// WithJournal returns the schedules with approvals journaled in j
+// (ADR-070): a database restored from before an approval gets it back
+// from `reconcile`, instead of an older version quietly in force.
+func (s *Schedules) WithJournal(j *journal.Journal) *Schedules {
+	c := *s
+	c.journal = j
+	return &c
+}
+
+// approvalEntry is an approval's journal entry: what re-applying it needs,
+// times as microseconds since the Unix epoch.
+type approvalEntry struct {
+	Version      string          `json:"version"`
+	Document     json.RawMessage `json:"document"`
+	ProposedBy   string          `json:"proposed_by"`
+	ProposedAtUS int64           `json:"proposed_at_us"`
+	Nearer       int64           `json:"nearer"`
+	ApprovedAtUS int64           `json:"approved_at_us"`
 }
 
 // New returns the schedules of a service archiving series.
@@ -146,13 +169,48 @@ func (s *Schedules) Approve(ctx context.Context, version, actor string, mayShort
 		if err != nil {
 			return fmt.Errorf("schedule: approve %q: %w", version, err)
 		}
+		if s.journal != nil {
+			if err := journal.Append(ctx, tx, journal.ActScheduleApproved, approvalEntry{Version: version, Document: row.Document, ProposedBy: v.ProposedBy,
+				ProposedAtUS: v.ProposedAt.UnixMicro(), Nearer: v.Nearer, ApprovedAtUS: at.Time.UnixMicro()}, actor); err != nil {
+				return err
+			}
+		}
 		v.Status, v.ApprovedBy, v.Nearer = StatusInForce, &actor, nearer
 		t := at.Time.UTC()
 		v.ApprovedAt = &t
 		out = v
 		return logAct(ctx, q, actor, "schedule_approved", map[string]any{"version": version, "nearer": nearer, "nearer_series": names})
 	})
+	if err == nil && s.journal != nil {
+		err = s.journal.Done(ctx)
+	}
 	return out, err
+}
+
+// Reapply re-applies an approval's journal entry the database lost
+// (reconcile): the version, as proposed and approved then, in force in
+// the order of the approvals; the entry adopted in the same transaction.
+func (s *Schedules) Reapply(ctx context.Context, e journal.Entry) error {
+	var a approvalEntry
+	if err := json.Unmarshal(e.Detail, &a); err != nil {
+		return fmt.Errorf("journal entry %d: %w", e.Seq, err)
+	}
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := queries.New(tx)
+		if err := q.LockSchedules(ctx, lease.ScheduleKey); err != nil {
+			return err
+		}
+		if err := q.RestoreSchedule(ctx, queries.RestoreScheduleParams{Version: a.Version, Document: a.Document, ProposedBy: a.ProposedBy,
+			ProposedAt: pgtype.Timestamptz{Time: time.UnixMicro(a.ProposedAtUS), Valid: true}, Nearer: a.Nearer}); err != nil {
+			return fmt.Errorf("schedule %q: %w", a.Version, err)
+		}
+		actor := e.Actor
+		if _, err := q.RestoreApproval(ctx, queries.RestoreApprovalParams{ApprovedBy: &actor,
+			ApprovedAt: pgtype.Timestamptz{Time: time.UnixMicro(a.ApprovedAtUS), Valid: true}, Version: a.Version}); err != nil {
+			return fmt.Errorf("schedule %q: its approval: %w", a.Version, err)
+		}
+		return journal.Adopt(ctx, tx, e)
+	})
 }
 
 // InForce is the version in force; nil while none is approved (then

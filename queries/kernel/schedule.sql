@@ -41,3 +41,16 @@ RETURNING approved_at;
 -- name: ArchivedRows :one
 SELECT COALESCE(sum(record_count), 0)::bigint FROM archive_ledger
 WHERE table_name = ANY (sqlc.arg(tables)::text[]) AND purged_at IS NULL;
+
+-- RestoreSchedule records a version a journal entry approved and the
+-- database lost (restored from a backup): as proposed then, approved then.
+-- name: RestoreSchedule :exec
+INSERT INTO retention_schedules (version, document, proposed_by, proposed_at, nearer)
+VALUES (sqlc.arg(version), sqlc.arg(document)::jsonb, sqlc.arg(proposed_by), sqlc.arg(proposed_at), sqlc.arg(nearer))
+ON CONFLICT (version) DO NOTHING;
+
+-- RestoreApproval approves a version at the time its journal entry
+-- recorded; nothing when it is approved already.
+-- name: RestoreApproval :execrows
+UPDATE retention_schedules SET approved_by = sqlc.arg(approved_by), approved_at = sqlc.arg(approved_at)
+WHERE version = sqlc.arg(version) AND approved_at IS NULL;

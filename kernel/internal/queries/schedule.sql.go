@@ -85,6 +85,54 @@ func (q *Queries) ProposeSchedule(ctx context.Context, arg ProposeScheduleParams
 	return proposed_at, err
 }
 
+const restoreApproval = `-- name: RestoreApproval :execrows
+UPDATE retention_schedules SET approved_by = $1, approved_at = $2
+WHERE version = $3 AND approved_at IS NULL
+`
+
+type RestoreApprovalParams struct {
+	ApprovedBy *string
+	ApprovedAt pgtype.Timestamptz
+	Version    string
+}
+
+// RestoreApproval approves a version at the time its journal entry
+// recorded; nothing when it is approved already.
+func (q *Queries) RestoreApproval(ctx context.Context, arg RestoreApprovalParams) (int64, error) {
+	result, err := q.db.Exec(ctx, restoreApproval, arg.ApprovedBy, arg.ApprovedAt, arg.Version)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const restoreSchedule = `-- name: RestoreSchedule :exec
+INSERT INTO retention_schedules (version, document, proposed_by, proposed_at, nearer)
+VALUES ($1, $2::jsonb, $3, $4, $5)
+ON CONFLICT (version) DO NOTHING
+`
+
+type RestoreScheduleParams struct {
+	Version    string
+	Document   []byte
+	ProposedBy string
+	ProposedAt pgtype.Timestamptz
+	Nearer     int64
+}
+
+// RestoreSchedule records a version a journal entry approved and the
+// database lost (restored from a backup): as proposed then, approved then.
+func (q *Queries) RestoreSchedule(ctx context.Context, arg RestoreScheduleParams) error {
+	_, err := q.db.Exec(ctx, restoreSchedule,
+		arg.Version,
+		arg.Document,
+		arg.ProposedBy,
+		arg.ProposedAt,
+		arg.Nearer,
+	)
+	return err
+}
+
 const scheduleHistory = `-- name: ScheduleHistory :many
 SELECT version, document, proposed_by, proposed_at, nearer, approved_by, approved_at
 FROM retention_schedules
