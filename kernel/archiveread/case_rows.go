@@ -83,7 +83,7 @@ func (r *Reader) writeCaseRows(ctx context.Context, id pgtype.UUID, facts []arch
 			}
 			box = b
 		}
-		p.Hashes, p.Boxes = append(p.Hashes, f.Hash), append(p.Boxes, box)
+		p.Hashes, p.Others, p.Boxes = append(p.Hashes, f.Hash), append(p.Others, f.Others), append(p.Boxes, box)
 		p.Oldest = append(p.Oldest, pgtype.Date{Time: f.Oldest, Valid: true})
 		p.Newest = append(p.Newest, pgtype.Date{Time: f.Newest, Valid: true})
 		p.Counts = append(p.Counts, f.Rows)

@@ -107,15 +107,17 @@ func (f *Finder) Freeze(ctx context.Context, limit int64, actor string) (Batch, 
 	case limit < 0 || limit > MaxLimit:
 		return Batch{}, fmt.Errorf("%w: limit must be 1..%d rows", ErrInvalid, MaxLimit)
 	}
-	due, err := f.Find(ctx, time.Now(), 0)
-	if err != nil {
-		return Batch{}, err
-	}
 	id := uuid.Must(uuid.NewV7())
 	var held []DueCase
-	err = pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
 		if err := q.LockDispositions(ctx, lease.DispositionKey); err != nil {
+			return err
+		}
+		// What is due is read under the lock, in the batch's transaction:
+		// two freezes never take one case.
+		due, err := f.find(ctx, tx, time.Now(), 0)
+		if err != nil {
 			return err
 		}
 		v, err := f.schedules.InForce(ctx)

@@ -6,9 +6,11 @@
 package disposition
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/internal/queries"
+	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/schedule"
 	"github.com/craig/retention/kernel/subject"
 )
@@ -90,6 +93,11 @@ type Due struct {
 
 // Find lists what is due on asOf's UTC day under the version in force.
 func (f *Finder) Find(ctx context.Context, asOf time.Time, unindexed int64) (Due, error) {
+	return f.find(ctx, f.pool, asOf, unindexed)
+}
+
+// find is Find on db (a transaction: Freeze's, under its lock).
+func (f *Finder) find(ctx context.Context, db prune.DB, asOf time.Time, unindexed int64) (Due, error) {
 	v, err := f.schedules.InForce(ctx)
 	if err != nil {
 		return Due{}, err
@@ -124,7 +132,7 @@ func (f *Finder) Find(ctx context.Context, asOf time.Time, unindexed int64) (Due
 			continue
 		}
 		seen[series] = true
-		facts, err := archive.HotCaseRows(ctx, f.pool, f.key, spec)
+		facts, err := archive.HotCaseRows(ctx, db, f.key, spec)
 		if err != nil {
 			return Due{}, err
 		}
@@ -132,50 +140,82 @@ func (f *Finder) Find(ctx context.Context, asOf time.Time, unindexed int64) (Due
 			if !c.Case.IsZero() {
 				hot[string(c.Hash)] = c.Case.String()
 			}
-			p.HotSeries, p.HotHashes = append(p.HotSeries, series), append(p.HotHashes, c.Hash)
+			p.HotSeries, p.HotHashes, p.HotOthers = append(p.HotSeries, series), append(p.HotHashes, c.Hash), append(p.HotOthers, c.Others)
 			p.HotOldest = append(p.HotOldest, pgtype.Date{Time: c.Oldest, Valid: true})
 			p.HotNewest = append(p.HotNewest, pgtype.Date{Time: c.Newest, Valid: true})
 			p.HotCounts = append(p.HotCounts, c.Rows)
 		}
 	}
-	rows, err := queries.New(f.pool).DueCases(ctx, p)
+	rows, err := queries.New(db).DueCases(ctx, p)
 	if err != nil {
 		return Due{}, fmt.Errorf("due cases: %w", err)
 	}
 	out := Due{Version: v.Version, AsOf: day.Format(time.DateOnly), Items: []DueItem{}, Unindexed: unindexed}
+	// A case's groups (its rows with the same other subjects) are listed
+	// as one case: its due rows, the latest of their dates, every archive
+	// and hold.
+	itemAt := map[string]int{}
+	caseAt := map[string]int{}
 	for _, r := range rows {
 		it := items[r.ItemID]
-		if n := len(out.Items); n == 0 || out.Items[n-1].Item != r.ItemID {
+		ii, ok := itemAt[r.ItemID]
+		if !ok {
+			ii = len(out.Items)
+			itemAt[r.ItemID] = ii
 			out.Items = append(out.Items, DueItem{Item: it.ID, Series: it.Series, Authority: it.Authority, Action: string(it.ActionOrDefault()),
 				Retain: it.Retain, Cases: []DueCase{}})
 		}
-		di := &out.Items[len(out.Items)-1]
-		c := DueCase{Series: r.Series, Due: r.Due.Time.Format(time.DateOnly), RowsHot: r.HotRows, RowsArchived: r.ArchivedRows,
-			Archives: uuidsOf(r.Archives), Holds: uuidsOf(r.Holds), hash: r.SubjectHash, box: r.SubjectBox}
-		if r.OpenBatch.Valid {
-			id := uuid.UUID(r.OpenBatch.Bytes)
-			c.Batch = &id
-		}
-		if r.Day.Valid {
-			d := r.Day.Time
-			c.day = &d
-		}
-		if len(r.SubjectHash) > 0 {
-			c.SubjectHash = subject.Hex(r.SubjectHash)
-			if s, ok := hot[string(r.SubjectHash)]; ok {
-				c.Subject = s
-			} else if len(r.SubjectBox) > 0 {
-				plain, err := f.key.Unbox(r.SubjectBox)
-				if err != nil {
-					return Due{}, fmt.Errorf("the case of %s: %w", c.SubjectHash, err)
-				}
-				c.Subject = string(plain)
+		di := &out.Items[ii]
+		k := r.ItemID + "\x00" + r.Series + "\x00" + string(r.SubjectHash) + "\x00" + r.Day.Time.String()
+		ci, ok := caseAt[k]
+		if !ok {
+			ci = len(di.Cases)
+			caseAt[k] = ci
+			c := DueCase{Series: r.Series, Archives: []uuid.UUID{}, Holds: []uuid.UUID{}, hash: r.SubjectHash, box: r.SubjectBox}
+			if r.OpenBatch.Valid {
+				id := uuid.UUID(r.OpenBatch.Bytes)
+				c.Batch = &id
 			}
+			if r.Day.Valid {
+				d := r.Day.Time
+				c.day = &d
+			}
+			if len(r.SubjectHash) > 0 {
+				c.SubjectHash = subject.Hex(r.SubjectHash)
+				if s, ok := hot[string(r.SubjectHash)]; ok {
+					c.Subject = s
+				} else if len(r.SubjectBox) > 0 {
+					plain, err := f.key.Unbox(r.SubjectBox)
+					if err != nil {
+						return Due{}, fmt.Errorf("the case of %s: %w", c.SubjectHash, err)
+					}
+					c.Subject = string(plain)
+				}
+			}
+			di.Cases = append(di.Cases, c)
 		}
-		di.Rows += c.RowsHot + c.RowsArchived
-		di.Cases = append(di.Cases, c)
+		c := &di.Cases[ci]
+		if d := r.Due.Time.Format(time.DateOnly); d > c.Due {
+			c.Due = d
+		}
+		c.RowsHot += r.HotRows
+		c.RowsArchived += r.ArchivedRows
+		c.Archives = union(c.Archives, uuidsOf(r.Archives))
+		c.Holds = union(c.Holds, uuidsOf(r.Holds))
+		di.Rows += r.HotRows + r.ArchivedRows
 	}
 	return out, nil
+}
+
+// union adds to a the ids of b it lacks, sorted.
+func union(a, b []uuid.UUID) []uuid.UUID {
+	for _, id := range b {
+		if !slices.Contains(a, id) {
+			a = append(a, id)
+		}
+	}
+	slices.SortFunc(a, func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) })
+	return a
 }
 
 func uuidsOf(in []pgtype.UUID) []uuid.UUID {

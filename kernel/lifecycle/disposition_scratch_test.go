@@ -78,15 +78,7 @@ func TestDueListsEachCaseOnItsOwnDate(t *testing.T) {
 	event(schedule.EventClosed, "case:17", 800, "substantiated", "")
 	due, err = f.Find(w.ctx, now, 4)
 	require.NoError(t, err)
-	require.Len(t, due.Items, 1)
-	require.Equal(t, "CW-12U", due.Items[0].Item)
-	require.Equal(t, "Missouri CW manual 2.5", due.Items[0].Authority)
-	require.Len(t, due.Items[0].Cases, 1)
-	b := due.Items[0].Cases[0]
-	require.Equal(t, "case:18", b.Subject)
-	require.Equal(t, int64(1), b.RowsHot)
-	require.Zero(t, b.RowsArchived, "its archives are not indexed by case yet")
-	require.Equal(t, now.AddDate(0, 0, -30).Format(time.DateOnly), b.Due)
+	require.Empty(t, due.Items, "B's archives are not indexed by case yet: they may hold newer rows of it")
 
 	rep, err := w.reader.IndexCaseRows(w.ctx, 10)
 	require.NoError(t, err)
@@ -96,7 +88,13 @@ func TestDueListsEachCaseOnItsOwnDate(t *testing.T) {
 	due, err = f.Find(w.ctx, now, rep.Left)
 	require.NoError(t, err)
 	require.Len(t, due.Items, 1)
-	b = due.Items[0].Cases[0]
+	require.Equal(t, "CW-12U", due.Items[0].Item)
+	require.Equal(t, "Missouri CW manual 2.5", due.Items[0].Authority)
+	require.Len(t, due.Items[0].Cases, 1)
+	b := due.Items[0].Cases[0]
+	require.Equal(t, "case:18", b.Subject)
+	require.Equal(t, int64(1), b.RowsHot)
+	require.Equal(t, now.AddDate(0, 0, -30).Format(time.DateOnly), b.Due)
 	require.Equal(t, int64(12), b.RowsArchived)
 	require.ElementsMatch(t, []uuid.UUID{w.arch[0], w.arch[1], w.arch[3]}, b.Archives)
 	require.Empty(t, b.Holds)

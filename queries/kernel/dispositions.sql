@@ -15,10 +15,10 @@ SELECT count(*) FROM archive_ledger WHERE NOT case_rows_indexed AND purged_at IS
 -- InsertArchiveCaseRows writes an archive's case rows (an empty hash and a
 -- NULL box: rows about no case).
 -- name: InsertArchiveCaseRows :exec
-INSERT INTO archive_cases (archive_id, subject_hash, subject_box, oldest_day, newest_day, rows)
-SELECT sqlc.arg(archive_id), f.hash, f.box, f.oldest, f.newest, f.n
-FROM (SELECT unnest(sqlc.arg(hashes)::bytea[]) AS hash, unnest(sqlc.arg(boxes)::bytea[]) AS box, unnest(sqlc.arg(oldest)::date[]) AS oldest,
-             unnest(sqlc.arg(newest)::date[]) AS newest, unnest(sqlc.arg(counts)::bigint[]) AS n) AS f;
+INSERT INTO archive_cases (archive_id, subject_hash, others, subject_box, oldest_day, newest_day, rows)
+SELECT sqlc.arg(archive_id), f.hash, f.others, f.box, f.oldest, f.newest, f.n
+FROM (SELECT unnest(sqlc.arg(hashes)::bytea[]) AS hash, unnest(sqlc.arg(others)::bytea[]) AS others, unnest(sqlc.arg(boxes)::bytea[]) AS box,
+             unnest(sqlc.arg(oldest)::date[]) AS oldest, unnest(sqlc.arg(newest)::date[]) AS newest, unnest(sqlc.arg(counts)::bigint[]) AS n) AS f;
 
 -- MarkCaseRowsIndexed marks an unpurged archive indexed; no row: it was
 -- purged meanwhile (its rows are written for nothing and forgotten).
@@ -35,17 +35,22 @@ WHERE l.archive_id = c.archive_id AND l.purged_at IS NOT NULL;
 -- ForgetSubjectCaseRows deletes every case row of a subject (an
 -- expungement: its hash is replaced everywhere).
 -- name: ForgetSubjectCaseRows :execrows
-DELETE FROM archive_cases WHERE subject_hash = sqlc.arg(subject_hash);
+DELETE FROM archive_cases
+WHERE subject_hash = sqlc.arg(subject_hash) OR sqlc.arg(subject_hash)::bytea = ANY (retention_hashes(others));
 
--- DueCases computes, for every case of the schedule's series (the hot
--- facts passed in, the archived ones from archive_cases), its item
--- and due date, and returns those due on or before as_of with the active
--- holds that block them. A case follows the clock of the case it merged
--- into (16 hops at most: a longer or circular chain is never due); a
--- reopened case is never due; a case.closed clock needs a closure; with
--- several clocks the later one counts. Rows about no case are grouped per
--- day, each day due on its own date under its series' item without a
--- classification.
+-- DueCases computes, for every group of rows of the schedule's series (a
+-- case's rows with the same other subjects; the hot facts passed in, the
+-- archived ones from archive_cases), its item and due date, and returns
+-- those due on or before as_of with the active holds that keep them.
+-- A case follows the clock of the case it merged into (16 hops at most: a
+-- longer or circular chain is never due), and the cases merged into one
+-- fall due together, from the newest record of any of them; a reopened
+-- case is never due; a case.closed clock needs a closure; with several
+-- clocks the later one counts; an extension keeps a case until its day.
+-- Rows about two cases are due when both cases are. Rows about no case
+-- are grouped per day, each day due on its own date under its series'
+-- item without a classification. Nothing is listed that an archive not
+-- yet indexed by case may hold rows of (never early).
 -- name: DueCases :many
 WITH RECURSIVE items AS (
     SELECT unnest(sqlc.arg(item_ids)::text[]) AS item_id, unnest(sqlc.arg(item_series)::text[]) AS series,
@@ -53,12 +58,13 @@ WITH RECURSIVE items AS (
            unnest(sqlc.arg(item_closed)::boolean[]) AS closed, unnest(sqlc.arg(item_months)::integer[]) AS months,
            unnest(sqlc.arg(item_days)::integer[]) AS days, unnest(sqlc.arg(item_permanent)::boolean[]) AS perm
 ), facts AS (
-    SELECT f.series, f.hash, NULL::uuid AS archive_id, f.oldest, f.newest, f.n
+    SELECT f.series, f.hash, f.others, NULL::uuid AS archive_id, f.oldest, f.newest, f.n
     FROM (SELECT unnest(sqlc.arg(hot_series)::text[]) AS series, unnest(sqlc.arg(hot_hashes)::bytea[]) AS hash,
+                 unnest(sqlc.arg(hot_others)::bytea[]) AS others,
                  unnest(sqlc.arg(hot_oldest)::date[]) AS oldest, unnest(sqlc.arg(hot_newest)::date[]) AS newest,
                  unnest(sqlc.arg(hot_counts)::bigint[]) AS n) AS f
     UNION ALL
-    SELECT l.table_name, c.subject_hash, c.archive_id, c.oldest_day, c.newest_day, c.rows
+    SELECT l.table_name, c.subject_hash, c.others, c.archive_id, c.oldest_day, c.newest_day, c.rows
     FROM archive_cases AS c JOIN archive_ledger AS l ON l.archive_id = c.archive_id
     WHERE l.purged_at IS NULL AND l.table_name = ANY (sqlc.arg(item_series)::text[])
 ), chain (hash, at, depth) AS (
@@ -68,45 +74,88 @@ WITH RECURSIVE items AS (
     FROM chain AS ch JOIN case_clocks AS k ON k.subject_hash = ch.at AND k.state = 'merged'
     WHERE ch.depth < 16
 ), governing AS (
-    SELECT DISTINCT ON (ch.hash) ch.hash, k.state, k.closed_at, k.classification
+    SELECT DISTINCT ON (ch.hash) ch.hash, ch.at AS root, k.state, k.closed_at, k.classification
     FROM chain AS ch LEFT JOIN case_clocks AS k ON k.subject_hash = ch.at
     ORDER BY ch.hash, ch.depth DESC
+), unindexed AS (
+    -- The archives not yet indexed by case, with the subjects the subject
+    -- index says they hold (NULL: not indexed by subject either).
+    SELECT l.table_name AS series, l.first_record_at, l.last_record_at, CASE WHEN l.subjects_indexed THEN coalesce(s.subject_hashes, '{}') END AS hashes
+    FROM archive_ledger AS l LEFT JOIN archive_subjects AS s ON s.archive_id = l.archive_id
+    WHERE NOT l.case_rows_indexed AND l.purged_at IS NULL AND l.table_name = ANY (sqlc.arg(item_series)::text[])
+), unindexed_roots AS (
+    SELECT DISTINCT u.series, coalesce(gv.root, h.hash) AS root
+    FROM unindexed AS u CROSS JOIN LATERAL unnest(u.hashes) AS h(hash) LEFT JOIN governing AS gv ON gv.hash = h.hash
 ), groups AS (
-    SELECT f.series, f.hash,
+    SELECT f.series, f.hash, f.others,
            CASE WHEN octet_length(f.hash) = 0 THEN f.newest END AS day,
            min(f.oldest) AS oldest, max(f.newest) AS newest,
            coalesce(sum(f.n) FILTER (WHERE f.archive_id IS NULL), 0)::bigint AS hot_rows,
            coalesce(sum(f.n) FILTER (WHERE f.archive_id IS NOT NULL), 0)::bigint AS archived_rows,
            coalesce(array_agg(DISTINCT f.archive_id) FILTER (WHERE f.archive_id IS NOT NULL), '{}')::uuid[] AS archives
     FROM facts AS f
-    GROUP BY f.series, f.hash, CASE WHEN octet_length(f.hash) = 0 THEN f.newest END
+    GROUP BY f.series, f.hash, f.others, CASE WHEN octet_length(f.hash) = 0 THEN f.newest END
+), rooted AS (
+    SELECT g.*, gv.state, gv.closed_at, gv.classification,
+           CASE WHEN octet_length(g.hash) > 0 THEN coalesce(gv.root, g.hash) END AS root,
+           CASE WHEN octet_length(g.hash) > 0
+                THEN max(g.newest) OVER (PARTITION BY g.series, CASE WHEN octet_length(g.hash) > 0 THEN coalesce(gv.root, g.hash) END)
+           END AS root_newest
+    FROM groups AS g LEFT JOIN governing AS gv ON gv.hash = g.hash
 ), based AS (
-    SELECT g.*, it.item_id,
+    SELECT r.*, it.item_id,
            CASE
                WHEN it.item_id IS NULL OR it.perm THEN NULL
-               WHEN octet_length(g.hash) = 0 THEN g.day + make_interval(months => it.months, days => it.days)
-               WHEN gv.state IS DISTINCT FROM 'closed' AND (it.closed OR gv.state IS NOT NULL) THEN NULL
-               ELSE GREATEST(CASE WHEN it.rec THEN g.newest END, CASE WHEN it.closed THEN (gv.closed_at AT TIME ZONE 'UTC')::date END)
-                    + make_interval(months => it.months, days => it.days)
+               WHEN octet_length(r.hash) = 0 THEN retention_add_period(r.day, it.months, it.days)
+               WHEN r.state IS DISTINCT FROM 'closed' AND (it.closed OR r.state IS NOT NULL) THEN NULL
+               ELSE retention_add_period(GREATEST(CASE WHEN it.rec THEN r.root_newest END,
+                                                  CASE WHEN it.closed THEN (r.closed_at AT TIME ZONE 'UTC')::date END),
+                                         it.months, it.days)
            END::date AS base_due
-    FROM groups AS g
-    LEFT JOIN governing AS gv ON gv.hash = g.hash
+    FROM rooted AS r
     LEFT JOIN LATERAL (
         SELECT i.* FROM items AS i
-        WHERE i.series = g.series
-          AND (i.class IS NULL OR (octet_length(g.hash) > 0 AND gv.state = 'closed' AND lower(i.class) = lower(btrim(gv.classification))))
+        WHERE i.series = r.series
+          AND (i.class IS NULL OR (octet_length(r.hash) > 0 AND r.state = 'closed' AND lower(i.class) = lower(btrim(r.classification))))
         ORDER BY i.class IS NULL
         LIMIT 1
     ) AS it ON true
-), dated AS (
+), extended AS (
     -- An extension (a rejected batch's extend_until) keeps the rows until
     -- its day: they fall due the day after, at the earliest.
-    SELECT b.*, CASE WHEN b.base_due IS NULL THEN NULL ELSE GREATEST(b.base_due, ext.until + 1) END::date AS due
+    SELECT b.*, CASE WHEN b.base_due IS NULL THEN NULL ELSE GREATEST(b.base_due, ext.until + 1) END::date AS own_due
     FROM based AS b
     LEFT JOIN LATERAL (
         SELECT max(e.until) AS until FROM disposition_extensions AS e
         WHERE e.series = b.series AND e.subject_hash = b.hash AND e.day IS NOT DISTINCT FROM b.day
     ) AS ext ON true
+), case_due AS (
+    -- A case's own due date (the same for each of its groups), and
+    -- whether its date may be early (an unindexed archive holds it).
+    SELECT DISTINCT ON (e.series, e.hash) e.series, e.hash, e.own_due, e.root
+    FROM extended AS e WHERE octet_length(e.hash) > 0
+    ORDER BY e.series, e.hash, e.own_due DESC NULLS FIRST
+), dated AS (
+    SELECT e.*,
+           CASE
+               WHEN e.own_due IS NULL THEN NULL
+               -- Rows about other cases are due when those cases are: a
+               -- case whose date is unknown keeps them.
+               WHEN EXISTS (SELECT 1 FROM case_due AS o
+                            WHERE o.series = e.series AND o.own_due IS NULL AND o.hash = ANY (retention_hashes(e.others))) THEN NULL
+               ELSE GREATEST(e.own_due, (SELECT max(o.own_due) FROM case_due AS o
+                                         WHERE o.series = e.series AND o.hash = ANY (retention_hashes(e.others))))
+           END::date AS due,
+           (EXISTS (SELECT 1 FROM unindexed AS u WHERE u.series = e.series AND u.hashes IS NULL)
+            OR (octet_length(e.hash) > 0 AND EXISTS (
+                 SELECT 1 FROM unindexed_roots AS ur, case_due AS o
+                 WHERE ur.series = e.series AND o.series = e.series AND ur.root = o.root
+                   AND (o.hash = e.hash OR o.hash = ANY (retention_hashes(e.others)))))
+            OR (octet_length(e.hash) = 0 AND EXISTS (
+                 SELECT 1 FROM unindexed AS u WHERE u.series = e.series
+                   AND u.first_record_at < ((e.day + 1)::timestamp AT TIME ZONE 'UTC') AND u.last_record_at >= (e.day::timestamp AT TIME ZONE 'UTC')))
+           ) AS unsure
+    FROM extended AS e
 )
 SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text AS item_id, d.due::date AS due,
        d.oldest::date AS oldest, d.newest::date AS newest, d.hot_rows, d.archived_rows, d.archives,
@@ -118,6 +167,7 @@ SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text 
        coalesce((SELECT array_agg(h.id ORDER BY h.id) FROM archive_holds AS h
                  WHERE h.released_at IS NULL AND (
                        (octet_length(d.hash) > 0 AND h.subject_hashes @> ARRAY[d.hash])
+                    OR h.subject_hashes && retention_hashes(d.others)
                     OR h.archive_ids && d.archives
                     OR EXISTS (SELECT 1 FROM archive_subjects AS s WHERE s.archive_id = ANY (d.archives) AND s.subject_hashes && h.subject_hashes)
                     OR EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.archive_id = ANY (d.archives) AND h.table_name = l.table_name
@@ -127,8 +177,8 @@ SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text 
                         AND (h.to_at IS NULL OR h.to_at > (d.oldest::timestamp AT TIME ZONE 'UTC')))
                  )), '{}')::uuid[] AS holds
 FROM dated AS d
-WHERE d.due <= sqlc.arg(as_of)::date
-ORDER BY d.item_id, d.due, d.series, d.hash;
+WHERE d.due <= sqlc.arg(as_of)::date AND NOT d.unsure
+ORDER BY d.item_id, d.due, d.series, d.hash, d.others;
 
 -- ReplaceClockHash replaces an expunged case's keyed hash by its order's
 -- commitment in the case clocks (its own and the clocks merged into it).

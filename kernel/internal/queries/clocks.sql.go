@@ -88,7 +88,8 @@ VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (subject_hash) DO UPDATE
 SET state = EXCLUDED.state, closed_at = EXCLUDED.closed_at, classification = EXCLUDED.classification,
     merged_into = EXCLUDED.merged_into, changed_at = EXCLUDED.changed_at, updated_at = now()
-WHERE case_clocks.changed_at <= EXCLUDED.changed_at
+WHERE case_clocks.changed_at < EXCLUDED.changed_at
+   OR (case_clocks.changed_at = EXCLUDED.changed_at AND EXCLUDED.state = 'reopened' AND case_clocks.state <> 'reopened')
 `
 
 type SetCaseClockParams struct {
@@ -101,7 +102,10 @@ type SetCaseClockParams struct {
 }
 
 // SetCaseClock writes a case's clock as an event left it, unless the clock
-// changed after the event (a stale event: no row).
+// changed after the event (a stale event: no row). Times are kept to the
+// microsecond; at the same microsecond as the clock's last change only a
+// reopening is applied (the order of the two is unknown, and a reopened
+// case keeps its records).
 func (q *Queries) SetCaseClock(ctx context.Context, arg SetCaseClockParams) (int64, error) {
 	result, err := q.db.Exec(ctx, setCaseClock,
 		arg.SubjectHash,

@@ -111,12 +111,13 @@ WITH RECURSIVE items AS (
            unnest($6::boolean[]) AS closed, unnest($7::integer[]) AS months,
            unnest($8::integer[]) AS days, unnest($9::boolean[]) AS perm
 ), facts AS (
-    SELECT f.series, f.hash, NULL::uuid AS archive_id, f.oldest, f.newest, f.n
+    SELECT f.series, f.hash, f.others, NULL::uuid AS archive_id, f.oldest, f.newest, f.n
     FROM (SELECT unnest($10::text[]) AS series, unnest($11::bytea[]) AS hash,
-                 unnest($12::date[]) AS oldest, unnest($13::date[]) AS newest,
-                 unnest($14::bigint[]) AS n) AS f
+                 unnest($12::bytea[]) AS others,
+                 unnest($13::date[]) AS oldest, unnest($14::date[]) AS newest,
+                 unnest($15::bigint[]) AS n) AS f
     UNION ALL
-    SELECT l.table_name, c.subject_hash, c.archive_id, c.oldest_day, c.newest_day, c.rows
+    SELECT l.table_name, c.subject_hash, c.others, c.archive_id, c.oldest_day, c.newest_day, c.rows
     FROM archive_cases AS c JOIN archive_ledger AS l ON l.archive_id = c.archive_id
     WHERE l.purged_at IS NULL AND l.table_name = ANY ($3::text[])
 ), chain (hash, at, depth) AS (
@@ -126,45 +127,88 @@ WITH RECURSIVE items AS (
     FROM chain AS ch JOIN case_clocks AS k ON k.subject_hash = ch.at AND k.state = 'merged'
     WHERE ch.depth < 16
 ), governing AS (
-    SELECT DISTINCT ON (ch.hash) ch.hash, k.state, k.closed_at, k.classification
+    SELECT DISTINCT ON (ch.hash) ch.hash, ch.at AS root, k.state, k.closed_at, k.classification
     FROM chain AS ch LEFT JOIN case_clocks AS k ON k.subject_hash = ch.at
     ORDER BY ch.hash, ch.depth DESC
+), unindexed AS (
+    -- The archives not yet indexed by case, with the subjects the subject
+    -- index says they hold (NULL: not indexed by subject either).
+    SELECT l.table_name AS series, l.first_record_at, l.last_record_at, CASE WHEN l.subjects_indexed THEN coalesce(s.subject_hashes, '{}') END AS hashes
+    FROM archive_ledger AS l LEFT JOIN archive_subjects AS s ON s.archive_id = l.archive_id
+    WHERE NOT l.case_rows_indexed AND l.purged_at IS NULL AND l.table_name = ANY ($3::text[])
+), unindexed_roots AS (
+    SELECT DISTINCT u.series, coalesce(gv.root, h.hash) AS root
+    FROM unindexed AS u CROSS JOIN LATERAL unnest(u.hashes) AS h(hash) LEFT JOIN governing AS gv ON gv.hash = h.hash
 ), groups AS (
-    SELECT f.series, f.hash,
+    SELECT f.series, f.hash, f.others,
            CASE WHEN octet_length(f.hash) = 0 THEN f.newest END AS day,
            min(f.oldest) AS oldest, max(f.newest) AS newest,
            coalesce(sum(f.n) FILTER (WHERE f.archive_id IS NULL), 0)::bigint AS hot_rows,
            coalesce(sum(f.n) FILTER (WHERE f.archive_id IS NOT NULL), 0)::bigint AS archived_rows,
            coalesce(array_agg(DISTINCT f.archive_id) FILTER (WHERE f.archive_id IS NOT NULL), '{}')::uuid[] AS archives
     FROM facts AS f
-    GROUP BY f.series, f.hash, CASE WHEN octet_length(f.hash) = 0 THEN f.newest END
+    GROUP BY f.series, f.hash, f.others, CASE WHEN octet_length(f.hash) = 0 THEN f.newest END
+), rooted AS (
+    SELECT g.series, g.hash, g.others, g.day, g.oldest, g.newest, g.hot_rows, g.archived_rows, g.archives, gv.state, gv.closed_at, gv.classification,
+           CASE WHEN octet_length(g.hash) > 0 THEN coalesce(gv.root, g.hash) END AS root,
+           CASE WHEN octet_length(g.hash) > 0
+                THEN max(g.newest) OVER (PARTITION BY g.series, CASE WHEN octet_length(g.hash) > 0 THEN coalesce(gv.root, g.hash) END)
+           END AS root_newest
+    FROM groups AS g LEFT JOIN governing AS gv ON gv.hash = g.hash
 ), based AS (
-    SELECT g.series, g.hash, g.day, g.oldest, g.newest, g.hot_rows, g.archived_rows, g.archives, it.item_id,
+    SELECT r.series, r.hash, r.others, r.day, r.oldest, r.newest, r.hot_rows, r.archived_rows, r.archives, r.state, r.closed_at, r.classification, r.root, r.root_newest, it.item_id,
            CASE
                WHEN it.item_id IS NULL OR it.perm THEN NULL
-               WHEN octet_length(g.hash) = 0 THEN g.day + make_interval(months => it.months, days => it.days)
-               WHEN gv.state IS DISTINCT FROM 'closed' AND (it.closed OR gv.state IS NOT NULL) THEN NULL
-               ELSE GREATEST(CASE WHEN it.rec THEN g.newest END, CASE WHEN it.closed THEN (gv.closed_at AT TIME ZONE 'UTC')::date END)
-                    + make_interval(months => it.months, days => it.days)
+               WHEN octet_length(r.hash) = 0 THEN retention_add_period(r.day, it.months, it.days)
+               WHEN r.state IS DISTINCT FROM 'closed' AND (it.closed OR r.state IS NOT NULL) THEN NULL
+               ELSE retention_add_period(GREATEST(CASE WHEN it.rec THEN r.root_newest END,
+                                                  CASE WHEN it.closed THEN (r.closed_at AT TIME ZONE 'UTC')::date END),
+                                         it.months, it.days)
            END::date AS base_due
-    FROM groups AS g
-    LEFT JOIN governing AS gv ON gv.hash = g.hash
+    FROM rooted AS r
     LEFT JOIN LATERAL (
         SELECT i.item_id, i.series, i.class, i.rec, i.closed, i.months, i.days, i.perm FROM items AS i
-        WHERE i.series = g.series
-          AND (i.class IS NULL OR (octet_length(g.hash) > 0 AND gv.state = 'closed' AND lower(i.class) = lower(btrim(gv.classification))))
+        WHERE i.series = r.series
+          AND (i.class IS NULL OR (octet_length(r.hash) > 0 AND r.state = 'closed' AND lower(i.class) = lower(btrim(r.classification))))
         ORDER BY i.class IS NULL
         LIMIT 1
     ) AS it ON true
-), dated AS (
+), extended AS (
     -- An extension (a rejected batch's extend_until) keeps the rows until
     -- its day: they fall due the day after, at the earliest.
-    SELECT b.series, b.hash, b.day, b.oldest, b.newest, b.hot_rows, b.archived_rows, b.archives, b.item_id, b.base_due, CASE WHEN b.base_due IS NULL THEN NULL ELSE GREATEST(b.base_due, ext.until + 1) END::date AS due
+    SELECT b.series, b.hash, b.others, b.day, b.oldest, b.newest, b.hot_rows, b.archived_rows, b.archives, b.state, b.closed_at, b.classification, b.root, b.root_newest, b.item_id, b.base_due, CASE WHEN b.base_due IS NULL THEN NULL ELSE GREATEST(b.base_due, ext.until + 1) END::date AS own_due
     FROM based AS b
     LEFT JOIN LATERAL (
         SELECT max(e.until) AS until FROM disposition_extensions AS e
         WHERE e.series = b.series AND e.subject_hash = b.hash AND e.day IS NOT DISTINCT FROM b.day
     ) AS ext ON true
+), case_due AS (
+    -- A case's own due date (the same for each of its groups), and
+    -- whether its date may be early (an unindexed archive holds it).
+    SELECT DISTINCT ON (e.series, e.hash) e.series, e.hash, e.own_due, e.root
+    FROM extended AS e WHERE octet_length(e.hash) > 0
+    ORDER BY e.series, e.hash, e.own_due DESC NULLS FIRST
+), dated AS (
+    SELECT e.series, e.hash, e.others, e.day, e.oldest, e.newest, e.hot_rows, e.archived_rows, e.archives, e.state, e.closed_at, e.classification, e.root, e.root_newest, e.item_id, e.base_due, e.own_due,
+           CASE
+               WHEN e.own_due IS NULL THEN NULL
+               -- Rows about other cases are due when those cases are: a
+               -- case whose date is unknown keeps them.
+               WHEN EXISTS (SELECT 1 FROM case_due AS o
+                            WHERE o.series = e.series AND o.own_due IS NULL AND o.hash = ANY (retention_hashes(e.others))) THEN NULL
+               ELSE GREATEST(e.own_due, (SELECT max(o.own_due) FROM case_due AS o
+                                         WHERE o.series = e.series AND o.hash = ANY (retention_hashes(e.others))))
+           END::date AS due,
+           (EXISTS (SELECT 1 FROM unindexed AS u WHERE u.series = e.series AND u.hashes IS NULL)
+            OR (octet_length(e.hash) > 0 AND EXISTS (
+                 SELECT 1 FROM unindexed_roots AS ur, case_due AS o
+                 WHERE ur.series = e.series AND o.series = e.series AND ur.root = o.root
+                   AND (o.hash = e.hash OR o.hash = ANY (retention_hashes(e.others)))))
+            OR (octet_length(e.hash) = 0 AND EXISTS (
+                 SELECT 1 FROM unindexed AS u WHERE u.series = e.series
+                   AND u.first_record_at < ((e.day + 1)::timestamp AT TIME ZONE 'UTC') AND u.last_record_at >= (e.day::timestamp AT TIME ZONE 'UTC')))
+           ) AS unsure
+    FROM extended AS e
 )
 SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text AS item_id, d.due::date AS due,
        d.oldest::date AS oldest, d.newest::date AS newest, d.hot_rows, d.archived_rows, d.archives,
@@ -176,6 +220,7 @@ SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text 
        coalesce((SELECT array_agg(h.id ORDER BY h.id) FROM archive_holds AS h
                  WHERE h.released_at IS NULL AND (
                        (octet_length(d.hash) > 0 AND h.subject_hashes @> ARRAY[d.hash])
+                    OR h.subject_hashes && retention_hashes(d.others)
                     OR h.archive_ids && d.archives
                     OR EXISTS (SELECT 1 FROM archive_subjects AS s WHERE s.archive_id = ANY (d.archives) AND s.subject_hashes && h.subject_hashes)
                     OR EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.archive_id = ANY (d.archives) AND h.table_name = l.table_name
@@ -185,8 +230,8 @@ SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text 
                         AND (h.to_at IS NULL OR h.to_at > (d.oldest::timestamp AT TIME ZONE 'UTC')))
                  )), '{}')::uuid[] AS holds
 FROM dated AS d
-WHERE d.due <= $1::date
-ORDER BY d.item_id, d.due, d.series, d.hash
+WHERE d.due <= $1::date AND NOT d.unsure
+ORDER BY d.item_id, d.due, d.series, d.hash, d.others
 `
 
 type DueCasesParams struct {
@@ -201,6 +246,7 @@ type DueCasesParams struct {
 	ItemPermanent []bool
 	HotSeries     []string
 	HotHashes     [][]byte
+	HotOthers     [][]byte
 	HotOldest     []pgtype.Date
 	HotNewest     []pgtype.Date
 	HotCounts     []int64
@@ -222,15 +268,19 @@ type DueCasesRow struct {
 	Holds        []pgtype.UUID
 }
 
-// DueCases computes, for every case of the schedule's series (the hot
-// facts passed in, the archived ones from archive_cases), its item
-// and due date, and returns those due on or before as_of with the active
-// holds that block them. A case follows the clock of the case it merged
-// into (16 hops at most: a longer or circular chain is never due); a
-// reopened case is never due; a case.closed clock needs a closure; with
-// several clocks the later one counts. Rows about no case are grouped per
-// day, each day due on its own date under its series' item without a
-// classification.
+// DueCases computes, for every group of rows of the schedule's series (a
+// case's rows with the same other subjects; the hot facts passed in, the
+// archived ones from archive_cases), its item and due date, and returns
+// those due on or before as_of with the active holds that keep them.
+// A case follows the clock of the case it merged into (16 hops at most: a
+// longer or circular chain is never due), and the cases merged into one
+// fall due together, from the newest record of any of them; a reopened
+// case is never due; a case.closed clock needs a closure; with several
+// clocks the later one counts; an extension keeps a case until its day.
+// Rows about two cases are due when both cases are. Rows about no case
+// are grouped per day, each day due on its own date under its series'
+// item without a classification. Nothing is listed that an archive not
+// yet indexed by case may hold rows of (never early).
 func (q *Queries) DueCases(ctx context.Context, arg DueCasesParams) ([]DueCasesRow, error) {
 	rows, err := q.db.Query(ctx, dueCases,
 		arg.AsOf,
@@ -244,6 +294,7 @@ func (q *Queries) DueCases(ctx context.Context, arg DueCasesParams) ([]DueCasesR
 		arg.ItemPermanent,
 		arg.HotSeries,
 		arg.HotHashes,
+		arg.HotOthers,
 		arg.HotOldest,
 		arg.HotNewest,
 		arg.HotCounts,
@@ -323,7 +374,8 @@ func (q *Queries) ForgetPurgedCaseRows(ctx context.Context) (int64, error) {
 }
 
 const forgetSubjectCaseRows = `-- name: ForgetSubjectCaseRows :execrows
-DELETE FROM archive_cases WHERE subject_hash = $1
+DELETE FROM archive_cases
+WHERE subject_hash = $1 OR $1::bytea = ANY (retention_hashes(others))
 `
 
 // ForgetSubjectCaseRows deletes every case row of a subject (an
@@ -366,15 +418,16 @@ func (q *Queries) GetDisposition(ctx context.Context, dispositionID pgtype.UUID)
 }
 
 const insertArchiveCaseRows = `-- name: InsertArchiveCaseRows :exec
-INSERT INTO archive_cases (archive_id, subject_hash, subject_box, oldest_day, newest_day, rows)
-SELECT $1, f.hash, f.box, f.oldest, f.newest, f.n
-FROM (SELECT unnest($2::bytea[]) AS hash, unnest($3::bytea[]) AS box, unnest($4::date[]) AS oldest,
-             unnest($5::date[]) AS newest, unnest($6::bigint[]) AS n) AS f
+INSERT INTO archive_cases (archive_id, subject_hash, others, subject_box, oldest_day, newest_day, rows)
+SELECT $1, f.hash, f.others, f.box, f.oldest, f.newest, f.n
+FROM (SELECT unnest($2::bytea[]) AS hash, unnest($3::bytea[]) AS others, unnest($4::bytea[]) AS box,
+             unnest($5::date[]) AS oldest, unnest($6::date[]) AS newest, unnest($7::bigint[]) AS n) AS f
 `
 
 type InsertArchiveCaseRowsParams struct {
 	ArchiveID pgtype.UUID
 	Hashes    [][]byte
+	Others    [][]byte
 	Boxes     [][]byte
 	Oldest    []pgtype.Date
 	Newest    []pgtype.Date
@@ -387,6 +440,7 @@ func (q *Queries) InsertArchiveCaseRows(ctx context.Context, arg InsertArchiveCa
 	_, err := q.db.Exec(ctx, insertArchiveCaseRows,
 		arg.ArchiveID,
 		arg.Hashes,
+		arg.Others,
 		arg.Boxes,
 		arg.Oldest,
 		arg.Newest,

@@ -11,6 +11,7 @@ import (
 type ArchiveCase struct {
 	ArchiveID   pgtype.UUID
 	SubjectHash []byte
+	Others      []byte
 	SubjectBox  []byte
 	OldestDay   pgtype.Date
 	NewestDay   pgtype.Date

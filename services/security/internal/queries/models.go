@@ -14,6 +14,7 @@ import (
 type ArchiveCase struct {
 	ArchiveID   uuid.UUID
 	SubjectHash []byte
+	Others      []byte
 	SubjectBox  []byte
 	OldestDay   pgtype.Date
 	NewestDay   pgtype.Date
