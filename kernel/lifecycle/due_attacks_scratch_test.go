@@ -288,7 +288,6 @@ items:
 	}
 }
 
-
 // TestAttackSessionTimeZoneAndDateStyle: with every session of the
 // database in Pacific/Honolulu and DateStyle SQL, DMY, a closure at 23:30
 // UTC-10 (09:30 UTC the next day) and a row about no case at the same
