@@ -164,6 +164,11 @@ func (r *runner) runScenarios(ctx context.Context, res *Results) error {
 			return err
 		}
 	}
+	if r.cfg.runs(ScenarioDisposition) {
+		if res.Disposition, err = r.runDisposition(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -22,7 +22,7 @@ import (
 // deleted exactly the eligible rows, the archive pass archived every aged
 // row, and the results carry every summary key.
 func TestBenchSmoke(t *testing.T) {
-	// Nine scenarios on a shared 2-core machine beside the other suites.
+	// Ten scenarios on a shared 2-core machine beside the other suites.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
@@ -110,6 +110,13 @@ func TestBenchSmoke(t *testing.T) {
 	for _, run := range res.Read.Runs {
 		require.Positive(t, run.Ratio, "round %d", run.Round)
 	}
+
+	require.NotNil(t, res.Disposition)
+	require.Equal(t, cfg.ReadArchives, res.Disposition.Archives)
+	require.Positive(t, res.Disposition.DueCases, "the closed cases are listed as due")
+	require.Equal(t, int64(cfg.ReadArchives)*1000, res.Disposition.DueRows, "every archived row is of a due case")
+	require.Positive(t, res.Disposition.DueListMS)
+	require.Len(t, res.Disposition.RoundsMS, cfg.Rounds)
 
 	require.NotNil(t, res.Partition)
 	for _, run := range res.Partition.Runs {

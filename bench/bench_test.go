@@ -28,7 +28,7 @@ func TestSummaryKeysAreNullWhenNotMeasured(t *testing.T) {
 	slices.Sort(keys)
 	require.Equal(t, SummaryKeys(), keys)
 	require.Equal(t, []string{
-		"archive_peak_rss_mib", "archive_vs_copy_ratio", "backlog_drain_ratio", "fetch_by_id_p99_ms", "fleet_events_per_s",
+		"archive_peak_rss_mib", "archive_vs_copy_ratio", "backlog_drain_ratio", "disposition_due_list_ms", "fetch_by_id_p99_ms", "fleet_events_per_s",
 		"partition_bloat_ratio", "partition_drain_ratio", "partition_drain_ratio_1m", "partition_drain_ratio_200k", "partition_vs_partman_ratio", "partition_wal_bytes_per_row", "partition_writer_p99_ratio",
 		"purge_archives_per_s", "security_archive_vs_copy_ratio", "steady_idle_cycle_ms", "subject_fetch_p99_ms", "subject_index_archive_cost_ratio",
 		"verify_deep_vs_get_ratio", "worst_batch_ms", "writer_p99_ratio", "writer_p99_ratio_ci", "writer_p99_vs_floor", "writer_p99_vs_floor_ci",
@@ -42,6 +42,8 @@ func TestSummarizeMarksGoals(t *testing.T) {
 		Writer: &WriterResult{P99Ratio: 1.4},
 		Fleet:  &FleetResult{EventsPerSec: 850},
 		Read:   &ReadResult{FetchP99MS: 6.1, VerifyVsGetRatio: 0.69},
+		// The due listing over 10,000 archives, just over its goal.
+		Disposition: &DispositionResult{DueListMS: 1000.5},
 	}
 	s, goals := summarize(res)
 	require.Equal(t, 0.93, *s.BacklogDrainRatio)
@@ -54,7 +56,7 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	require.Nil(t, s.SecurityArchiveVsCopyRatio)
 	require.Equal(t, 6.1, *s.FetchByIDP99MS)
 	require.Equal(t, 0.69, *s.VerifyDeepVsGetRatio)
-	require.Len(t, goals, 20)
+	require.Len(t, goals, 21)
 	met := map[string]*bool{}
 	for _, g := range goals {
 		met[g.What] = g.Met
@@ -66,6 +68,8 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	require.False(t, *met["inbound signed archive events into archive_records"], "850/s is under the goal")
 	require.True(t, *met["fetch an archived row by id through the API (p99)"])
 	require.False(t, *met["deep verify (ratio to GET + sha256 of the same objects)"], "0.69 is under 0.7")
+	require.Equal(t, 1000.5, *s.DispositionDueListMS)
+	require.False(t, *met["list what the records schedule makes due over 10,000 archives"], "1,000.5 ms is over 1,000")
 }
 
 func TestMedianAndPercentile(t *testing.T) {

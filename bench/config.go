@@ -60,10 +60,14 @@ const (
 	// ScenarioPartition is partition retirement on the drain's data in
 	// daily partitions (pg_partman).
 	ScenarioPartition = "partition"
+	// ScenarioDisposition is the due listing of the records schedule over
+	// ReadArchives archives (ADR-073).
+	ScenarioDisposition = "disposition"
 )
 
 // AllScenarios lists every scenario in run order.
-var AllScenarios = []string{ScenarioDrain, ScenarioSteady, ScenarioWriter, ScenarioArchive, ScenarioSecurityArchive, ScenarioFleet, ScenarioPurge, ScenarioRead, ScenarioPartition}
+var AllScenarios = []string{ScenarioDrain, ScenarioSteady, ScenarioWriter, ScenarioArchive, ScenarioSecurityArchive, ScenarioFleet, ScenarioPurge, ScenarioRead, ScenarioPartition,
+	ScenarioDisposition}
 
 // Environment variables of the benchmark (the cmd's flags override them).
 const (

@@ -70,6 +70,9 @@ type Summary struct {
 	// present in 5 archives among 10,000 of 1,000 rows, through the API
 	// (JWT included).
 	SubjectFetchP99MS *float64 `json:"subject_fetch_p99_ms"`
+	// DispositionDueListMS is the median time of listing what the records
+	// schedule makes due over ReadArchives indexed archives (ADR-073).
+	DispositionDueListMS *float64 `json:"disposition_due_list_ms"`
 	// SubjectIndexArchiveCostRatio is rules' archive pass with the subject
 	// index (rows/s) ÷ without it, in the same round.
 	SubjectIndexArchiveCostRatio *float64 `json:"subject_index_archive_cost_ratio"`
@@ -108,7 +111,21 @@ type Results struct {
 	Purge           *PurgeResult     `json:"purge"`
 	Read            *ReadResult      `json:"read"`
 	Partition       *PartitionResult `json:"partition"`
-	Notes           []string         `json:"notes"`
+	// Disposition is the due listing of the records schedule.
+	Disposition *DispositionResult `json:"disposition"`
+	Notes       []string           `json:"notes"`
+}
+
+// DispositionResult is the disposition scenario: the due listing over
+// Archives archives of CasesPerArchive cases each.
+type DispositionResult struct {
+	Archives        int       `json:"archives"`
+	CasesPerArchive int       `json:"cases_per_archive"`
+	SeedSeconds     float64   `json:"seed_s"`
+	DueCases        int       `json:"due_cases"`
+	DueRows         int64     `json:"due_rows"`
+	RoundsMS        []float64 `json:"rounds_ms"`
+	DueListMS       float64   `json:"disposition_due_list_ms"`
 }
 
 // ConfigReport is the configuration a run used.

@@ -111,13 +111,13 @@ WITH RECURSIVE items AS (
            unnest($6::boolean[]) AS closed, unnest($7::integer[]) AS months,
            unnest($8::integer[]) AS days, unnest($9::boolean[]) AS perm
 ), facts AS (
-    SELECT f.series, f.hash, f.others, NULL::uuid AS archive_id, f.oldest, f.newest, f.n
+    SELECT f.series, f.hash, f.others, NULL::uuid AS archive_id, NULL::bytea AS box, f.oldest, f.newest, f.n
     FROM (SELECT unnest($10::text[]) AS series, unnest($11::bytea[]) AS hash,
                  unnest($12::bytea[]) AS others,
                  unnest($13::date[]) AS oldest, unnest($14::date[]) AS newest,
                  unnest($15::bigint[]) AS n) AS f
     UNION ALL
-    SELECT l.table_name, c.subject_hash, c.others, c.archive_id, c.oldest_day, c.newest_day, c.rows
+    SELECT l.table_name, c.subject_hash, c.others, c.archive_id, c.subject_box, c.oldest_day, c.newest_day, c.rows
     FROM archive_cases AS c JOIN archive_ledger AS l ON l.archive_id = c.archive_id
     WHERE l.purged_at IS NULL AND l.table_name = ANY ($3::text[])
 ), chain (hash, at, depth) AS (
@@ -140,23 +140,24 @@ WITH RECURSIVE items AS (
     SELECT DISTINCT u.series, coalesce(gv.root, h.hash) AS root
     FROM unindexed AS u CROSS JOIN LATERAL unnest(u.hashes) AS h(hash) LEFT JOIN governing AS gv ON gv.hash = h.hash
 ), groups AS (
-    SELECT f.series, f.hash, f.others,
+    SELECT row_number() OVER () AS gid, f.series, f.hash, f.others,
            CASE WHEN octet_length(f.hash) = 0 THEN f.newest END AS day,
            min(f.oldest) AS oldest, max(f.newest) AS newest,
            coalesce(sum(f.n) FILTER (WHERE f.archive_id IS NULL), 0)::bigint AS hot_rows,
            coalesce(sum(f.n) FILTER (WHERE f.archive_id IS NOT NULL), 0)::bigint AS archived_rows,
-           coalesce(array_agg(DISTINCT f.archive_id) FILTER (WHERE f.archive_id IS NOT NULL), '{}')::uuid[] AS archives
+           coalesce(array_agg(DISTINCT f.archive_id) FILTER (WHERE f.archive_id IS NOT NULL), '{}')::uuid[] AS archives,
+           (array_agg(f.box) FILTER (WHERE f.box IS NOT NULL))[1] AS box
     FROM facts AS f
     GROUP BY f.series, f.hash, f.others, CASE WHEN octet_length(f.hash) = 0 THEN f.newest END
 ), rooted AS (
-    SELECT g.series, g.hash, g.others, g.day, g.oldest, g.newest, g.hot_rows, g.archived_rows, g.archives, gv.state, gv.closed_at, gv.classification,
+    SELECT g.gid, g.series, g.hash, g.others, g.day, g.oldest, g.newest, g.hot_rows, g.archived_rows, g.archives, g.box, gv.state, gv.closed_at, gv.classification,
            CASE WHEN octet_length(g.hash) > 0 THEN coalesce(gv.root, g.hash) END AS root,
            CASE WHEN octet_length(g.hash) > 0
                 THEN max(g.newest) OVER (PARTITION BY g.series, CASE WHEN octet_length(g.hash) > 0 THEN coalesce(gv.root, g.hash) END)
            END AS root_newest
     FROM groups AS g LEFT JOIN governing AS gv ON gv.hash = g.hash
 ), based AS (
-    SELECT r.series, r.hash, r.others, r.day, r.oldest, r.newest, r.hot_rows, r.archived_rows, r.archives, r.state, r.closed_at, r.classification, r.root, r.root_newest, it.item_id,
+    SELECT r.gid, r.series, r.hash, r.others, r.day, r.oldest, r.newest, r.hot_rows, r.archived_rows, r.archives, r.box, r.state, r.closed_at, r.classification, r.root, r.root_newest, it.item_id,
            CASE
                WHEN it.item_id IS NULL OR it.perm THEN NULL
                WHEN octet_length(r.hash) = 0 THEN retention_add_period(r.day, it.months, it.days)
@@ -176,7 +177,7 @@ WITH RECURSIVE items AS (
 ), extended AS (
     -- An extension (a rejected batch's extend_until) keeps the rows until
     -- its day: they fall due the day after, at the earliest.
-    SELECT b.series, b.hash, b.others, b.day, b.oldest, b.newest, b.hot_rows, b.archived_rows, b.archives, b.state, b.closed_at, b.classification, b.root, b.root_newest, b.item_id, b.base_due, CASE WHEN b.base_due IS NULL THEN NULL ELSE GREATEST(b.base_due, ext.until + 1) END::date AS own_due
+    SELECT b.gid, b.series, b.hash, b.others, b.day, b.oldest, b.newest, b.hot_rows, b.archived_rows, b.archives, b.box, b.state, b.closed_at, b.classification, b.root, b.root_newest, b.item_id, b.base_due, CASE WHEN b.base_due IS NULL THEN NULL ELSE GREATEST(b.base_due, ext.until + 1) END::date AS own_due
     FROM based AS b
     LEFT JOIN LATERAL (
         SELECT max(e.until) AS until FROM disposition_extensions AS e
@@ -188,27 +189,39 @@ WITH RECURSIVE items AS (
     SELECT DISTINCT ON (e.series, e.hash) e.series, e.hash, e.own_due, e.root
     FROM extended AS e WHERE octet_length(e.hash) > 0
     ORDER BY e.series, e.hash, e.own_due DESC NULLS FIRST
-), dated AS (
-    SELECT e.series, e.hash, e.others, e.day, e.oldest, e.newest, e.hot_rows, e.archived_rows, e.archives, e.state, e.closed_at, e.classification, e.root, e.root_newest, e.item_id, e.base_due, e.own_due,
-           CASE
-               WHEN e.own_due IS NULL THEN NULL
-               -- Rows about other cases are due when those cases are: a
-               -- case whose date is unknown keeps them.
-               WHEN EXISTS (SELECT 1 FROM case_due AS o
-                            WHERE o.series = e.series AND o.own_due IS NULL AND o.hash = ANY (retention_hashes(e.others))) THEN NULL
-               ELSE GREATEST(e.own_due, (SELECT max(o.own_due) FROM case_due AS o
-                                         WHERE o.series = e.series AND o.hash = ANY (retention_hashes(e.others))))
-           END::date AS due,
-           (EXISTS (SELECT 1 FROM unindexed AS u WHERE u.series = e.series AND u.hashes IS NULL)
-            OR (octet_length(e.hash) > 0 AND EXISTS (
-                 SELECT 1 FROM unindexed_roots AS ur, case_due AS o
-                 WHERE ur.series = e.series AND o.series = e.series AND ur.root = o.root
-                   AND (o.hash = e.hash OR o.hash = ANY (retention_hashes(e.others)))))
-            OR (octet_length(e.hash) = 0 AND EXISTS (
-                 SELECT 1 FROM unindexed AS u WHERE u.series = e.series
-                   AND u.first_record_at < ((e.day + 1)::timestamp AT TIME ZONE 'UTC') AND u.last_record_at >= (e.day::timestamp AT TIME ZONE 'UTC')))
-           ) AS unsure
+), co AS (
+    -- Rows about other cases too are due when those cases are: a case
+    -- whose date is unknown keeps them.
+    SELECT e.gid, bool_or(o.own_due IS NULL) AS any_unknown, max(o.own_due) AS co_due
     FROM extended AS e
+    CROSS JOIN LATERAL unnest(retention_hashes(e.others)) AS x(hash)
+    JOIN case_due AS o ON o.series = e.series AND o.hash = x.hash
+    WHERE octet_length(e.others) > 0
+    GROUP BY e.gid
+), unsure AS (
+    -- The groups an unindexed archive may hold newer rows of: of a case
+    -- (or of another case of their rows) merged with one it holds.
+    SELECT e.gid FROM extended AS e JOIN unindexed_roots AS ur ON ur.series = e.series AND ur.root = e.root
+    UNION
+    SELECT e.gid
+    FROM extended AS e
+    CROSS JOIN LATERAL unnest(retention_hashes(e.others)) AS x(hash)
+    JOIN case_due AS o ON o.series = e.series AND o.hash = x.hash
+    JOIN unindexed_roots AS ur ON ur.series = o.series AND ur.root = o.root
+    WHERE octet_length(e.others) > 0
+    UNION
+    SELECT e.gid FROM extended AS e
+    WHERE EXISTS (SELECT 1 FROM unindexed AS u WHERE u.series = e.series AND u.hashes IS NULL)
+       OR (octet_length(e.hash) = 0 AND EXISTS (
+             SELECT 1 FROM unindexed AS u WHERE u.series = e.series
+               AND u.first_record_at < ((e.day + 1)::timestamp AT TIME ZONE 'UTC') AND u.last_record_at >= (e.day::timestamp AT TIME ZONE 'UTC')))
+), dated AS (
+    SELECT e.gid, e.series, e.hash, e.others, e.day, e.oldest, e.newest, e.hot_rows, e.archived_rows, e.archives, e.box, e.state, e.closed_at, e.classification, e.root, e.root_newest, e.item_id, e.base_due, e.own_due,
+           CASE WHEN e.own_due IS NULL OR co.any_unknown THEN NULL ELSE GREATEST(e.own_due, co.co_due) END::date AS due,
+           (un.gid IS NOT NULL) AS unsure
+    FROM extended AS e
+    LEFT JOIN co ON co.gid = e.gid
+    LEFT JOIN (SELECT DISTINCT gid FROM unsure) AS un ON un.gid = e.gid
 )
 SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text AS item_id, d.due::date AS due,
        d.oldest::date AS oldest, d.newest::date AS newest, d.hot_rows, d.archived_rows, d.archives,
@@ -216,7 +229,7 @@ SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text 
        (SELECT oc.disposition_id FROM disposition_cases AS oc JOIN dispositions AS od ON od.disposition_id = oc.disposition_id
         WHERE od.status IN ('proposed', 'executing') AND oc.series = d.series AND oc.subject_hash = d.hash AND oc.day IS NOT DISTINCT FROM d.day
         LIMIT 1)::uuid AS open_batch,
-       (SELECT c.subject_box FROM archive_cases AS c WHERE c.subject_hash = d.hash AND c.subject_box IS NOT NULL LIMIT 1)::bytea AS subject_box,
+       d.box::bytea AS subject_box,
        coalesce((SELECT array_agg(h.id ORDER BY h.id) FROM archive_holds AS h
                  WHERE h.released_at IS NULL AND (
                        (octet_length(d.hash) > 0 AND h.subject_hashes @> ARRAY[d.hash])
