@@ -33,42 +33,13 @@ import (
 // the gauge holds today's due rows by table and item.
 func TestTheDueListing(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := kerneltest.NewDB(t, kerneltest.ArchivingFixture()...)
-	s3 := kerneltest.NewS3Scratch(t)
-	st, err := store.Open(ctx, s3.URL)
-	require.NoError(t, err)
-	key, err := subject.NewKey([]byte("due listing test subject key, 32 bytes or more"))
-	require.NoError(t, err)
-	spec := archive.TableSpec{Table: "rule_evaluations", AgeColumn: "evaluated_at",
-		Subjects: []archive.Subject{{Kind: subject.Case, SQL: "retention_subject('case', input ->> 'case_id')"}}}
+	w := newDueAPI(t, "due listing test subject key, 32 bytes or more")
+	db, do, dm, logs := w.db, w.do, w.metrics, w.logs
 	for c, n := range map[int]int{41: 3, 42: 2} {
 		db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
 			SELECT now() - interval '5 years' - make_interval(days => g), 'r', jsonb_build_object('case_id', $1::int), '{}' FROM generate_series(1, $2) g`, c, n)
 	}
 	db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output) VALUES (now() - interval '2 days', 'r', '{}', '{}')`)
-	var logs strings.Builder
-	logger := slog.New(slog.NewJSONHandler(&logs, nil))
-	v, err := auth.NewVerifier(auth.Config{HS256Secret: h2Secret})
-	require.NoError(t, err)
-	am, err := metrics.NewAdmin(prometheus.NewRegistry())
-	require.NoError(t, err)
-	dm, err := metrics.NewDispositions(prometheus.NewRegistry())
-	require.NoError(t, err)
-	sch := schedule.New(db.Pool, []schedule.Series{{Table: "rule_evaluations"}})
-	a := &app.ArchiveAPI{Verifier: v, Metrics: am, Logger: logger, Schedules: sch, Clocks: schedule.NewClocks(db.Pool, key),
-		Reader:       archiveread.New(db.Pool, st, s3.Service, []archive.TableSpec{spec}).WithSubjectKey(key),
-		Dispositions: disposition.NewFinder(db.Pool, key, []archive.TableSpec{spec}, sch), DispositionMetrics: dm}
-	mux := app.Handler(app.HandlerDeps{Archive: a, Gatherer: prometheus.NewRegistry(), Pool: db.Pool, Logger: logger})
-	do := func(method, path, tok, body string) (int, map[string]any) {
-		req := httptest.NewRequest(method, "http://x"+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, req)
-		var out map[string]any
-		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &out), w.Body.String())
-		return w.Code, out
-	}
 	review := h2Token(t, "ops:rita", "records:review")
 	c, out := do("GET", "/admin/dispositions/due", h2Token(t, "ops:rita", "archive:read"), "")
 	require.Equal(t, 403, c, out)
@@ -111,4 +82,50 @@ func TestTheDueListing(t *testing.T) {
 		c, out = do("GET", "/admin/dispositions/due?as_of="+bad, review, "")
 		require.Equal(t, 400, c, "%s: %v", bad, out)
 	}
+}
+
+// dueAPI is an archive API over a scratch database and bucket with the
+// schedules, the clocks and the due listing of rule_evaluations (its
+// case_id the case), and what a test reads back.
+type dueAPI struct {
+	db      *kerneltest.DB
+	key     subject.Key
+	metrics *metrics.Dispositions
+	logs    *strings.Builder
+	do      func(method, path, tok, body string) (int, map[string]any)
+}
+
+func newDueAPI(t *testing.T, secret string) *dueAPI {
+	t.Helper()
+	ctx := context.Background()
+	w := &dueAPI{db: kerneltest.NewDB(t, kerneltest.ArchivingFixture()...), logs: &strings.Builder{}}
+	s3 := kerneltest.NewS3Scratch(t)
+	st, err := store.Open(ctx, s3.URL)
+	require.NoError(t, err)
+	w.key, err = subject.NewKey([]byte(secret))
+	require.NoError(t, err)
+	spec := archive.TableSpec{Table: "rule_evaluations", AgeColumn: "evaluated_at",
+		Subjects: []archive.Subject{{Kind: subject.Case, SQL: "retention_subject('case', input ->> 'case_id')"}}}
+	logger := slog.New(slog.NewJSONHandler(w.logs, nil))
+	v, err := auth.NewVerifier(auth.Config{HS256Secret: h2Secret})
+	require.NoError(t, err)
+	am, err := metrics.NewAdmin(prometheus.NewRegistry())
+	require.NoError(t, err)
+	w.metrics, err = metrics.NewDispositions(prometheus.NewRegistry())
+	require.NoError(t, err)
+	sch := schedule.New(w.db.Pool, []schedule.Series{{Table: "rule_evaluations"}})
+	a := &app.ArchiveAPI{Verifier: v, Metrics: am, Logger: logger, Schedules: sch, Clocks: schedule.NewClocks(w.db.Pool, w.key),
+		Reader:       archiveread.New(w.db.Pool, st, s3.Service, []archive.TableSpec{spec}).WithSubjectKey(w.key),
+		Dispositions: disposition.NewFinder(w.db.Pool, w.key, []archive.TableSpec{spec}, sch), DispositionMetrics: w.metrics}
+	mux := app.Handler(app.HandlerDeps{Archive: a, Gatherer: prometheus.NewRegistry(), Pool: w.db.Pool, Logger: logger})
+	w.do = func(method, path, tok, body string) (int, map[string]any) {
+		req := httptest.NewRequest(method, "http://x"+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, req)
+		var out map[string]any
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out), rec.Body.String())
+		return rec.Code, out
+	}
+	return w
 }

@@ -1,28 +1,10 @@
 package app_test
 
 import (
-	"context"
-	"encoding/json"
-	"io"
-	"log/slog"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-
-	"github.com/craig/retention/kernel/app"
-	"github.com/craig/retention/kernel/archive"
-	"github.com/craig/retention/kernel/archiveread"
-	"github.com/craig/retention/kernel/auth"
-	"github.com/craig/retention/kernel/disposition"
-	"github.com/craig/retention/kernel/kerneltest"
-	"github.com/craig/retention/kernel/metrics"
-	"github.com/craig/retention/kernel/schedule"
-	"github.com/craig/retention/kernel/store"
-	"github.com/craig/retention/kernel/subject"
 )
 
 // TestDispositionBatches: POST /admin/dispositions freezes what is due
@@ -34,39 +16,13 @@ import (
 // requests change nothing.
 func TestDispositionBatches(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := kerneltest.NewDB(t, kerneltest.ArchivingFixture()...)
-	s3 := kerneltest.NewS3Scratch(t)
-	st, err := store.Open(ctx, s3.URL)
-	require.NoError(t, err)
-	key, err := subject.NewKey([]byte("batch test subject key, 32 bytes or more!!!!!"))
-	require.NoError(t, err)
-	spec := archive.TableSpec{Table: "rule_evaluations", AgeColumn: "evaluated_at",
-		Subjects: []archive.Subject{{Kind: subject.Case, SQL: "retention_subject('case', input ->> 'case_id')"}}}
+	w := newDueAPI(t, "batch test subject key, 32 bytes or more!!!!!")
+	db, key, do := w.db, w.key, w.do
 	// Case 51's rows are the oldest: it is due first.
 	for c, n := range map[int]int{51: 3, 52: 2, 53: 4} {
 		db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
 			SELECT now() - make_interval(years => 5 + ($1::int = 51)::int, days => g), 'r', jsonb_build_object('case_id', $1::int), '{}'
 			FROM generate_series(1, $2) g`, c, n)
-	}
-	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	v, err := auth.NewVerifier(auth.Config{HS256Secret: h2Secret})
-	require.NoError(t, err)
-	am, err := metrics.NewAdmin(prometheus.NewRegistry())
-	require.NoError(t, err)
-	sch := schedule.New(db.Pool, []schedule.Series{{Table: "rule_evaluations"}})
-	a := &app.ArchiveAPI{Verifier: v, Metrics: am, Logger: logger, Schedules: sch, Clocks: schedule.NewClocks(db.Pool, key),
-		Reader:       archiveread.New(db.Pool, st, s3.Service, []archive.TableSpec{spec}).WithSubjectKey(key),
-		Dispositions: disposition.NewFinder(db.Pool, key, []archive.TableSpec{spec}, sch)}
-	mux := app.Handler(app.HandlerDeps{Archive: a, Gatherer: prometheus.NewRegistry(), Pool: db.Pool, Logger: logger})
-	do := func(method, path, tok, body string) (int, map[string]any) {
-		req := httptest.NewRequest(method, "http://x"+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		w := httptest.NewRecorder()
-		mux.ServeHTTP(w, req)
-		var out map[string]any
-		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &out), w.Body.String())
-		return w.Code, out
 	}
 	review := h2Token(t, "ops:rita", "records:review")
 	c, out := do("POST", "/admin/retention/schedule", h2Token(t, "ops:alice", "records:schedule"), `{"version":"v1","items":[
