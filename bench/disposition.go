@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/disposition"
@@ -73,29 +74,9 @@ func (r *runner) runDisposition(ctx context.Context) (*DispositionResult, error)
 	}
 	res := &DispositionResult{Archives: r.cfg.ReadArchives, CasesPerArchive: dispositionCasesPerArchive}
 	start := time.Now()
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	err = seedDisposition(ctx, conn.Conn(), key, r.cfg.ReadArchives)
-	conn.Release()
+	sch, err := seedDispositionWorld(ctx, pool, key, r.cfg.ReadArchives)
 	if err != nil {
 		return nil, fmt.Errorf("seed the disposition scenario: %w", err)
-	}
-	series := []schedule.Series{{Table: evaluationsTable}}
-	sch := schedule.New(pool, series)
-	doc, err := schedule.Parse([]byte(dispositionSchedule), series)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := sch.Propose(ctx, doc, "bench:alice"); err != nil {
-		return nil, err
-	}
-	if _, err := sch.Approve(ctx, doc.Version, "bench:bob", true); err != nil {
-		return nil, err
-	}
-	if _, err := pool.Exec(ctx, `VACUUM (ANALYZE)`); err != nil {
-		return nil, err
 	}
 	res.SeedSeconds = round3(time.Since(start).Seconds())
 	spec := archive.TableSpec{Table: evaluationsTable, AgeColumn: "evaluated_at",
@@ -121,6 +102,34 @@ func (r *runner) runDisposition(ctx context.Context) (*DispositionResult, error)
 	res.RoundsMS = ms
 	res.DueListMS = round3(median(ms))
 	return res, nil
+}
+
+// seedDispositionWorld seeds the archives, their case rows and the clocks,
+// and puts the scenario's schedule in force.
+func seedDispositionWorld(ctx context.Context, pool *pgxpool.Pool, key subject.Key, n int) (*schedule.Schedules, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = seedDisposition(ctx, conn.Conn(), key, n)
+	conn.Release()
+	if err != nil {
+		return nil, err
+	}
+	series := []schedule.Series{{Table: evaluationsTable}}
+	sch := schedule.New(pool, series)
+	doc, err := schedule.Parse([]byte(dispositionSchedule), series)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := sch.Propose(ctx, doc, "bench:alice"); err != nil {
+		return nil, err
+	}
+	if _, err := sch.Approve(ctx, doc.Version, "bench:bob", true); err != nil {
+		return nil, err
+	}
+	_, err = pool.Exec(ctx, `VACUUM (ANALYZE)`)
+	return sch, err
 }
 
 // seedDisposition books n archives (ledger rows only) of

@@ -55,6 +55,10 @@ var afterFirstCycle = map[string]bool{
 	"archive_backlog_oldest_age_seconds": true,
 	// the unparsed subjects: counted after each archive pass (0 would claim "none")
 	"retention_subject_unparsed_rows": true,
+	// what the records schedule makes due: no series until a schedule is
+	// in force and the due listing ran (a 0 would claim "nothing is due")
+	"retention_disposition_due_rows":        true,
+	"retention_disposition_due_oldest_days": true,
 }
 
 // TestFreshServeExportsEveryMonitoredSeries boots rules' and security's

@@ -70,34 +70,40 @@ A service with no schedule in force answers 409 (exit 1).`,
 					return fmt.Errorf("%s: %w", cl.service, err)
 				}
 			}
-			if o.json {
-				for i, cl := range cls {
-					if err := json.NewEncoder(o.io.Out).Encode(map[string]any{"service": cl.service, "due": lists[i]}); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			return o.show(nil, func(w io.Writer) {
-				row(w, "SERVICE", "ITEM", "SERIES", "CASE", "DUE", "HOT", "ARCHIVED", "HOLDS", "AUTHORITY")
-				for i, cl := range cls {
-					for _, it := range lists[i].Items {
-						for _, c := range it.Cases {
-							subj := c.Subject
-							if subj == "" {
-								subj = "-"
-							}
-							row(w, cl.service, it.Item, it.Series, subj, c.Due, c.RowsHot, c.RowsArchived, len(c.Holds), it.Authority)
-						}
-					}
-					if lists[i].Unindexed > 0 {
-						row(w, cl.service, "-", "-", "-", "-", "-", "-", "-", fmt.Sprintf("%d archives not indexed yet: run again", lists[i].Unindexed))
-					}
-				}
-			})
+			return o.printDue(cls, lists)
 		},
 	}
 	c.Flags().StringVar(fleet, "fleet", "", "every archiving service of this fleet file")
 	c.Flags().StringVar(&asOf, "as-of", "", "list what is due on this UTC day instead of today (YYYY-MM-DD)")
 	return c
+}
+
+// printDue prints each service's due listing: one JSON line per service
+// with --json, else a table of the cases.
+func (o *options) printDue(cls []*client, lists []dueListing) error {
+	if o.json {
+		for i, cl := range cls {
+			if err := json.NewEncoder(o.io.Out).Encode(map[string]any{"service": cl.service, "due": lists[i]}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return o.show(nil, func(w io.Writer) {
+		row(w, "SERVICE", "ITEM", "SERIES", "CASE", "DUE", "HOT", "ARCHIVED", "HOLDS", "AUTHORITY")
+		for i, cl := range cls {
+			for _, it := range lists[i].Items {
+				for _, c := range it.Cases {
+					subj := c.Subject
+					if subj == "" {
+						subj = "-"
+					}
+					row(w, cl.service, it.Item, it.Series, subj, c.Due, c.RowsHot, c.RowsArchived, len(c.Holds), it.Authority)
+				}
+			}
+			if lists[i].Unindexed > 0 {
+				row(w, cl.service, "-", "-", "-", "-", "-", "-", "-", fmt.Sprintf("%d archives not indexed yet: run again", lists[i].Unindexed))
+			}
+		}
+	})
 }

@@ -2,12 +2,12 @@ package app
 
 import (
 	"context"
-
 	"errors"
-	"github.com/google/uuid"
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/auth"

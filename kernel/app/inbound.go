@@ -103,24 +103,25 @@ func loadSigner(service string, ev settings.Events) (*eventsig.Signer, error) {
 	return s, nil
 }
 
-// startInbound builds the service's consumers (nil: the service consumes
-// nothing): the event queue with bounded attempts, and its dead-letter
-// queue.
-func (r *runtime[T]) startInbound(pool *pgxpool.Pool, reg prometheus.Registerer, api *ArchiveAPI) (func(context.Context) error, error) {
+// inboundSpec is what the service consumes (nil: nothing) and the
+// dependencies its handlers are built from: its own inbound spec, with the
+// case events added when events.case_events_producer names their
+// producer.
+func (r *runtime[T]) inboundSpec(reg prometheus.Registerer, api *ArchiveAPI) (*InboundSpec[T], InboundDeps[T], error) {
 	spec := r.spec.Inbound
+	deps := InboundDeps[T]{Settings: r.cfg, Registerer: reg, Logger: r.logger}
 	producer := r.tr.Events.CaseEventsProducer
 	if producer != "" && (api == nil || api.Clocks == nil) {
-		return nil, fmt.Errorf("%s=%q: this service keeps no case clocks (it archives no table with a subject key)",
+		return nil, deps, fmt.Errorf("%s=%q: this service keeps no case clocks (it archives no table with a subject key)",
 			settings.EnvVar(r.spec.Name, "events.case_events_producer"), producer)
 	}
 	if spec == nil && producer == "" {
-		return nil, nil
+		return nil, deps, nil
 	}
-	deps := InboundDeps[T]{Settings: r.cfg, Registerer: reg, Logger: r.logger}
 	if f := r.tr.Events.TrustedKeysFile; f != "" {
 		t, err := eventsig.LoadTrust(f)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", settings.EnvVar(r.spec.Name, "events.trusted_keys_file"), err)
+			return nil, deps, fmt.Errorf("%s: %w", settings.EnvVar(r.spec.Name, "events.trusted_keys_file"), err)
 		}
 		deps.Trust = t
 		r.logger.Info("inbound events: signatures required on archive events", slog.Int("trusted_keys", t.Len()))
@@ -133,6 +134,17 @@ func (r *runtime[T]) startInbound(pool *pgxpool.Pool, reg prometheus.Registerer,
 		ce := &CaseEvents{Clocks: api.Clocks, Trust: deps.Trust, Producer: producer, Metrics: api.CaseEvents, Logger: r.logger}
 		spec = withCaseEvents(spec, ce.Inbound())
 		r.logger.Info("inbound events: case events move the case clocks", slog.String("producer", producer))
+	}
+	return spec, deps, nil
+}
+
+// startInbound builds the service's consumers (nil: the service consumes
+// nothing): the event queue with bounded attempts, and its dead-letter
+// queue.
+func (r *runtime[T]) startInbound(pool *pgxpool.Pool, reg prometheus.Registerer, api *ArchiveAPI) (func(context.Context) error, error) {
+	spec, deps, err := r.inboundSpec(reg, api)
+	if err != nil || spec == nil {
+		return nil, err
 	}
 	in, err := spec.New(deps)
 	if err != nil {

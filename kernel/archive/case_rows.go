@@ -78,21 +78,7 @@ func readCaseRows(ctx context.Context, db prune.DB, key subject.Key, spec TableS
 		return nil, fmt.Errorf("case rows of %s: %w", spec.Table, err)
 	}
 	defer rows.Close()
-	hashes := map[string][]byte{}
-	hashOf := func(v string, wantCase bool) ([]byte, subject.Subject, error) {
-		s, err := subject.Parse(v)
-		if err != nil || s.String() != v || (wantCase && s.Kind() != subject.Case) {
-			return nil, subject.Subject{}, fmt.Errorf("%w: table %s yielded a value that is not a canonical subject", ErrSubject, spec.Table)
-		}
-		h, ok := hashes[v]
-		if !ok {
-			h = key.Hash(s)
-			hashes[v] = h
-		}
-		return h, s, nil
-	}
-	groups := map[string]*CaseRows{}
-	var order []string
+	g := caseGroups{key: key, table: spec.Table, hashes: map[string][]byte{}, groups: map[string]*CaseRows{}}
 	for rows.Next() {
 		var cases, all []string
 		var unparsed bool
@@ -101,62 +87,101 @@ func readCaseRows(ctx context.Context, db prune.DB, key subject.Key, spec TableS
 		if err := rows.Scan(&cases, &all, &unparsed, &day, &n); err != nil {
 			return nil, fmt.Errorf("case rows of %s: %w", spec.Table, err)
 		}
-		if len(cases) == 0 && unparsed {
-			continue // a case nobody can name: never due (and counted as unparsed)
+		if unparsed {
+			continue // about a case nobody can name: never due (and counted as unparsed)
 		}
-		allHashes := make([][]byte, 0, len(all))
-		for _, v := range all {
-			h, _, err := hashOf(v, false)
-			if err != nil {
-				return nil, err
-			}
-			allHashes = append(allHashes, h)
-		}
-		add := func(c subject.Subject, h []byte) {
-			var others [][]byte
-			for _, o := range allHashes {
-				if !bytes.Equal(o, h) {
-					others = append(others, o)
-				}
-			}
-			slices.SortFunc(others, bytes.Compare)
-			k := string(h) + "\x00" + string(bytes.Join(others, nil))
-			if len(h) == 0 {
-				k += "\x00" + day.Format(time.DateOnly)
-			}
-			g, ok := groups[k]
-			if !ok {
-				g = &CaseRows{Case: c, Hash: h, Others: bytes.Join(others, nil), Oldest: day, Newest: day}
-				if g.Others == nil {
-					g.Others = []byte{}
-				}
-				groups[k] = g
-				order = append(order, k)
-			}
-			g.Rows += n
-			g.Oldest, g.Newest = minTime(g.Oldest, day), maxTime(g.Newest, day)
-		}
-		if len(cases) == 0 {
-			add(subject.Subject{}, []byte{})
-			continue
-		}
-		for _, v := range cases {
-			h, s, err := hashOf(v, true)
-			if err != nil {
-				return nil, err
-			}
-			add(s, h)
+		if err := g.add(cases, all, day, n); err != nil {
+			return nil, err
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("case rows of %s: %w", spec.Table, err)
 	}
-	slices.Sort(order)
-	out := make([]CaseRows, 0, len(order))
-	for _, k := range order {
-		out = append(out, *groups[k])
+	return g.result(), nil
+}
+
+// caseGroups gathers rows into CaseRows groups: a case's rows with the
+// same other subjects, or the rows about no case of one day.
+type caseGroups struct {
+	key    subject.Key
+	table  string
+	hashes map[string][]byte
+	groups map[string]*CaseRows
+	order  []string
+}
+
+// hash is a subject's keyed hash (each computed once).
+func (g *caseGroups) hash(v string, wantCase bool) ([]byte, subject.Subject, error) {
+	s, err := subject.Parse(v)
+	if err != nil || s.String() != v || (wantCase && s.Kind() != subject.Case) {
+		return nil, subject.Subject{}, fmt.Errorf("%w: table %s yielded a value that is not a canonical subject", ErrSubject, g.table)
 	}
-	return out, nil
+	h, ok := g.hashes[v]
+	if !ok {
+		h = g.key.Hash(s)
+		g.hashes[v] = h
+	}
+	return h, s, nil
+}
+
+// add counts n rows of day about cases and, in all, every subject.
+func (g *caseGroups) add(cases, all []string, day time.Time, n int64) error {
+	allHashes := make([][]byte, 0, len(all))
+	for _, v := range all {
+		h, _, err := g.hash(v, false)
+		if err != nil {
+			return err
+		}
+		allHashes = append(allHashes, h)
+	}
+	if len(cases) == 0 {
+		g.addTo(subject.Subject{}, []byte{}, allHashes, day, n)
+		return nil
+	}
+	for _, v := range cases {
+		h, s, err := g.hash(v, true)
+		if err != nil {
+			return err
+		}
+		g.addTo(s, h, allHashes, day, n)
+	}
+	return nil
+}
+
+func (g *caseGroups) addTo(c subject.Subject, h []byte, all [][]byte, day time.Time, n int64) {
+	var others [][]byte
+	for _, o := range all {
+		if !bytes.Equal(o, h) {
+			others = append(others, o)
+		}
+	}
+	slices.SortFunc(others, bytes.Compare)
+	joined := bytes.Join(others, nil)
+	if joined == nil {
+		joined = []byte{}
+	}
+	k := string(h) + "\x00" + string(joined)
+	if len(h) == 0 {
+		k += "\x00" + day.Format(time.DateOnly)
+	}
+	r, ok := g.groups[k]
+	if !ok {
+		r = &CaseRows{Case: c, Hash: h, Others: joined, Oldest: day, Newest: day}
+		g.groups[k] = r
+		g.order = append(g.order, k)
+	}
+	r.Rows += n
+	r.Oldest, r.Newest = minTime(r.Oldest, day), maxTime(r.Newest, day)
+}
+
+// result is the groups in a stable order.
+func (g *caseGroups) result() []CaseRows {
+	slices.Sort(g.order)
+	out := make([]CaseRows, 0, len(g.order))
+	for _, k := range g.order {
+		out = append(out, *g.groups[k])
+	}
+	return out
 }
 
 func minTime(a, b time.Time) time.Time {

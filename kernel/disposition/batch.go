@@ -114,7 +114,12 @@ func (f *Finder) Freeze(ctx context.Context, limit int64, actor string) (Batch, 
 		if err := q.LockDispositions(ctx, lease.DispositionKey); err != nil {
 			return err
 		}
-		// What is due is read under the lock, in the batch's transaction:
+		// Ordered with hold placements (as a booking is): a hold placed
+		// meanwhile is seen, or waits for the batch.
+		if err := q.LockHoldsShared(ctx, lease.HoldsKey); err != nil {
+			return err
+		}
+		// What is due is read under the locks, in the batch's transaction:
 		// two freezes never take one case.
 		due, err := f.find(ctx, tx, time.Now(), 0)
 		if err != nil {
@@ -131,66 +136,12 @@ func (f *Finder) Freeze(ctx context.Context, limit int64, actor string) (Batch, 
 		if err != nil {
 			return fmt.Errorf("open batches: %w", err)
 		}
-		taken := map[string]bool{}
-		for _, o := range open {
-			taken[caseKey(o.Series, o.SubjectHash, o.Day)] = true
-		}
-		type chosen struct {
-			item, authority string
-			c               DueCase
-			day             pgtype.Date
-		}
 		var picked []chosen
-		var rows int64
-		for _, it := range due.Items {
-			for _, c := range it.Cases {
-				day := pgtype.Date{}
-				if c.day != nil {
-					day = pgtype.Date{Time: *c.day, Valid: true}
-				}
-				switch {
-				case len(c.Holds) > 0:
-					held = append(held, c)
-					continue
-				case taken[caseKey(c.Series, c.hash, day)]:
-					continue
-				case len(picked) > 0 && rows+c.RowsHot+c.RowsArchived > limit:
-					continue
-				}
-				picked = append(picked, chosen{item: it.Item, authority: it.Authority, c: c, day: day})
-				rows += c.RowsHot + c.RowsArchived
-			}
-		}
+		picked, held = pick(due, open, limit)
 		if len(picked) == 0 {
 			return ErrNothingDue
 		}
-		asOf, err := time.Parse(time.DateOnly, due.AsOf)
-		if err != nil {
-			return err
-		}
-		if err := q.InsertDisposition(ctx, queries.InsertDispositionParams{DispositionID: pgUUID(id), ScheduleVersion: due.Version,
-			AsOf: pgtype.Date{Time: asOf, Valid: true}, RowLimit: limit, Rows: rows, ProposedBy: actor}); err != nil {
-			return fmt.Errorf("batch: %w", err)
-		}
-		for ord, p := range picked {
-			box := p.c.box
-			if len(box) == 0 && p.c.Subject != "" {
-				if box, err = f.key.Box([]byte(p.c.Subject)); err != nil {
-					return err
-				}
-			}
-			dueDay, err := time.Parse(time.DateOnly, p.c.Due)
-			if err != nil {
-				return err
-			}
-			if err := q.InsertDispositionCase(ctx, queries.InsertDispositionCaseParams{DispositionID: pgUUID(id), Ord: int32(ord), Series: p.c.Series,
-				SubjectHash: p.c.hash, SubjectBox: box, Day: p.day, ItemID: p.item, Authority: p.authority, Due: pgtype.Date{Time: dueDay, Valid: true},
-				RowsHot: p.c.RowsHot, RowsArchived: p.c.RowsArchived, Archives: pgUUIDs(p.c.Archives)}); err != nil {
-				return fmt.Errorf("batch case: %w", err)
-			}
-		}
-		return logAct(ctx, q, actor, "disposition_proposed", map[string]any{"disposition_id": id, "schedule_version": due.Version,
-			"cases": len(picked), "rows": rows, "limit": limit, "held": len(held)})
+		return f.record(ctx, q, id, due, picked, limit, len(held), actor)
 	})
 	if err != nil {
 		return Batch{}, err
@@ -201,6 +152,80 @@ func (f *Finder) Freeze(ctx context.Context, limit int64, actor string) (Batch, 
 	}
 	b.Held = held
 	return b, nil
+}
+
+// chosen is a due case taken into a batch, with its item.
+type chosen struct {
+	item, authority string
+	c               DueCase
+	day             pgtype.Date
+}
+
+// pick takes the due cases in the listing's order that no hold keeps
+// (returned apart) and no open batch holds, while they fit in limit rows
+// (a first case larger than the limit alone).
+func pick(due Due, open []queries.OpenDispositionCasesRow, limit int64) (picked []chosen, held []DueCase) {
+	taken := map[string]bool{}
+	for _, o := range open {
+		taken[caseKey(o.Series, o.SubjectHash, o.Day)] = true
+	}
+	var rows int64
+	for _, it := range due.Items {
+		for _, c := range it.Cases {
+			day := pgtype.Date{}
+			if c.day != nil {
+				day = pgtype.Date{Time: *c.day, Valid: true}
+			}
+			switch {
+			case len(c.Holds) > 0:
+				held = append(held, c)
+				continue
+			case taken[caseKey(c.Series, c.hash, day)]:
+				continue
+			case len(picked) > 0 && rows+c.RowsHot+c.RowsArchived > limit:
+				continue
+			}
+			picked = append(picked, chosen{item: it.Item, authority: it.Authority, c: c, day: day})
+			rows += c.RowsHot + c.RowsArchived
+		}
+	}
+	return picked, held
+}
+
+// record writes the batch and its cases (each case sealed under the
+// subject key) and logs its proposal.
+func (f *Finder) record(ctx context.Context, q *queries.Queries, id uuid.UUID, due Due, picked []chosen, limit int64, held int, actor string) error {
+	asOf, err := time.Parse(time.DateOnly, due.AsOf)
+	if err != nil {
+		return err
+	}
+	var rows int64
+	for _, p := range picked {
+		rows += p.c.RowsHot + p.c.RowsArchived
+	}
+	if err := q.InsertDisposition(ctx, queries.InsertDispositionParams{DispositionID: pgUUID(id), ScheduleVersion: due.Version,
+		AsOf: pgtype.Date{Time: asOf, Valid: true}, RowLimit: limit, Rows: rows, ProposedBy: actor}); err != nil {
+		return fmt.Errorf("batch: %w", err)
+	}
+	for ord, p := range picked {
+		box := p.c.box
+		if len(box) == 0 && p.c.Subject != "" {
+			if box, err = f.key.Box([]byte(p.c.Subject)); err != nil {
+				return err
+			}
+		}
+		dueDay, err := time.Parse(time.DateOnly, p.c.Due)
+		if err != nil {
+			return err
+		}
+		if err := q.InsertDispositionCase(ctx, queries.InsertDispositionCaseParams{DispositionID: pgUUID(id), Ord: int32(ord), Series: p.c.Series,
+			SubjectHash: p.c.hash, SubjectBox: box, Day: p.day, ItemID: p.item, Authority: p.authority, Due: pgtype.Date{Time: dueDay, Valid: true},
+			RowsHot: p.c.RowsHot, RowsArchived: p.c.RowsArchived, Archives: pgUUIDs(p.c.Archives)}); err != nil {
+			return fmt.Errorf("batch case: %w", err)
+		}
+	}
+	return logAct(ctx, q, actor, "disposition_proposed", map[string]any{"disposition_id": id, "schedule_version": due.Version,
+		"cases": len(picked), "rows": rows, "limit": limit, "held": held})
 }
 
 // caseKey identifies a case of a series (or a day of its rows about no

@@ -107,11 +107,32 @@ func (f *Finder) find(ctx context.Context, db prune.DB, asOf time.Time, unindexe
 	}
 	day := asOf.UTC().Truncate(24 * time.Hour)
 	p := queries.DueCasesParams{AsOf: pgtype.Date{Time: day, Valid: true}}
+	items, err := itemParams(&p, v)
+	if err != nil {
+		return Due{}, err
+	}
+	hot, err := f.hotParams(ctx, db, &p)
+	if err != nil {
+		return Due{}, err
+	}
+	rows, err := queries.New(db).DueCases(ctx, p)
+	if err != nil {
+		return Due{}, fmt.Errorf("due cases: %w", err)
+	}
+	out := Due{Version: v.Version, AsOf: day.Format(time.DateOnly), Items: []DueItem{}, Unindexed: unindexed}
+	if err := f.gather(&out, rows, items, hot); err != nil {
+		return Due{}, err
+	}
+	return out, nil
+}
+
+// itemParams puts the version's items into p, and returns them by id.
+func itemParams(p *queries.DueCasesParams, v *schedule.Version) (map[string]schedule.Item, error) {
 	items := map[string]schedule.Item{}
 	for _, it := range v.Document.Items {
 		per, err := schedule.ParsePeriod(it.Retain)
 		if err != nil {
-			return Due{}, fmt.Errorf("schedule %s item %s: %w", v.Version, it.ID, err)
+			return nil, fmt.Errorf("schedule %s item %s: %w", v.Version, it.ID, err)
 		}
 		class := ""
 		if it.When != nil {
@@ -124,7 +145,13 @@ func (f *Finder) find(ctx context.Context, db prune.DB, asOf time.Time, unindexe
 		p.ItemMonths, p.ItemDays = append(p.ItemMonths, int32(per.Months)), append(p.ItemDays, int32(per.Days))
 		p.ItemPermanent = append(p.ItemPermanent, per.Permanent)
 	}
-	hot := map[string]string{} // hash -> case, for the hot cases
+	return items, nil
+}
+
+// hotParams puts the hot rows' facts of the items' series into p, and
+// returns the hot cases by hash.
+func (f *Finder) hotParams(ctx context.Context, db prune.DB, p *queries.DueCasesParams) (map[string]string, error) {
+	hot := map[string]string{}
 	seen := map[string]bool{}
 	for _, series := range p.ItemSeries {
 		spec, ok := f.specs[series]
@@ -134,7 +161,7 @@ func (f *Finder) find(ctx context.Context, db prune.DB, asOf time.Time, unindexe
 		seen[series] = true
 		facts, err := archive.HotCaseRows(ctx, db, f.key, spec)
 		if err != nil {
-			return Due{}, err
+			return nil, err
 		}
 		for _, c := range facts {
 			if !c.Case.IsZero() {
@@ -146,14 +173,13 @@ func (f *Finder) find(ctx context.Context, db prune.DB, asOf time.Time, unindexe
 			p.HotCounts = append(p.HotCounts, c.Rows)
 		}
 	}
-	rows, err := queries.New(db).DueCases(ctx, p)
-	if err != nil {
-		return Due{}, fmt.Errorf("due cases: %w", err)
-	}
-	out := Due{Version: v.Version, AsOf: day.Format(time.DateOnly), Items: []DueItem{}, Unindexed: unindexed}
-	// A case's groups (its rows with the same other subjects) are listed
-	// as one case: its due rows, the latest of their dates, every archive
-	// and hold.
+	return hot, nil
+}
+
+// gather lists a case's groups (its rows with the same other subjects) as
+// one case: its due rows, the latest of their dates, every archive and
+// hold.
+func (f *Finder) gather(out *Due, rows []queries.DueCasesRow, items map[string]schedule.Item, hot map[string]string) error {
 	itemAt := map[string]int{}
 	caseAt := map[string]int{}
 	for _, r := range rows {
@@ -169,29 +195,12 @@ func (f *Finder) find(ctx context.Context, db prune.DB, asOf time.Time, unindexe
 		k := r.ItemID + "\x00" + r.Series + "\x00" + string(r.SubjectHash) + "\x00" + r.Day.Time.String()
 		ci, ok := caseAt[k]
 		if !ok {
+			c, err := f.newCase(r, hot)
+			if err != nil {
+				return err
+			}
 			ci = len(di.Cases)
 			caseAt[k] = ci
-			c := DueCase{Series: r.Series, Archives: []uuid.UUID{}, Holds: []uuid.UUID{}, hash: r.SubjectHash, box: r.SubjectBox}
-			if r.OpenBatch.Valid {
-				id := uuid.UUID(r.OpenBatch.Bytes)
-				c.Batch = &id
-			}
-			if r.Day.Valid {
-				d := r.Day.Time
-				c.day = &d
-			}
-			if len(r.SubjectHash) > 0 {
-				c.SubjectHash = subject.Hex(r.SubjectHash)
-				if s, ok := hot[string(r.SubjectHash)]; ok {
-					c.Subject = s
-				} else if len(r.SubjectBox) > 0 {
-					plain, err := f.key.Unbox(r.SubjectBox)
-					if err != nil {
-						return Due{}, fmt.Errorf("the case of %s: %w", c.SubjectHash, err)
-					}
-					c.Subject = string(plain)
-				}
-			}
 			di.Cases = append(di.Cases, c)
 		}
 		c := &di.Cases[ci]
@@ -204,7 +213,34 @@ func (f *Finder) find(ctx context.Context, db prune.DB, asOf time.Time, unindexe
 		c.Holds = union(c.Holds, uuidsOf(r.Holds))
 		di.Rows += r.HotRows + r.ArchivedRows
 	}
-	return out, nil
+	return nil
+}
+
+// newCase is a listed case as its first group names it.
+func (f *Finder) newCase(r queries.DueCasesRow, hot map[string]string) (DueCase, error) {
+	c := DueCase{Series: r.Series, Archives: []uuid.UUID{}, Holds: []uuid.UUID{}, hash: r.SubjectHash, box: r.SubjectBox}
+	if r.OpenBatch.Valid {
+		id := uuid.UUID(r.OpenBatch.Bytes)
+		c.Batch = &id
+	}
+	if r.Day.Valid {
+		d := r.Day.Time
+		c.day = &d
+	}
+	if len(r.SubjectHash) == 0 {
+		return c, nil
+	}
+	c.SubjectHash = subject.Hex(r.SubjectHash)
+	if s, ok := hot[string(r.SubjectHash)]; ok {
+		c.Subject = s
+	} else if len(r.SubjectBox) > 0 {
+		plain, err := f.key.Unbox(r.SubjectBox)
+		if err != nil {
+			return c, fmt.Errorf("the case of %s: %w", c.SubjectHash, err)
+		}
+		c.Subject = string(plain)
+	}
+	return c, nil
 }
 
 // union adds to a the ids of b it lacks, sorted.

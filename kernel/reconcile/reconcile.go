@@ -125,6 +125,20 @@ func (r Reconciler) forgotten(ctx context.Context, missing []int64) (journal.For
 	return f, nil
 }
 
+// reapply re-applies one entry by whoever journaled its act.
+func (r Reconciler) reapply(ctx context.Context, e journal.Entry, forgotten journal.Forgotten) error {
+	switch e.Act {
+	case journal.ActSeal, journal.ActUnseal, journal.ActExpunge:
+		return r.Orders.Reapply(ctx, e, forgotten)
+	case journal.ActScheduleApproved:
+		return r.Schedules.Reapply(ctx, e)
+	case journal.ActCaseEvent:
+		return r.Clocks.Reapply(ctx, e)
+	default:
+		return r.Lifecycle.Reapply(ctx, e)
+	}
+}
+
 // Run re-applies the store's entries the database lacks, in order, each in
 // its own transaction with its entry adopted, so running it again changes
 // nothing. It refuses, re-applying nothing, when an entry is in neither
@@ -165,17 +179,7 @@ func (r Reconciler) Run(ctx context.Context) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		switch e.Act {
-		case journal.ActSeal, journal.ActUnseal, journal.ActExpunge:
-			err = r.Orders.Reapply(ctx, e, forgotten)
-		case journal.ActScheduleApproved:
-			err = r.Schedules.Reapply(ctx, e)
-		case journal.ActCaseEvent:
-			err = r.Clocks.Reapply(ctx, e)
-		default:
-			err = r.Lifecycle.Reapply(ctx, e)
-		}
-		if err != nil {
+		if err := r.reapply(ctx, e, forgotten); err != nil {
 			return rep, fmt.Errorf("reconcile stopped at entry %d (%s); what came before is re-applied, run it again once the cause is fixed: %w", seq, e.Act, err)
 		}
 		rep.Reapplied = append(rep.Reapplied, Reapplied{Seq: seq, Act: e.Act})

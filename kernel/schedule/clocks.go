@@ -147,65 +147,79 @@ func (c *Clocks) ApplyTx(ctx context.Context, tx pgx.Tx, e Event, source string)
 	if err := c.journal.Check(ctx); err != nil {
 		return CaseClock{}, err
 	}
-	hash := c.key.Hash(e.Case)
-	p := queries.SetCaseClockParams{SubjectHash: hash, ChangedAt: pgtype.Timestamptz{Time: e.At, Valid: true}}
-	out := CaseClock{ChangedAt: e.At.UTC()}
-	var class *string
-	var into []byte
-	switch e.Type {
-	case EventClosed:
-		cl := strings.TrimSpace(e.Classification)
-		class = &cl
-		p.State, p.ClosedAt, p.Classification = "closed", p.ChangedAt, class
-		at := e.At.UTC()
-		out.State, out.ClosedAt, out.Classification = "closed", &at, class
-	case EventReopened:
-		p.State, out.State = "reopened", "reopened"
-	case EventMerged:
-		into = c.key.Hash(e.Into)
-		p.State, p.MergedInto, out.State, out.Merged = "merged", into, "merged", true
-	}
+	m := c.move(e)
 	write := func(tx pgx.Tx) error {
 		q := queries.New(tx)
-		n, err := q.SetCaseClock(ctx, p)
+		n, err := q.SetCaseClock(ctx, m.params)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
 			return ErrStale
 		}
-		if err := q.RecordClockEvent(ctx, queries.RecordClockEventParams{SubjectHash: hash, Type: e.Type, At: p.ChangedAt, Classification: class,
-			MergedInto: into, Source: source}); err != nil {
+		if err := q.RecordClockEvent(ctx, queries.RecordClockEventParams{SubjectHash: m.params.SubjectHash, Type: e.Type, At: m.params.ChangedAt,
+			Classification: m.params.Classification, MergedInto: m.params.MergedInto, Source: source}); err != nil {
 			return err
 		}
-		if c.journal == nil {
-			return nil
-		}
-		entry := eventEntry{Type: e.Type, AtUS: e.At.UnixMicro(), Classification: class, Source: source}
-		if entry.Case, err = c.sealHash(hash); err != nil {
-			return err
-		}
-		if into != nil {
-			if entry.Into, err = c.sealHash(into); err != nil {
-				return err
-			}
-		}
-		return journal.Append(ctx, tx, journal.ActCaseEvent, entry, source)
+		return c.journalEvent(ctx, tx, e, m, source)
 	}
 	if tx != nil {
 		// A savepoint: a stale event leaves the caller's transaction (the
 		// inbox's) usable, so the refusal is acknowledged, not retried.
 		// The caller's commit is published by the next act or the
 		// journal's watch.
-		return out, pgx.BeginFunc(ctx, tx, write)
+		return m.out, pgx.BeginFunc(ctx, tx, write)
 	}
 	if err := pgx.BeginFunc(ctx, c.pool, write); err != nil {
-		return out, err
+		return m.out, err
 	}
 	if c.journal != nil {
-		return out, c.journal.Done(ctx)
+		return m.out, c.journal.Done(ctx)
 	}
-	return out, nil
+	return m.out, nil
+}
+
+// movement is what an event writes to its case's clock, and answers.
+type movement struct {
+	params queries.SetCaseClockParams
+	out    CaseClock
+}
+
+// move is the clock e leaves (e checked).
+func (c *Clocks) move(e Event) movement {
+	at := e.At.UTC()
+	m := movement{params: queries.SetCaseClockParams{SubjectHash: c.key.Hash(e.Case), ChangedAt: pgtype.Timestamptz{Time: at, Valid: true}},
+		out: CaseClock{ChangedAt: at}}
+	switch e.Type {
+	case EventClosed:
+		cl := strings.TrimSpace(e.Classification)
+		m.params.State, m.params.ClosedAt, m.params.Classification = "closed", m.params.ChangedAt, &cl
+		m.out.State, m.out.ClosedAt, m.out.Classification = "closed", &at, &cl
+	case EventReopened:
+		m.params.State, m.out.State = "reopened", "reopened"
+	case EventMerged:
+		m.params.State, m.params.MergedInto, m.out.State, m.out.Merged = "merged", c.key.Hash(e.Into), "merged", true
+	}
+	return m
+}
+
+// journalEvent journals an accepted event in tx (nothing without a
+// journal): its cases sealed under the subject key.
+func (c *Clocks) journalEvent(ctx context.Context, tx pgx.Tx, e Event, m movement, source string) error {
+	if c.journal == nil {
+		return nil
+	}
+	entry := eventEntry{Type: e.Type, AtUS: e.At.UnixMicro(), Classification: m.params.Classification, Source: source}
+	var err error
+	if entry.Case, err = c.sealHash(m.params.SubjectHash); err != nil {
+		return err
+	}
+	if m.params.MergedInto != nil {
+		if entry.Into, err = c.sealHash(m.params.MergedInto); err != nil {
+			return err
+		}
+	}
+	return journal.Append(ctx, tx, journal.ActCaseEvent, entry, source)
 }
 
 func (c *Clocks) sealHash(hash []byte) (string, error) {

@@ -135,6 +135,11 @@ func (s *Schedules) Propose(ctx context.Context, doc Document, actor string) (Pr
 // version that brings destruction nearer than the one in force (counted
 // again now) needs.
 func (s *Schedules) Approve(ctx context.Context, version, actor string, mayShorten bool) (Version, error) {
+	// A database behind the store's journal would give the approval a
+	// sequence number an act it forgot holds: refused until reconcile.
+	if err := s.journal.Check(ctx); err != nil {
+		return Version{}, err
+	}
 	var out Version
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
