@@ -161,6 +161,10 @@ func (r *runtime[T]) archiveSide(ctx context.Context, pool *pgxpool.Pool, arch *
 				if api.DispositionMetrics, err = metrics.NewDispositions(reg); err != nil {
 					return nil, nil, err
 				}
+				if api.Orders != nil {
+					api.Dispositions.WithExecution(disposition.Execution{Service: r.spec.Name, Orders: api.Orders, Store: arch.store,
+						Index: IndexAllCaseRows(api.Reader), Journal: arch.journal, Executed: api.DispositionMetrics.ExecutedRows})
+				}
 			}
 		}
 	}

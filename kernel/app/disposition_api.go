@@ -32,6 +32,47 @@ func (a *ArchiveAPI) dispositionRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /admin/dispositions", a.require(auth.ScopeReview, a.withDispositions(a.freeze)))
 	mux.Handle("GET /admin/dispositions/{id}", a.require(auth.ScopeReview, a.withDispositions(a.batch)))
 	mux.Handle("POST /admin/dispositions/{id}/reject", a.require(auth.ScopeReview, a.withDispositions(a.reject)))
+	mux.Handle("POST /admin/dispositions/{id}/approve", a.require(auth.ScopeReview, a.withDispositions(a.approveBatch)))
+}
+
+// approveBatch executes a proposed batch as a second identity: POST
+// /admin/dispositions/{id}/approve {}. 200 {"disposition_id", "status",
+// "rows_destroyed", "archives_rewritten", "archives_purged",
+// "cases_destroyed", "cases_skipped", "certificate_key"} (an executed
+// batch answers its outcome again); 403 self_approval; 404; 409
+// not_awaiting_decision, schedule_changed, already_running; 503
+// store_not_configured, orphan_uploads_left;
+// a failure part way answers 5xx and the next call finishes the batch.
+func (a *ArchiveAPI) approveBatch(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the batch id is a UUID", nil)
+		return
+	}
+	var none struct{}
+	if !decode(w, r, &none) {
+		return
+	}
+	res, err := a.Dispositions.Approve(r.Context(), id, p.Subject)
+	if err != nil {
+		a.dispositionError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// IndexAllCaseRows indexes by case every archive not yet indexed, in
+// rounds of DueIndexLimit, until none is left or a round indexes nothing
+// (those left failed: their cases are not due).
+func IndexAllCaseRows(reader *archiveread.Reader) func(context.Context) (int64, error) {
+	return func(ctx context.Context) (int64, error) {
+		for {
+			rep, err := reader.IndexCaseRows(ctx, DueIndexLimit)
+			if err != nil || rep.Left == 0 || rep.Indexed == 0 {
+				return rep.Left, err
+			}
+		}
+	}
 }
 
 // freeze records a batch of what is due today: POST /admin/dispositions
@@ -131,6 +172,16 @@ func (a *ArchiveAPI) dispositionError(w http.ResponseWriter, r *http.Request, er
 		writeError(w, http.StatusConflict, "not_awaiting_decision", err.Error(), nil)
 	case errors.Is(err, disposition.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error(), nil)
+	case errors.Is(err, disposition.ErrSelfApproval):
+		writeError(w, http.StatusForbidden, "self_approval", err.Error(), nil)
+	case errors.Is(err, disposition.ErrBusy):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": "already_running"})
+	case errors.Is(err, courtorder.ErrOrphans):
+		writeError(w, http.StatusServiceUnavailable, "orphan_uploads_left", err.Error(), nil)
+	case errors.Is(err, archiveread.ErrCorrupt):
+		writeJSON(w, http.StatusConflict, corruptBody(err))
+	case errors.Is(err, disposition.ErrNoExecution):
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "store_not_configured", "knob": a.StoreKnob})
 	case errors.Is(err, disposition.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "invalid_request", err.Error(), nil)
 	case errors.Is(err, archiveread.ErrNoSubjectKey):

@@ -37,13 +37,22 @@ type CaseRows struct {
 // is never due), and the UTC day of their age column. from is the FROM
 // item that yields t.
 func caseDaysSQL(spec TableSpec, from string) string {
-	var cases, all, unparsed []string
+	cases, all, unparsed := caseExprs(spec)
+	return "SELECT " + cases + ", " + all + ", (" + unparsed + "), (" + clampedAge(spec) + " AT TIME ZONE 'UTC')::date, count(*) FROM " + from +
+		" GROUP BY 1, 2, 3, 4"
+}
+
+// caseExprs are the expressions (over alias t) of a row's cases and every
+// subject (distinct, sorted text arrays) and whether a declared case field
+// holds a value no case expression reads.
+func caseExprs(spec TableSpec) (cases, all, unparsed string) {
+	var caseVals, allVals, unparsedVals []string
 	for _, s := range spec.Subjects {
-		all = append(all, "(("+s.SQL+")::text)")
+		allVals = append(allVals, "(("+s.SQL+")::text)")
 		if s.Kind == subject.Case {
-			cases = append(cases, "(("+s.SQL+")::text)")
+			caseVals = append(caseVals, "(("+s.SQL+")::text)")
 			if s.Field != "" {
-				unparsed = append(unparsed, "(nullif(btrim(("+s.Field+")::text), '') IS NOT NULL AND ("+s.SQL+") IS NULL)")
+				unparsedVals = append(unparsedVals, "(nullif(btrim(("+s.Field+")::text), '') IS NOT NULL AND ("+s.SQL+") IS NULL)")
 			}
 		}
 	}
@@ -53,12 +62,11 @@ func caseDaysSQL(spec TableSpec, from string) string {
 		}
 		return "ARRAY(SELECT DISTINCT craig_v.s FROM (VALUES " + strings.Join(exprs, ", ") + ") AS craig_v(s) WHERE craig_v.s IS NOT NULL ORDER BY 1)"
 	}
-	unparsedExpr := "false"
-	if len(unparsed) > 0 {
-		unparsedExpr = strings.Join(unparsed, " OR ")
+	unparsed = "false"
+	if len(unparsedVals) > 0 {
+		unparsed = strings.Join(unparsedVals, " OR ")
 	}
-	return "SELECT " + agg(cases) + ", " + agg(all) + ", (" + unparsedExpr + "), (" + clampedAge(spec) + " AT TIME ZONE 'UTC')::date, count(*) FROM " + from +
-		" GROUP BY 1, 2, 3, 4"
+	return agg(caseVals), agg(allVals), unparsed
 }
 
 // HotCaseRows are the facts of spec's hot rows.
@@ -149,6 +157,21 @@ func (g *caseGroups) add(cases, all []string, day time.Time, n int64) error {
 }
 
 func (g *caseGroups) addTo(c subject.Subject, h []byte, all [][]byte, day time.Time, n int64) {
+	k, joined := groupKey(h, all, day)
+	r, ok := g.groups[k]
+	if !ok {
+		r = &CaseRows{Case: c, Hash: h, Others: joined, Oldest: day, Newest: day}
+		g.groups[k] = r
+		g.order = append(g.order, k)
+	}
+	r.Rows += n
+	r.Oldest, r.Newest = minTime(r.Oldest, day), maxTime(r.Newest, day)
+}
+
+// groupKey is the key of the group of case h (empty: no case) whose rows
+// are about every subject of all, of day, and its other subjects' hashes
+// concatenated in order.
+func groupKey(h []byte, all [][]byte, day time.Time) (string, []byte) {
 	var others [][]byte
 	for _, o := range all {
 		if !bytes.Equal(o, h) {
@@ -160,18 +183,18 @@ func (g *caseGroups) addTo(c subject.Subject, h []byte, all [][]byte, day time.T
 	if joined == nil {
 		joined = []byte{}
 	}
-	k := string(h) + "\x00" + string(joined)
-	if len(h) == 0 {
-		k += "\x00" + day.Format(time.DateOnly)
+	return GroupKey(h, joined, day), joined
+}
+
+// GroupKey identifies a group of rows of one table: a case's rows (hash)
+// about the same other subjects (others, concatenated hashes), or, with
+// no case, the rows about no case of one UTC day.
+func GroupKey(hash, others []byte, day time.Time) string {
+	k := string(hash) + "\x00" + string(others)
+	if len(hash) == 0 {
+		k += "\x00" + day.UTC().Format(time.DateOnly)
 	}
-	r, ok := g.groups[k]
-	if !ok {
-		r = &CaseRows{Case: c, Hash: h, Others: joined, Oldest: day, Newest: day}
-		g.groups[k] = r
-		g.order = append(g.order, k)
-	}
-	r.Rows += n
-	r.Oldest, r.Newest = minTime(r.Oldest, day), maxTime(r.Newest, day)
+	return k
 }
 
 // result is the groups in a stable order.
@@ -196,4 +219,92 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// RowGroups is one row (a hot row by id, an archive's line by its
+// ordinal from 1) and the keys of the groups it belongs to: one per case
+// it is about, or its day's group of rows about no case; none when a case
+// field of it cannot be read (such a row is never due).
+type RowGroups struct {
+	ID     string
+	Groups []string
+}
+
+// HotRowGroups are the groups of each of spec's hot rows.
+func HotRowGroups(ctx context.Context, db prune.DB, key subject.Key, spec TableSpec) ([]RowGroups, error) {
+	return readRowGroups(ctx, db, key, spec, rowCasesSQL(spec, "t.id::text", pgx.Identifier{spec.Table}.Sanitize()+" AS t"))
+}
+
+// DocRowGroups are the groups of each of an archive's lines (docs, read
+// back as rows of spec's table), by ordinal.
+func DocRowGroups(ctx context.Context, db prune.DB, key subject.Key, spec TableSpec, docs []string) ([]RowGroups, error) {
+	return readRowGroups(ctx, db, key, spec, rowCasesSQL(spec, "craig_d.craig_ord::text", docsAsRows(spec)), docs)
+}
+
+// DeleteByIDSQL deletes spec's hot rows whose id (as text) is in $1.
+func DeleteByIDSQL(spec TableSpec) string {
+	return "DELETE FROM " + pgx.Identifier{spec.Table}.Sanitize() + " AS t WHERE t.id::text = ANY ($1::text[])"
+}
+
+// rowCasesSQL selects, per row (alias t) of from, id, its cases, every
+// subject, whether a case field is unreadable, and its UTC day.
+func rowCasesSQL(spec TableSpec, id, from string) string {
+	cases, all, unparsed := caseExprs(spec)
+	return "SELECT " + id + ", " + cases + ", " + all + ", (" + unparsed + "), (" + clampedAge(spec) + " AT TIME ZONE 'UTC')::date FROM " + from
+}
+
+func readRowGroups(ctx context.Context, db prune.DB, key subject.Key, spec TableSpec, sql string, args ...any) ([]RowGroups, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("row groups of %s: %w", spec.Table, err)
+	}
+	defer rows.Close()
+	g := caseGroups{key: key, table: spec.Table, hashes: map[string][]byte{}}
+	var out []RowGroups
+	for rows.Next() {
+		var r RowGroups
+		var cases, all []string
+		var unparsed bool
+		var day time.Time
+		if err := rows.Scan(&r.ID, &cases, &all, &unparsed, &day); err != nil {
+			return nil, fmt.Errorf("row groups of %s: %w", spec.Table, err)
+		}
+		if !unparsed {
+			if r.Groups, err = g.keys(cases, all, day); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("row groups of %s: %w", spec.Table, err)
+	}
+	return out, nil
+}
+
+// keys are the group keys of a row about cases and, in all, every
+// subject, of day.
+func (g *caseGroups) keys(cases, all []string, day time.Time) ([]string, error) {
+	allHashes := make([][]byte, 0, len(all))
+	for _, v := range all {
+		h, _, err := g.hash(v, false)
+		if err != nil {
+			return nil, err
+		}
+		allHashes = append(allHashes, h)
+	}
+	if len(cases) == 0 {
+		k, _ := groupKey([]byte{}, allHashes, day)
+		return []string{k}, nil
+	}
+	out := make([]string, 0, len(cases))
+	for _, v := range cases {
+		h, _, err := g.hash(v, true)
+		if err != nil {
+			return nil, err
+		}
+		k, _ := groupKey(h, allHashes, day)
+		out = append(out, k)
+	}
+	return out, nil
 }

@@ -55,6 +55,22 @@ type SubjectSummary struct {
 	Rows           int         `json:"rows"`
 	PurgedArchives int         `json:"purged_archives"`
 	PurgedIDs      []uuid.UUID `json:"purged_archive_ids"`
+	// Disposed are the executed disposition batches that destroyed rows
+	// of the subject (a case) on the records schedule (ADR-073): the
+	// answer to a records request that arrives after them.
+	Disposed []Disposal `json:"disposed"`
+}
+
+// Disposal is one executed disposition batch that destroyed rows of a
+// subject: when, under which item and its authority, of which table, how
+// many rows.
+type Disposal struct {
+	DispositionID uuid.UUID `json:"disposition_id"`
+	ExecutedAt    time.Time `json:"executed_at"`
+	Item          string    `json:"item"`
+	Authority     string    `json:"authority"`
+	Table         string    `json:"table"`
+	Rows          int64     `json:"rows"`
 }
 
 // Subject writes, as NDJSON to w, every row of every table of the service
@@ -71,7 +87,7 @@ type SubjectSummary struct {
 // (<service>.archive_read) with the subject's keyed hash, never the
 // subject.
 func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, actor string) (SubjectSummary, error) {
-	sum := SubjectSummary{Tables: []string{}, PurgedIDs: []uuid.UUID{}}
+	sum := SubjectSummary{Tables: []string{}, PurgedIDs: []uuid.UUID{}, Disposed: []Disposal{}}
 	if !r.key.Valid() {
 		return sum, ErrNoSubjectKey
 	}
@@ -90,6 +106,9 @@ func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, ac
 		cands, err := queries.New(tx).SubjectArchives(ctx, queries.SubjectArchivesParams{SubjectHash: hash, Tables: sum.Tables})
 		if err != nil {
 			return fmt.Errorf("subject index: %w", err)
+		}
+		if sum.Disposed, err = disposals(ctx, tx, hash); err != nil {
+			return err
 		}
 		for _, c := range cands {
 			switch {
@@ -445,4 +464,19 @@ func writeSubject(w io.Writer, lines []SubjectLine, sum SubjectSummary) error {
 		}
 	}
 	return enc.Encode(map[string]SubjectSummary{"summary": sum})
+}
+
+// disposals are the executed batches that destroyed rows of the subject
+// whose keyed hash is hash.
+func disposals(ctx context.Context, tx pgx.Tx, hash []byte) ([]Disposal, error) {
+	rows, err := queries.New(tx).SubjectDisposals(ctx, hash)
+	if err != nil {
+		return nil, fmt.Errorf("disposals: %w", err)
+	}
+	out := make([]Disposal, 0, len(rows))
+	for _, d := range rows {
+		out = append(out, Disposal{DispositionID: d.DispositionID.Bytes, ExecutedAt: d.ExecutedAt.Time.UTC(), Item: d.ItemID,
+			Authority: d.Authority, Table: d.Series, Rows: d.RowsDestroyed})
+	}
+	return out, nil
 }

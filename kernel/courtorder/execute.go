@@ -129,7 +129,7 @@ func (o *Orders) noCopies(ctx context.Context, ord *order) error {
 		}
 		// Every version: one written over the first may hold the subject.
 		_, err := o.store.GetMatching(ctx, key, func(b []byte) bool {
-			k, err := o.keep(ctx, spec, ord, b)
+			k, err := o.keep(ctx, uuid.Nil, spec, ord, b)
 			return err != nil || k.removed > 0
 		})
 		if err == nil || !errors.Is(err, store.ErrNoMatchingVersion) && !errors.Is(err, store.ErrNotFound) {

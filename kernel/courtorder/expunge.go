@@ -265,6 +265,8 @@ type order struct {
 	requester  string
 	approver   string
 	at         time.Time
+	// removal: a disposition batch's rewrite (nil: an expungement's).
+	removal *Removal
 }
 
 // Approve executes an expungement as approver (another identity than its

@@ -27,10 +27,13 @@ type Supersession struct {
 	OldSHA256   string    `json:"old_sha256"`
 	NewSHA256   string    `json:"new_sha256"`
 	RowsRemoved int       `json:"rows_removed"`
-	ExpungeID   uuid.UUID `json:"expunge_id"`
-	OrderRef    string    `json:"order_ref"`
-	Commitment  string    `json:"commitment"`
-	RewrittenAt time.Time `json:"rewritten_at"`
+	// ExpungeID is the act that rewrote it: a court order, or a
+	// disposition batch (then DispositionID names it too).
+	ExpungeID     uuid.UUID  `json:"expunge_id"`
+	DispositionID *uuid.UUID `json:"disposition_id,omitempty"`
+	OrderRef      string     `json:"order_ref"`
+	Commitment    string     `json:"commitment,omitempty"`
+	RewrittenAt   time.Time  `json:"rewritten_at"`
 }
 
 // RewrittenManifest is a rewritten archive's manifest: an archive manifest
@@ -67,7 +70,7 @@ func (o *Orders) rewrite(ctx context.Context, ord *order, old queries.ExpungeArc
 	case err != nil:
 		return fmt.Errorf("archive %s: read %s: %w", oldID, old.DataKey, err)
 	}
-	k, err := o.keep(ctx, spec, ord, f.Data)
+	k, err := o.keep(ctx, oldID, spec, ord, f.Data)
 	if err != nil {
 		return fmt.Errorf("archive %s: %w", oldID, err)
 	}
@@ -90,7 +93,7 @@ func (o *Orders) rewrite(ctx context.Context, ord *order, old queries.ExpungeArc
 // keep splits an archive's lines into those kept and the subject's (a line
 // any of whose subjects is the order's), as the table's own expressions
 // read them.
-func (o *Orders) keep(ctx context.Context, spec archive.TableSpec, ord *order, data []byte) (kept, error) {
+func (o *Orders) keep(ctx context.Context, archiveID uuid.UUID, spec archive.TableSpec, ord *order, data []byte) (kept, error) {
 	var docs []string
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, len(data)+1)
@@ -113,6 +116,11 @@ func (o *Orders) keep(ctx context.Context, spec archive.TableSpec, ord *order, d
 	for _, s := range subs {
 		if p, err := subject.Parse(s.Subject); err == nil && p == ord.subject {
 			drop[int(s.Ord)] = true
+		}
+	}
+	if ord.removal != nil { // a batch's lines are those its predicate names
+		if drop, err = ord.removal.Drop(ctx, archiveID, spec, docs); err != nil {
+			return kept{}, err
 		}
 	}
 	var k kept
@@ -177,7 +185,11 @@ func (o *Orders) writeSuccessor(ctx context.Context, ord *order, old queries.Exp
 	m.FirstRecordID, m.LastRecordID, m.FirstRecordAt, m.LastRecordAt = firstID, lastID, firstAt.UTC(), lastAt.UTC()
 	m.Supersedes = Supersession{ArchiveID: oldID, OldSHA256: old.DataSha256, NewSHA256: m.DataSHA256, RowsRemoved: k.removed,
 		ExpungeID: ord.id, OrderRef: ord.orderRef, Commitment: subject.Hex(ord.commitment), RewrittenAt: ord.at}
-	if err := intent.Record(ctx, o.pool, intent.WorkExpungement, ord.id, spec.Table, ord.approver, m.DataKey, m.ManifestKey); err != nil {
+	work := intent.WorkExpungement
+	if ord.removal != nil {
+		work, m.Supersedes.DispositionID = intent.WorkDisposition, &ord.id
+	}
+	if err := intent.Record(ctx, o.pool, work, ord.id, spec.Table, ord.approver, m.DataKey, m.ManifestKey); err != nil {
 		return nil, fmt.Errorf("archive %s: %w", oldID, err) // known before written (ADR-069): the booking clears it
 	}
 	if err := o.putOnce(ctx, m.DataKey, data, store.ContentTypeNDJSON, m.DataSHA256); err != nil {
@@ -254,7 +266,7 @@ func (o *Orders) book(ctx context.Context, ord *order, old queries.ExpungeArchiv
 		if err := q.LockHoldsShared(ctx, lease.HoldsKey); err != nil {
 			return err
 		}
-		if _, err := o.affected(ctx, tx, ord.subject, ord.holds); err != nil {
+		if err := o.recheck(ctx, tx, ord, oldID); err != nil {
 			return err
 		}
 		lock, err := q.LockLedgerRow(ctx, old.ArchiveID)
@@ -287,6 +299,17 @@ func (o *Orders) book(ctx context.Context, ord *order, old queries.ExpungeArchiv
 		failpoint.Inject(failpoint.ExpungeBeforeBookCommit)
 		return nil
 	})
+}
+
+// recheck re-checks, in a booking's transaction under the holds lock, that
+// the order may still remove its lines: no hold it does not name keeps the
+// subject (an expungement), or the batch's own re-check (a disposition).
+func (o *Orders) recheck(ctx context.Context, tx pgx.Tx, ord *order, archiveID uuid.UUID) error {
+	if ord.removal != nil {
+		return ord.removal.Recheck(ctx, tx, archiveID)
+	}
+	_, err := o.affected(ctx, tx, ord.subject, ord.holds)
+	return err
 }
 
 // lineage is what a successor supersedes, and the booked archive whose

@@ -35,6 +35,7 @@ type Finder struct {
 	key       subject.Key
 	specs     map[string]archive.TableSpec
 	schedules *schedule.Schedules
+	exec      *Execution
 }
 
 // NewFinder returns the finder of a service archiving specs, its cases
@@ -98,32 +99,49 @@ func (f *Finder) Find(ctx context.Context, asOf time.Time, unindexed int64) (Due
 
 // find is Find on db (a transaction: Freeze's, under its lock).
 func (f *Finder) find(ctx context.Context, db prune.DB, asOf time.Time, unindexed int64) (Due, error) {
-	v, err := f.schedules.InForce(ctx)
+	d, err := f.dueRows(ctx, db, asOf)
 	if err != nil {
 		return Due{}, err
 	}
-	if v == nil {
-		return Due{}, ErrNoSchedule
-	}
-	day := asOf.UTC().Truncate(24 * time.Hour)
-	p := queries.DueCasesParams{AsOf: pgtype.Date{Time: day, Valid: true}}
-	items, err := itemParams(&p, v)
-	if err != nil {
-		return Due{}, err
-	}
-	hot, err := f.hotParams(ctx, db, &p)
-	if err != nil {
-		return Due{}, err
-	}
-	rows, err := queries.New(db).DueCases(ctx, p)
-	if err != nil {
-		return Due{}, fmt.Errorf("due cases: %w", err)
-	}
-	out := Due{Version: v.Version, AsOf: day.Format(time.DateOnly), Items: []DueItem{}, Unindexed: unindexed}
-	if err := f.gather(&out, rows, items, hot); err != nil {
+	out := Due{Version: d.version.Version, AsOf: d.day.Format(time.DateOnly), Items: []DueItem{}, Unindexed: unindexed}
+	if err := f.gather(&out, d.rows, d.items, d.hot); err != nil {
 		return Due{}, err
 	}
 	return out, nil
+}
+
+// dueGroups are the groups due on a day under a version, as DueCases
+// returns them.
+type dueGroups struct {
+	version *schedule.Version
+	day     time.Time
+	items   map[string]schedule.Item
+	hot     map[string]string
+	rows    []queries.DueCasesRow
+}
+
+// dueRows computes the groups due on asOf's UTC day under the version in
+// force, on db.
+func (f *Finder) dueRows(ctx context.Context, db prune.DB, asOf time.Time) (dueGroups, error) {
+	v, err := f.schedules.InForce(ctx)
+	if err != nil {
+		return dueGroups{}, err
+	}
+	if v == nil {
+		return dueGroups{}, ErrNoSchedule
+	}
+	d := dueGroups{version: v, day: asOf.UTC().Truncate(24 * time.Hour)}
+	p := queries.DueCasesParams{AsOf: pgtype.Date{Time: d.day, Valid: true}}
+	if d.items, err = itemParams(&p, v); err != nil {
+		return dueGroups{}, err
+	}
+	if d.hot, err = f.hotParams(ctx, db, &p); err != nil {
+		return dueGroups{}, err
+	}
+	if d.rows, err = queries.New(db).DueCases(ctx, p); err != nil {
+		return dueGroups{}, fmt.Errorf("due cases: %w", err)
+	}
+	return d, nil
 }
 
 // itemParams puts the version's items into p, and returns them by id.

@@ -41,6 +41,9 @@ const (
 	WorkArchive Work = "archive"
 	// WorkExpungement is an expungement's rewrite (work id: the order).
 	WorkExpungement Work = "expungement"
+	// WorkDisposition is a disposition batch's rewrite (work id: the
+	// batch).
+	WorkDisposition Work = "disposition"
 )
 
 // ErrSwept: a booking found fewer intents than it wrote: a sweep took

@@ -112,6 +112,11 @@ type subjectLine struct {
 		ArchivesRead   int      `json:"archives_read"`
 		Rows           int      `json:"rows"`
 		PurgedArchives int      `json:"purged_archives"`
+		Disposed       []struct {
+			DispositionID uuid.UUID `json:"disposition_id"`
+			Item          string    `json:"item"`
+			Authority     string    `json:"authority"`
+		} `json:"disposed"`
 	} `json:"summary"`
 }
 

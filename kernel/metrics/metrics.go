@@ -618,6 +618,10 @@ type Dispositions struct {
 	// (retention_disposition_due_oldest_days): the review is behind when
 	// it grows (RetentionDispositionOverdue).
 	DueOldestDays *prometheus.GaugeVec
+	// ExecutedRows counts the rows, hot and archived, executed disposition
+	// batches destroyed, per table and item
+	// (retention_disposition_executed_rows_total).
+	ExecutedRows *prometheus.CounterVec
 }
 
 // NewDispositions registers the disposition metrics on reg.
@@ -628,8 +632,11 @@ func NewDispositions(reg prometheus.Registerer) (*Dispositions, error) {
 	}, []string{"table", "item"}), DueOldestDays: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "retention_disposition_due_oldest_days",
 		Help: "Days the longest-waiting due case that no hold keeps has been due, per table and item, at the last computation.",
+	}, []string{"table", "item"}), ExecutedRows: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "retention_disposition_executed_rows_total",
+		Help: "Rows (hot and archived) destroyed by executed disposition batches, per table and records schedule item.",
 	}, []string{"table", "item"})}
-	if err := register(reg, m.DueRows, m.DueOldestDays); err != nil {
+	if err := register(reg, m.DueRows, m.DueOldestDays, m.ExecutedRows); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -170,7 +170,7 @@ WITH RECURSIVE items AS (
     LEFT JOIN co ON co.gid = e.gid
     LEFT JOIN (SELECT DISTINCT gid FROM unsure) AS un ON un.gid = e.gid
 )
-SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text AS item_id, d.due::date AS due,
+SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.others::bytea AS others, d.item_id::text AS item_id, d.due::date AS due,
        d.oldest::date AS oldest, d.newest::date AS newest, d.hot_rows, d.archived_rows, d.archives,
        d.day::date AS day,
        (SELECT oc.disposition_id FROM disposition_cases AS oc JOIN dispositions AS od ON od.disposition_id = oc.disposition_id
@@ -261,3 +261,65 @@ UPDATE disposition_cases SET subject_hash = sqlc.arg(new_hash), subject_box = NU
 -- ReplaceExtensionHash does the same for the extensions.
 -- name: ReplaceExtensionHash :execrows
 UPDATE disposition_extensions SET subject_hash = sqlc.arg(new_hash) WHERE subject_hash = sqlc.arg(old_hash);
+
+-- StartDisposition records a proposed batch's approval: from then on it is
+-- executing, and every call finishes it.
+-- name: StartDisposition :execrows
+UPDATE dispositions SET status = 'executing', approved_by = sqlc.arg(approved_by), approved_at = now()
+WHERE disposition_id = sqlc.arg(disposition_id) AND status = 'proposed';
+
+-- LockClocksShare orders a batch's destroying transaction with case events
+-- (a transaction-scoped table lock): an event that would stop a case from
+-- falling due waits for it, or is seen by its re-check.
+-- name: LockClocksShare :exec
+LOCK TABLE case_clocks IN SHARE MODE;
+
+-- DispositionStamp is what a batch's due cases depend on besides the rows:
+-- the holds (placed ever, active), the case clocks, the extensions and the
+-- schedule's approvals. The same stamp: what was due is still due.
+-- name: DispositionStamp :one
+SELECT (SELECT count(*) FROM archive_holds)::bigint AS holds,
+       (SELECT count(*) FROM archive_holds WHERE released_at IS NULL)::bigint AS active_holds,
+       (SELECT count(*) FROM case_clocks)::bigint AS clocks,
+       (SELECT max(updated_at) FROM case_clocks)::timestamptz AS clocks_updated,
+       (SELECT count(*) FROM disposition_extensions)::bigint AS extensions,
+       (SELECT count(*) FROM retention_schedules WHERE approved_at IS NOT NULL)::bigint AS approvals;
+
+-- DispositionArchives reads the unpurged ledger rows of the archives a
+-- batch rewrites, oldest first.
+-- name: DispositionArchives :many
+SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.record_count,
+       l.hot_window_days, l.archived_at, l.archived_by, l.retention_until, l.legal_hold, l.store_endpoint, l.store_bucket,
+       '{}'::uuid[] AS blocking_holds
+FROM archive_ledger AS l
+WHERE l.archive_id = ANY (sqlc.arg(archive_ids)::uuid[]) AND l.purged_at IS NULL
+ORDER BY l.first_record_at, l.archive_id;
+
+-- SetDispositionCaseOutcome records what the execution did to a case, and
+-- erases its sealed spelling (an executed batch names its cases by hash
+-- only).
+-- name: SetDispositionCaseOutcome :execrows
+UPDATE disposition_cases
+SET outcome = sqlc.arg(outcome), outcome_reason = sqlc.narg(outcome_reason), rows_destroyed = sqlc.arg(rows_destroyed), subject_box = NULL
+WHERE disposition_id = sqlc.arg(disposition_id) AND ord = sqlc.arg(ord);
+
+-- CompleteDisposition records an executed batch.
+-- name: CompleteDisposition :execrows
+UPDATE dispositions
+SET status = 'executed', executed_at = sqlc.arg(executed_at), certificate_key = sqlc.arg(certificate_key), rows_destroyed = sqlc.arg(rows_destroyed),
+    archives_rewritten = sqlc.arg(archives_rewritten), archives_purged = sqlc.arg(archives_purged)
+WHERE disposition_id = sqlc.arg(disposition_id) AND status = 'executing';
+
+-- SubjectDisposals are the executed batches that destroyed a case's rows:
+-- what a records request that arrives later is answered.
+-- name: SubjectDisposals :many
+SELECT d.disposition_id, d.executed_at, c.item_id, c.authority, c.series, c.rows_destroyed
+FROM disposition_cases AS c JOIN dispositions AS d ON d.disposition_id = c.disposition_id
+WHERE c.subject_hash = sqlc.arg(subject_hash) AND d.status = 'executed' AND c.outcome = 'destroyed'
+ORDER BY d.executed_at, d.disposition_id, c.ord;
+
+-- AddDispositionCaseRows adds rows destroyed to a case of a batch, in the
+-- transaction that destroys them.
+-- name: AddDispositionCaseRows :execrows
+UPDATE disposition_cases SET rows_destroyed = rows_destroyed + sqlc.arg(rows)
+WHERE disposition_id = sqlc.arg(disposition_id) AND ord = sqlc.arg(ord);

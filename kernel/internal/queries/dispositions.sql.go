@@ -11,6 +11,27 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const addDispositionCaseRows = `-- name: AddDispositionCaseRows :execrows
+UPDATE disposition_cases SET rows_destroyed = rows_destroyed + $1
+WHERE disposition_id = $2 AND ord = $3
+`
+
+type AddDispositionCaseRowsParams struct {
+	Rows          int64
+	DispositionID pgtype.UUID
+	Ord           int32
+}
+
+// AddDispositionCaseRows adds rows destroyed to a case of a batch, in the
+// transaction that destroys them.
+func (q *Queries) AddDispositionCaseRows(ctx context.Context, arg AddDispositionCaseRowsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, addDispositionCaseRows, arg.Rows, arg.DispositionID, arg.Ord)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const caseRowsToIndex = `-- name: CaseRowsToIndex :many
 
 SELECT archive_id, table_name, data_key, data_sha256
@@ -54,6 +75,38 @@ func (q *Queries) CaseRowsToIndex(ctx context.Context, rowLimit int32) ([]CaseRo
 	return items, nil
 }
 
+const completeDisposition = `-- name: CompleteDisposition :execrows
+UPDATE dispositions
+SET status = 'executed', executed_at = $1, certificate_key = $2, rows_destroyed = $3,
+    archives_rewritten = $4, archives_purged = $5
+WHERE disposition_id = $6 AND status = 'executing'
+`
+
+type CompleteDispositionParams struct {
+	ExecutedAt        pgtype.Timestamptz
+	CertificateKey    *string
+	RowsDestroyed     *int64
+	ArchivesRewritten *int32
+	ArchivesPurged    *int32
+	DispositionID     pgtype.UUID
+}
+
+// CompleteDisposition records an executed batch.
+func (q *Queries) CompleteDisposition(ctx context.Context, arg CompleteDispositionParams) (int64, error) {
+	result, err := q.db.Exec(ctx, completeDisposition,
+		arg.ExecutedAt,
+		arg.CertificateKey,
+		arg.RowsDestroyed,
+		arg.ArchivesRewritten,
+		arg.ArchivesPurged,
+		arg.DispositionID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const countCaseRowsToIndex = `-- name: CountCaseRowsToIndex :one
 SELECT count(*) FROM archive_ledger WHERE NOT case_rows_indexed AND purged_at IS NULL
 `
@@ -66,8 +119,71 @@ func (q *Queries) CountCaseRowsToIndex(ctx context.Context) (int64, error) {
 	return count, err
 }
 
+const dispositionArchives = `-- name: DispositionArchives :many
+SELECT l.archive_id, l.table_name, l.data_key, l.manifest_key, l.data_sha256, l.record_count,
+       l.hot_window_days, l.archived_at, l.archived_by, l.retention_until, l.legal_hold, l.store_endpoint, l.store_bucket,
+       '{}'::uuid[] AS blocking_holds
+FROM archive_ledger AS l
+WHERE l.archive_id = ANY ($1::uuid[]) AND l.purged_at IS NULL
+ORDER BY l.first_record_at, l.archive_id
+`
+
+type DispositionArchivesRow struct {
+	ArchiveID      pgtype.UUID
+	TableName      string
+	DataKey        string
+	ManifestKey    string
+	DataSha256     string
+	RecordCount    int32
+	HotWindowDays  int32
+	ArchivedAt     pgtype.Timestamptz
+	ArchivedBy     string
+	RetentionUntil pgtype.Date
+	LegalHold      bool
+	StoreEndpoint  string
+	StoreBucket    string
+	BlockingHolds  []pgtype.UUID
+}
+
+// DispositionArchives reads the unpurged ledger rows of the archives a
+// batch rewrites, oldest first.
+func (q *Queries) DispositionArchives(ctx context.Context, archiveIds []pgtype.UUID) ([]DispositionArchivesRow, error) {
+	rows, err := q.db.Query(ctx, dispositionArchives, archiveIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DispositionArchivesRow
+	for rows.Next() {
+		var i DispositionArchivesRow
+		if err := rows.Scan(
+			&i.ArchiveID,
+			&i.TableName,
+			&i.DataKey,
+			&i.ManifestKey,
+			&i.DataSha256,
+			&i.RecordCount,
+			&i.HotWindowDays,
+			&i.ArchivedAt,
+			&i.ArchivedBy,
+			&i.RetentionUntil,
+			&i.LegalHold,
+			&i.StoreEndpoint,
+			&i.StoreBucket,
+			&i.BlockingHolds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const dispositionCases = `-- name: DispositionCases :many
-SELECT disposition_id, ord, series, subject_hash, subject_box, day, item_id, authority, due, rows_hot, rows_archived, archives FROM disposition_cases WHERE disposition_id = $1 ORDER BY ord
+SELECT disposition_id, ord, series, subject_hash, subject_box, day, item_id, authority, due, rows_hot, rows_archived, archives, outcome, outcome_reason, rows_destroyed FROM disposition_cases WHERE disposition_id = $1 ORDER BY ord
 `
 
 // DispositionCases reads a batch's cases in order.
@@ -93,6 +209,9 @@ func (q *Queries) DispositionCases(ctx context.Context, dispositionID pgtype.UUI
 			&i.RowsHot,
 			&i.RowsArchived,
 			&i.Archives,
+			&i.Outcome,
+			&i.OutcomeReason,
+			&i.RowsDestroyed,
 		); err != nil {
 			return nil, err
 		}
@@ -102,6 +221,41 @@ func (q *Queries) DispositionCases(ctx context.Context, dispositionID pgtype.UUI
 		return nil, err
 	}
 	return items, nil
+}
+
+const dispositionStamp = `-- name: DispositionStamp :one
+SELECT (SELECT count(*) FROM archive_holds)::bigint AS holds,
+       (SELECT count(*) FROM archive_holds WHERE released_at IS NULL)::bigint AS active_holds,
+       (SELECT count(*) FROM case_clocks)::bigint AS clocks,
+       (SELECT max(updated_at) FROM case_clocks)::timestamptz AS clocks_updated,
+       (SELECT count(*) FROM disposition_extensions)::bigint AS extensions,
+       (SELECT count(*) FROM retention_schedules WHERE approved_at IS NOT NULL)::bigint AS approvals
+`
+
+type DispositionStampRow struct {
+	Holds         int64
+	ActiveHolds   int64
+	Clocks        int64
+	ClocksUpdated pgtype.Timestamptz
+	Extensions    int64
+	Approvals     int64
+}
+
+// DispositionStamp is what a batch's due cases depend on besides the rows:
+// the holds (placed ever, active), the case clocks, the extensions and the
+// schedule's approvals. The same stamp: what was due is still due.
+func (q *Queries) DispositionStamp(ctx context.Context) (DispositionStampRow, error) {
+	row := q.db.QueryRow(ctx, dispositionStamp)
+	var i DispositionStampRow
+	err := row.Scan(
+		&i.Holds,
+		&i.ActiveHolds,
+		&i.Clocks,
+		&i.ClocksUpdated,
+		&i.Extensions,
+		&i.Approvals,
+	)
+	return i, err
 }
 
 const dueCases = `-- name: DueCases :many
@@ -223,7 +377,7 @@ WITH RECURSIVE items AS (
     LEFT JOIN co ON co.gid = e.gid
     LEFT JOIN (SELECT DISTINCT gid FROM unsure) AS un ON un.gid = e.gid
 )
-SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.item_id::text AS item_id, d.due::date AS due,
+SELECT d.series::text AS series, d.hash::bytea AS subject_hash, d.others::bytea AS others, d.item_id::text AS item_id, d.due::date AS due,
        d.oldest::date AS oldest, d.newest::date AS newest, d.hot_rows, d.archived_rows, d.archives,
        d.day::date AS day,
        (SELECT oc.disposition_id FROM disposition_cases AS oc JOIN dispositions AS od ON od.disposition_id = oc.disposition_id
@@ -268,6 +422,7 @@ type DueCasesParams struct {
 type DueCasesRow struct {
 	Series       string
 	SubjectHash  []byte
+	Others       []byte
 	ItemID       string
 	Due          pgtype.Date
 	Oldest       pgtype.Date
@@ -322,6 +477,7 @@ func (q *Queries) DueCases(ctx context.Context, arg DueCasesParams) ([]DueCasesR
 		if err := rows.Scan(
 			&i.Series,
 			&i.SubjectHash,
+			&i.Others,
 			&i.ItemID,
 			&i.Due,
 			&i.Oldest,
@@ -402,7 +558,7 @@ func (q *Queries) ForgetSubjectCaseRows(ctx context.Context, subjectHash []byte)
 }
 
 const getDisposition = `-- name: GetDisposition :one
-SELECT disposition_id, status, schedule_version, as_of, row_limit, rows, proposed_by, proposed_at, approved_by, approved_at, executed_at, certificate_key, rejected_by, rejected_at, reject_reason, extend_until FROM dispositions WHERE disposition_id = $1
+SELECT disposition_id, status, schedule_version, as_of, row_limit, rows, proposed_by, proposed_at, approved_by, approved_at, executed_at, certificate_key, rejected_by, rejected_at, reject_reason, extend_until, rows_destroyed, archives_rewritten, archives_purged FROM dispositions WHERE disposition_id = $1
 `
 
 // GetDisposition reads a batch.
@@ -426,6 +582,9 @@ func (q *Queries) GetDisposition(ctx context.Context, dispositionID pgtype.UUID)
 		&i.RejectedAt,
 		&i.RejectReason,
 		&i.ExtendUntil,
+		&i.RowsDestroyed,
+		&i.ArchivesRewritten,
+		&i.ArchivesPurged,
 	)
 	return i, err
 }
@@ -526,6 +685,18 @@ func (q *Queries) InsertDispositionCase(ctx context.Context, arg InsertDispositi
 		arg.RowsArchived,
 		arg.Archives,
 	)
+	return err
+}
+
+const lockClocksShare = `-- name: LockClocksShare :exec
+LOCK TABLE case_clocks IN SHARE MODE
+`
+
+// LockClocksShare orders a batch's destroying transaction with case events
+// (a transaction-scoped table lock): an event that would stop a case from
+// falling due waits for it, or is seen by its re-check.
+func (q *Queries) LockClocksShare(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, lockClocksShare)
 	return err
 }
 
@@ -696,4 +867,100 @@ func (q *Queries) ReplaceExtensionHash(ctx context.Context, arg ReplaceExtension
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const setDispositionCaseOutcome = `-- name: SetDispositionCaseOutcome :execrows
+UPDATE disposition_cases
+SET outcome = $1, outcome_reason = $2, rows_destroyed = $3, subject_box = NULL
+WHERE disposition_id = $4 AND ord = $5
+`
+
+type SetDispositionCaseOutcomeParams struct {
+	Outcome       *string
+	OutcomeReason *string
+	RowsDestroyed int64
+	DispositionID pgtype.UUID
+	Ord           int32
+}
+
+// SetDispositionCaseOutcome records what the execution did to a case, and
+// erases its sealed spelling (an executed batch names its cases by hash
+// only).
+func (q *Queries) SetDispositionCaseOutcome(ctx context.Context, arg SetDispositionCaseOutcomeParams) (int64, error) {
+	result, err := q.db.Exec(ctx, setDispositionCaseOutcome,
+		arg.Outcome,
+		arg.OutcomeReason,
+		arg.RowsDestroyed,
+		arg.DispositionID,
+		arg.Ord,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const startDisposition = `-- name: StartDisposition :execrows
+UPDATE dispositions SET status = 'executing', approved_by = $1, approved_at = now()
+WHERE disposition_id = $2 AND status = 'proposed'
+`
+
+type StartDispositionParams struct {
+	ApprovedBy    *string
+	DispositionID pgtype.UUID
+}
+
+// StartDisposition records a proposed batch's approval: from then on it is
+// executing, and every call finishes it.
+func (q *Queries) StartDisposition(ctx context.Context, arg StartDispositionParams) (int64, error) {
+	result, err := q.db.Exec(ctx, startDisposition, arg.ApprovedBy, arg.DispositionID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const subjectDisposals = `-- name: SubjectDisposals :many
+SELECT d.disposition_id, d.executed_at, c.item_id, c.authority, c.series, c.rows_destroyed
+FROM disposition_cases AS c JOIN dispositions AS d ON d.disposition_id = c.disposition_id
+WHERE c.subject_hash = $1 AND d.status = 'executed' AND c.outcome = 'destroyed'
+ORDER BY d.executed_at, d.disposition_id, c.ord
+`
+
+type SubjectDisposalsRow struct {
+	DispositionID pgtype.UUID
+	ExecutedAt    pgtype.Timestamptz
+	ItemID        string
+	Authority     string
+	Series        string
+	RowsDestroyed int64
+}
+
+// SubjectDisposals are the executed batches that destroyed a case's rows:
+// what a records request that arrives later is answered.
+func (q *Queries) SubjectDisposals(ctx context.Context, subjectHash []byte) ([]SubjectDisposalsRow, error) {
+	rows, err := q.db.Query(ctx, subjectDisposals, subjectHash)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SubjectDisposalsRow
+	for rows.Next() {
+		var i SubjectDisposalsRow
+		if err := rows.Scan(
+			&i.DispositionID,
+			&i.ExecutedAt,
+			&i.ItemID,
+			&i.Authority,
+			&i.Series,
+			&i.RowsDestroyed,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -128,22 +128,25 @@ type CaseClockEvent struct {
 }
 
 type Disposition struct {
-	DispositionID   pgtype.UUID
-	Status          string
-	ScheduleVersion string
-	AsOf            pgtype.Date
-	RowLimit        int64
-	Rows            int64
-	ProposedBy      string
-	ProposedAt      pgtype.Timestamptz
-	ApprovedBy      *string
-	ApprovedAt      pgtype.Timestamptz
-	ExecutedAt      pgtype.Timestamptz
-	CertificateKey  *string
-	RejectedBy      *string
-	RejectedAt      pgtype.Timestamptz
-	RejectReason    *string
-	ExtendUntil     pgtype.Date
+	DispositionID     pgtype.UUID
+	Status            string
+	ScheduleVersion   string
+	AsOf              pgtype.Date
+	RowLimit          int64
+	Rows              int64
+	ProposedBy        string
+	ProposedAt        pgtype.Timestamptz
+	ApprovedBy        *string
+	ApprovedAt        pgtype.Timestamptz
+	ExecutedAt        pgtype.Timestamptz
+	CertificateKey    *string
+	RejectedBy        *string
+	RejectedAt        pgtype.Timestamptz
+	RejectReason      *string
+	ExtendUntil       pgtype.Date
+	RowsDestroyed     *int64
+	ArchivesRewritten *int32
+	ArchivesPurged    *int32
 }
 
 type DispositionCase struct {
@@ -159,6 +162,9 @@ type DispositionCase struct {
 	RowsHot       int64
 	RowsArchived  int64
 	Archives      []pgtype.UUID
+	Outcome       *string
+	OutcomeReason *string
+	RowsDestroyed int64
 }
 
 type DispositionExtension struct {

@@ -177,22 +177,25 @@ type DeadLetterAudit struct {
 }
 
 type Disposition struct {
-	DispositionID   uuid.UUID
-	Status          string
-	ScheduleVersion string
-	AsOf            pgtype.Date
-	RowLimit        int64
-	Rows            int64
-	ProposedBy      string
-	ProposedAt      time.Time
-	ApprovedBy      *string
-	ApprovedAt      pgtype.Timestamptz
-	ExecutedAt      pgtype.Timestamptz
-	CertificateKey  *string
-	RejectedBy      *string
-	RejectedAt      pgtype.Timestamptz
-	RejectReason    *string
-	ExtendUntil     pgtype.Date
+	DispositionID     uuid.UUID
+	Status            string
+	ScheduleVersion   string
+	AsOf              pgtype.Date
+	RowLimit          int64
+	Rows              int64
+	ProposedBy        string
+	ProposedAt        time.Time
+	ApprovedBy        *string
+	ApprovedAt        pgtype.Timestamptz
+	ExecutedAt        pgtype.Timestamptz
+	CertificateKey    *string
+	RejectedBy        *string
+	RejectedAt        pgtype.Timestamptz
+	RejectReason      *string
+	ExtendUntil       pgtype.Date
+	RowsDestroyed     *int64
+	ArchivesRewritten *int32
+	ArchivesPurged    *int32
 }
 
 type DispositionCase struct {
@@ -208,6 +211,9 @@ type DispositionCase struct {
 	RowsHot       int64
 	RowsArchived  int64
 	Archives      []uuid.UUID
+	Outcome       *string
+	OutcomeReason *string
+	RowsDestroyed int64
 }
 
 type DispositionExtension struct {

@@ -1,0 +1,125 @@
+package lifecycle_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/craig/retention/kernel/disposition"
+	"github.com/craig/retention/kernel/metrics"
+)
+
+const execSchedule = `version: "x-1"
+items:
+  - id: CW-12
+    series: rule_evaluations
+    starts: case.closed
+    retain: P30D
+    authority: GRS-2482, authorized 1998-03-20
+`
+
+// TestDispositionExecution: a batch of case 17 (closed 60 days ago, due
+// under CW-12) approved by a second identity destroys its rows hot and in
+// every archive (the archive all of whose rows are its is purged whole,
+// the others rewritten once), leaves every row of case 18 (open: never
+// due) readable and verified, writes a certificate that names the item
+// and its authority and no case in clear, answers a later records
+// request with the disposal, counts the rows, and changes nothing when
+// approved again. Self-approval is refused and changes nothing.
+func TestDispositionExecution(t *testing.T) {
+	t.Parallel()
+	h := newAttackDue(t, execSchedule)
+	w := h.w
+	h.event(t, "case.closed", "case:17", h.now.AddDate(0, 0, -60), "Substantiated", "")
+	bBefore, _ := w.fetch(t, "case:18")
+	aBefore, _ := w.fetch(t, "case:17")
+	require.NotEmpty(t, aBefore)
+
+	reg := prometheus.NewRegistry()
+	dm, err := metrics.NewDispositions(reg)
+	require.NoError(t, err)
+	h.f.WithExecution(disposition.Execution{Service: w.s3.Service, Orders: w.orders, Store: w.st, Executed: dm.ExecutedRows,
+		Index: func(ctx context.Context) (int64, error) {
+			rep, err := w.reader.IndexCaseRows(ctx, 100)
+			return rep.Left, err
+		}})
+	h.index(t)
+	b, err := h.f.Freeze(w.ctx, 0, "ops:rita")
+	require.NoError(t, err)
+	require.Len(t, b.Items, 1)
+	require.Len(t, b.Items[0].Cases, 1)
+	require.Equal(t, "case:17", b.Items[0].Cases[0].Subject)
+	frozen := b.Items[0].Cases[0].RowsHot + b.Items[0].Cases[0].RowsArchived
+
+	_, err = h.f.Approve(w.ctx, b.ID, "OPS:Rita")
+	require.ErrorIs(t, err, disposition.ErrSelfApproval)
+	require.Equal(t, "proposed", must(h.f.Get(w.ctx, b.ID))(t).Status, "a refused approval changes nothing")
+
+	res, err := h.f.Approve(w.ctx, b.ID, "ops:sam")
+	require.NoError(t, err)
+	require.Equal(t, "executed", res.Status)
+	require.Equal(t, frozen, res.RowsDestroyed, "every row the batch froze")
+	require.Equal(t, 1, res.CasesDestroyed)
+	require.Zero(t, res.CasesSkipped)
+	require.Equal(t, 1, res.ArchivesPurged, "the archive of case 17's rows only")
+	require.Equal(t, 2, res.ArchivesRewritten, "the archives it shares with case 18")
+	w.canaryNowhere(t)
+	aAfter, sum := w.fetch(t, "case:17")
+	require.Empty(t, aAfter)
+	require.Len(t, sum.Summary.Disposed, 1)
+	require.Equal(t, b.ID, sum.Summary.Disposed[0].DispositionID)
+	require.Equal(t, "CW-12", sum.Summary.Disposed[0].Item)
+	require.Equal(t, "GRS-2482, authorized 1998-03-20", sum.Summary.Disposed[0].Authority)
+	bAfter, _ := w.fetch(t, "case:18")
+	require.Equal(t, ns(t, bBefore), ns(t, bAfter), "every row of case 18 is still there")
+	rep, err := w.reader.Verify(w.ctx, true, 0)
+	require.NoError(t, err)
+	require.Zero(t, rep.Failed, "%+v", rep)
+
+	cert, err := w.st.Get(w.ctx, res.CertificateKey)
+	require.NoError(t, err)
+	require.Equal(t, disposition.CertificateKey(w.s3.Service, b.ID), res.CertificateKey)
+	var c struct {
+		ID       string `json:"disposition_id"`
+		Version  string `json:"schedule_version"`
+		Proposed string `json:"proposed_by"`
+		Approved string `json:"approved_by"`
+		Items    []struct {
+			Item, Authority string
+			Rows            map[string]int64
+		} `json:"items"`
+		Archives []struct {
+			Purged bool `json:"purged"`
+		} `json:"archives"`
+		Cases []struct {
+			Hash    string `json:"subject_hash"`
+			Outcome string `json:"outcome"`
+		} `json:"cases"`
+	}
+	require.NoError(t, json.Unmarshal(cert, &c))
+	require.Equal(t, b.ID.String(), c.ID)
+	require.Equal(t, "x-1", c.Version)
+	require.Equal(t, "ops:rita", c.Proposed)
+	require.Equal(t, "ops:sam", c.Approved)
+	require.Equal(t, "GRS-2482, authorized 1998-03-20", c.Items[0].Authority)
+	require.Equal(t, frozen, c.Items[0].Rows["rule_evaluations"])
+	require.Len(t, c.Archives, 3)
+	require.Equal(t, "destroyed", c.Cases[0].Outcome)
+	require.NotContains(t, string(cert), "case:17")
+	require.NotContains(t, strings.ToLower(string(cert)), `"subject":`)
+	require.Equal(t, float64(frozen), testutil.ToFloat64(dm.ExecutedRows.WithLabelValues("rule_evaluations", "CW-12")))
+	got := must(h.f.Get(w.ctx, b.ID))(t)
+	require.Equal(t, "executed", got.Status)
+	require.Empty(t, got.Items[0].Cases[0].Subject, "an executed batch names its cases by hash only")
+
+	again, err := h.f.Approve(w.ctx, b.ID, "ops:sam")
+	require.NoError(t, err)
+	require.Equal(t, res.RowsDestroyed, again.RowsDestroyed)
+	require.Equal(t, res.CertificateKey, again.CertificateKey)
+	require.Equal(t, float64(frozen), testutil.ToFloat64(dm.ExecutedRows.WithLabelValues("rule_evaluations", "CW-12")), "counted once")
+}
