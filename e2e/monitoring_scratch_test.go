@@ -59,6 +59,9 @@ var afterFirstCycle = map[string]bool{
 	// in force and the due listing ran (a 0 would claim "nothing is due")
 	"retention_disposition_due_rows":        true,
 	"retention_disposition_due_oldest_days": true,
+	// the rows batches destroyed: labelled by item, no series before the
+	// first batch is executed under a schedule
+	"retention_disposition_executed_rows_total": true,
 }
 
 // TestFreshServeExportsEveryMonitoredSeries boots rules' and security's

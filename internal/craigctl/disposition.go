@@ -1,13 +1,16 @@
 package craigctl
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 )
 
@@ -35,7 +38,85 @@ type dueListing struct {
 
 func newDispositionCmd(o *options) *cobra.Command {
 	var fleet string
-	return group("disposition", "Disposition review: what the records schedule makes due (ADR-073)", newDispositionDue(o, &fleet))
+	return group("disposition", "Disposition review: what the records schedule makes due (ADR-073)", newDispositionDue(o, &fleet),
+		newDispositionShow(o), newDispositionApprove(o))
+}
+
+// batchPath is a batch's path on its service; the id must be a UUID.
+func batchPath(id string, tail string) (string, error) {
+	u, err := uuid.Parse(id)
+	if err != nil || u.String() != strings.ToLower(id) {
+		return "", usageErr("%q is not a batch id (a UUID)", id)
+	}
+	return "/admin/dispositions/" + u.String() + tail, nil
+}
+
+func newDispositionShow(o *options) *cobra.Command {
+	var cert bool
+	c := &cobra.Command{
+		Use:   "show ID --service SVC [--certificate]",
+		Short: "Show a disposition batch, or with --certificate its proof of disposition",
+		Long: `Show batch ID of --service as JSON: its status, schedule version, items and
+cases (by subject for the reviewers until it is executed, then by keyed hash
+only). With --certificate, print the executed batch's certificate as the
+store holds it: the items with their authority, the counts per item and
+table, the archives rewritten and purged with their lineage, who proposed and
+approved and when, and the cases by keyed hash. A batch not executed has no
+certificate (404, exit 1). Needs records:review.`,
+		Args: exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			tail := ""
+			if cert {
+				tail = "/certificate"
+			}
+			path, err := batchPath(args[0], tail)
+			if err != nil {
+				return err
+			}
+			cl, err := o.target()
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if _, err := cl.do(cmd.Context(), http.MethodGet, path, nil, nil, &raw); err != nil {
+				return fmt.Errorf("%s: %w", cl.service, err)
+			}
+			var out bytes.Buffer
+			if err := json.Indent(&out, raw, "", "  "); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(o.io.Out, out.String())
+			return err
+		},
+	}
+	c.Flags().BoolVar(&cert, "certificate", false, "print the executed batch's certificate")
+	return c
+}
+
+func newDispositionApprove(o *options) *cobra.Command {
+	return &cobra.Command{
+		Use:   "approve ID --service SVC",
+		Short: "Approve a proposed batch: its due rows are destroyed (another identity than its proposer)",
+		Long: `Approve batch ID of --service: the service computes again what is due, destroys
+the batch's cases that still are (hot rows, and every archive holding one of
+their rows rewritten once; an archive whose every row is due purged whole),
+skips and reports the others, and writes the certificate. The proposer
+cannot approve (403, exit 5). A call that fails part way is finished by
+running it again; an executed batch answers its outcome again. Prints its
+outcome as JSON. Needs records:review.`,
+		Args: exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := batchPath(args[0], "/approve")
+			if err != nil {
+				return err
+			}
+			cl, err := o.target()
+			if err != nil {
+				return err
+			}
+			return o.postEach(cmd.Context(), []*client{cl}, func(int) string { return path }, func(int) any { return struct{}{} })
+		},
+	}
 }
 
 func newDispositionDue(o *options, fleet *string) *cobra.Command {

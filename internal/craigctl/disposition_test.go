@@ -59,3 +59,38 @@ func TestDispositionDueListsEachServiceCase(t *testing.T) {
 	require.Equal(t, craigctl.ExitFailed, r.code, r.errOut)
 	require.Contains(t, r.errOut, "no_schedule_in_force")
 }
+
+// TestDispositionShowAndApprove: show prints the batch, --certificate
+// the certificate as the service answers it; approve posts to the batch
+// and prints its outcome; a batch id that is not a UUID is a usage error
+// before any call; a self-approval (403) is exit 5.
+func TestDispositionShowAndApprove(t *testing.T) {
+	t.Parallel()
+	const id = "0193a6a0-0000-7000-8000-0000000000b1"
+	cert := `{"disposition_id":"` + id + `","items":[{"item":"CW-12","authority":"GRS-2482","cases":1,"rows":{"rule_evaluations":4}}]}`
+	f := newFake(t, map[string]http.HandlerFunc{
+		"GET /admin/dispositions/" + id:                  answer(200, `{"disposition_id":"`+id+`","status":"proposed"}`),
+		"GET /admin/dispositions/" + id + "/certificate": answer(200, cert),
+		"POST /admin/dispositions/" + id + "/approve":    answer(200, `{"disposition_id":"`+id+`","status":"executed","rows_destroyed":4}`),
+	})
+	r := run(t, "", false, env(f), "disposition", "show", id, "--service", "rules")
+	require.Equal(t, craigctl.ExitOK, r.code, r.errOut)
+	require.Contains(t, r.out, `"status": "proposed"`)
+	r = run(t, "", false, env(f), "disposition", "show", id, "--service", "rules", "--certificate")
+	require.Equal(t, craigctl.ExitOK, r.code, r.errOut)
+	require.Contains(t, r.out, `"authority": "GRS-2482"`)
+	r = run(t, "", false, env(f), "disposition", "approve", id, "--service", "rules")
+	require.Equal(t, craigctl.ExitOK, r.code, r.errOut)
+	require.Contains(t, r.out, `"rows_destroyed":4`)
+	calls := len(f.seen())
+	for _, bad := range []string{"42", "../x", id + "/reject"} {
+		r = run(t, "", false, env(f), "disposition", "approve", bad, "--service", "rules")
+		require.Equal(t, craigctl.ExitUsage, r.code, "%s: %s", bad, r.errOut)
+	}
+	require.Equal(t, calls, len(f.seen()), "a usage error calls nothing")
+
+	self := newFake(t, map[string]http.HandlerFunc{"POST /admin/dispositions/" + id + "/approve": answer(403,
+		`{"error":"self_approval","message":"disposition: a batch is approved by another identity than its proposer"}`)})
+	r = run(t, "", false, env(self), "disposition", "approve", id, "--service", "rules")
+	require.Equal(t, craigctl.ExitAuth, r.code, r.errOut)
+}

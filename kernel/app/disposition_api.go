@@ -33,6 +33,26 @@ func (a *ArchiveAPI) dispositionRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /admin/dispositions/{id}", a.require(auth.ScopeReview, a.withDispositions(a.batch)))
 	mux.Handle("POST /admin/dispositions/{id}/reject", a.require(auth.ScopeReview, a.withDispositions(a.reject)))
 	mux.Handle("POST /admin/dispositions/{id}/approve", a.require(auth.ScopeReview, a.withDispositions(a.approveBatch)))
+	mux.Handle("GET /admin/dispositions/{id}/certificate", a.require(auth.ScopeReview, a.withDispositions(a.batchCertificate)))
+}
+
+// batchCertificate answers an executed batch's certificate as the store
+// holds it: GET /admin/dispositions/{id}/certificate. 200; 404 (no such
+// batch, or not executed).
+func (a *ArchiveAPI) batchCertificate(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the batch id is a UUID", nil)
+		return
+	}
+	doc, err := a.Dispositions.Certificate(r.Context(), id)
+	if err != nil {
+		a.dispositionError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(doc)
 }
 
 // approveBatch executes a proposed batch as a second identity: POST
@@ -170,7 +190,7 @@ func (a *ArchiveAPI) dispositionError(w http.ResponseWriter, r *http.Request, er
 		writeError(w, http.StatusConflict, "schedule_changed", err.Error(), nil)
 	case errors.Is(err, disposition.ErrNotAwaiting):
 		writeError(w, http.StatusConflict, "not_awaiting_decision", err.Error(), nil)
-	case errors.Is(err, disposition.ErrNotFound):
+	case errors.Is(err, disposition.ErrNotFound), errors.Is(err, disposition.ErrNoCertificate):
 		writeError(w, http.StatusNotFound, "not_found", err.Error(), nil)
 	case errors.Is(err, disposition.ErrSelfApproval):
 		writeError(w, http.StatusForbidden, "self_approval", err.Error(), nil)

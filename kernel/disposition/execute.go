@@ -398,3 +398,28 @@ func (f *Finder) complete(ctx context.Context, run *batchRun, c certificate, res
 			"certificate": res.CertificateKey, "executed_at": c.ExecutedAt.Format(time.RFC3339Nano)})
 	})
 }
+
+// ErrNoCertificate: the batch is not executed (it has no certificate).
+var ErrNoCertificate = errors.New("disposition: the batch is not executed: it has no certificate")
+
+// Certificate reads an executed batch's certificate from the store: the
+// newest version of its create-only object.
+func (f *Finder) Certificate(ctx context.Context, id uuid.UUID) ([]byte, error) {
+	if f.exec == nil || f.exec.Store == nil {
+		return nil, ErrNoExecution
+	}
+	d, err := queries.New(f.pool).GetDisposition(ctx, pgUUID(id))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	case err != nil:
+		return nil, fmt.Errorf("batch %s: %w", id, err)
+	case d.Status != StatusExecuted || d.CertificateKey == nil:
+		return nil, fmt.Errorf("%w: %s is %s", ErrNoCertificate, id, d.Status)
+	}
+	b, err := f.exec.Store.Get(ctx, *d.CertificateKey)
+	if err != nil {
+		return nil, fmt.Errorf("batch %s: certificate %s: %w", id, *d.CertificateKey, err)
+	}
+	return b, nil
+}
