@@ -103,11 +103,8 @@ func (r *Reader) Subject(ctx context.Context, w io.Writer, s subject.Subject, ac
 		if sealed, hidden, err = r.sealedHere(ctx, tx, hash); err != nil || hidden {
 			return err // a sealed subject answers as one with no rows
 		}
-		cands, err := queries.New(tx).SubjectArchives(ctx, queries.SubjectArchivesParams{SubjectHash: hash, Tables: sum.Tables})
-		if err != nil {
-			return fmt.Errorf("subject index: %w", err)
-		}
-		if sum.Disposed, err = disposals(ctx, tx, hash); err != nil {
+		var cands []queries.SubjectArchivesRow
+		if cands, sum.Disposed, err = candidates(ctx, tx, hash, sum.Tables); err != nil {
 			return err
 		}
 		for _, c := range cands {
@@ -466,17 +463,22 @@ func writeSubject(w io.Writer, lines []SubjectLine, sum SubjectSummary) error {
 	return enc.Encode(map[string]SubjectSummary{"summary": sum})
 }
 
-// disposals are the executed batches that destroyed rows of the subject
-// whose keyed hash is hash.
-func disposals(ctx context.Context, tx pgx.Tx, hash []byte) ([]Disposal, error) {
+// candidates are the archives of tables the subject index says hold the
+// subject whose keyed hash is hash (or that are not indexed), and the
+// executed batches that destroyed rows of it.
+func candidates(ctx context.Context, tx pgx.Tx, hash []byte, tables []string) ([]queries.SubjectArchivesRow, []Disposal, error) {
+	cands, err := queries.New(tx).SubjectArchives(ctx, queries.SubjectArchivesParams{SubjectHash: hash, Tables: tables})
+	if err != nil {
+		return nil, nil, fmt.Errorf("subject index: %w", err)
+	}
 	rows, err := queries.New(tx).SubjectDisposals(ctx, hash)
 	if err != nil {
-		return nil, fmt.Errorf("disposals: %w", err)
+		return nil, nil, fmt.Errorf("disposals: %w", err)
 	}
 	out := make([]Disposal, 0, len(rows))
 	for _, d := range rows {
 		out = append(out, Disposal{DispositionID: d.DispositionID.Bytes, ExecutedAt: d.ExecutedAt.Time.UTC(), Item: d.ItemID,
 			Authority: d.Authority, Table: d.Series, Rows: d.RowsDestroyed})
 	}
-	return out, nil
+	return cands, out, nil
 }

@@ -57,27 +57,7 @@ func (f *Finder) plan(ctx context.Context, db prune.DB, run *batchRun) (*plan, e
 	for _, c := range run.cases {
 		byKey[caseKey(c.Series, c.SubjectHash, c.Day)] = c
 	}
-	held := map[int32][]string{}
-	var due []queries.DueCasesRow
-	for _, r := range d.rows {
-		c, ok := byKey[caseKey(r.Series, r.SubjectHash, r.Day)]
-		switch {
-		case !ok:
-		case len(r.Holds) > 0:
-			for _, h := range uuidsOf(r.Holds) {
-				held[c.Ord] = append(held[c.Ord], h.String())
-			}
-		case r.ItemID != c.ItemID:
-			p.skipped[c.Ord] = "its rows now fall under item " + r.ItemID
-		default:
-			due = append(due, r)
-		}
-	}
-	for ord, ids := range held {
-		slices.Sort(ids)
-		p.skipped[ord] = "held by " + strings.Join(slices.Compact(ids), ", ")
-	}
-	for _, r := range due {
+	for _, r := range p.classify(d.rows, byKey) {
 		c := byKey[caseKey(r.Series, r.SubjectHash, r.Day)]
 		if _, skip := p.skipped[c.Ord]; skip {
 			continue
@@ -98,6 +78,33 @@ func (f *Finder) plan(ctx context.Context, db prune.DB, run *batchRun) (*plan, e
 		}
 	}
 	return p, nil
+}
+
+// classify returns the due groups of the batch's cases (byKey) that no
+// hold keeps, under the case's item, and records as skipped the cases
+// with a held group (a case is disposed as a unit) or another item.
+func (p *plan) classify(rows []queries.DueCasesRow, byKey map[string]queries.DispositionCase) []queries.DueCasesRow {
+	held := map[int32][]string{}
+	var due []queries.DueCasesRow
+	for _, r := range rows {
+		c, ok := byKey[caseKey(r.Series, r.SubjectHash, r.Day)]
+		switch {
+		case !ok:
+		case len(r.Holds) > 0:
+			for _, h := range uuidsOf(r.Holds) {
+				held[c.Ord] = append(held[c.Ord], h.String())
+			}
+		case r.ItemID != c.ItemID:
+			p.skipped[c.Ord] = "its rows now fall under item " + r.ItemID
+		default:
+			due = append(due, r)
+		}
+	}
+	for ord, ids := range held {
+		slices.Sort(ids)
+		p.skipped[ord] = "held by " + strings.Join(slices.Compact(ids), ", ")
+	}
+	return due
 }
 
 // destroys says whether the plan destroys rows of the case ord.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -122,4 +123,48 @@ func TestDispositionExecution(t *testing.T) {
 	require.Equal(t, res.RowsDestroyed, again.RowsDestroyed)
 	require.Equal(t, res.CertificateKey, again.CertificateKey)
 	require.Equal(t, float64(frozen), testutil.ToFloat64(dm.ExecutedRows.WithLabelValues("rule_evaluations", "CW-12")), "counted once")
+}
+
+// TestDispositionExecutionSkipsWhatStoppedBeingDue: between the freeze
+// and the approval, case 17 is put under a subject hold and case 18
+// (closed too) is reopened: the execution destroys nothing of either,
+// reports both skipped with their reason in the certificate, and every
+// row still reads.
+func TestDispositionExecutionSkipsWhatStoppedBeingDue(t *testing.T) {
+	t.Parallel()
+	h := newAttackDue(t, execSchedule)
+	w := h.w
+	h.event(t, "case.closed", "case:17", h.now.AddDate(0, 0, -60), "Substantiated", "")
+	h.event(t, "case.closed", "case:18", h.now.AddDate(0, 0, -60), "Substantiated", "")
+	aBefore, _ := w.fetch(t, "case:17")
+	bBefore, _ := w.fetch(t, "case:18")
+	h.f.WithExecution(disposition.Execution{Service: w.s3.Service, Orders: w.orders, Store: w.st,
+		Index: func(ctx context.Context) (int64, error) {
+			rep, err := w.reader.IndexCaseRows(ctx, 100)
+			return rep.Left, err
+		}})
+	h.index(t)
+	b, err := h.f.Freeze(w.ctx, 0, "ops:rita")
+	require.NoError(t, err)
+	require.Len(t, b.Items[0].Cases, 2)
+
+	w.db.Exec(t, `INSERT INTO archive_holds (title, reason, created_by, subject_hashes) VALUES ('t', 'r', 'ops:carol', ARRAY[$1::bytea])`,
+		w.key.Hash(mustSubject(t, "case:17")))
+	h.event(t, "case.reopened", "case:18", h.now.Add(-time.Minute), "", "")
+
+	res, err := h.f.Approve(w.ctx, b.ID, "ops:sam")
+	require.NoError(t, err)
+	require.Zero(t, res.RowsDestroyed)
+	require.Equal(t, 2, res.CasesSkipped)
+	require.Zero(t, res.ArchivesRewritten+res.ArchivesPurged)
+	aAfter, _ := w.fetch(t, "case:17")
+	bAfter, _ := w.fetch(t, "case:18")
+	require.Equal(t, ns(t, aBefore), ns(t, aAfter))
+	require.Equal(t, ns(t, bBefore), ns(t, bAfter))
+	cert, err := h.f.Certificate(w.ctx, b.ID)
+	require.NoError(t, err)
+	require.Contains(t, string(cert), `"outcome": "skipped"`)
+	require.Contains(t, string(cert), "held by ")
+	require.Contains(t, string(cert), "not due on ")
+	require.NotContains(t, string(cert), `"outcome": "destroyed"`)
 }
