@@ -12,6 +12,7 @@ import (
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/courtorder"
+	"github.com/craig/retention/kernel/disposition"
 	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
@@ -159,8 +160,10 @@ func (c *reconcileCmd[T]) run(ctx context.Context, rt *runtime[T]) (int, error) 
 		return ExitFail, err
 	}
 	reader := archiveread.New(pool, st, rt.spec.Name, tables).WithSubjectKey(key)
+	schedules := schedule.New(pool, scheduleSeries(tables))
+	batches := disposition.NewFinder(pool, key, tables, schedules).WithExecution(disposition.Execution{Service: rt.spec.Name, Orders: orders, Store: st})
 	rep, err := reconcile.Reconciler{Journal: journal.New(pool, st, rt.spec.Name, &journal.Gate{}), Lifecycle: lm, Orders: orders, Reader: reader,
-		Schedules: schedule.New(pool, scheduleSeries(tables)), Clocks: schedule.NewClocks(pool, key),
+		Schedules: schedules, Clocks: schedule.NewClocks(pool, key), Dispositions: batches,
 		Logger: rt.logger, Actor: CLIActor("reconcile")}.Run(ctx)
 	if err != nil {
 		return ExitFail, err

@@ -228,6 +228,8 @@ func maxTime(a, b time.Time) time.Time {
 type RowGroups struct {
 	ID     string
 	Groups []string
+	// At is the row's age (clamped to the representable range).
+	At time.Time
 }
 
 // HotRowGroups are the groups of each of spec's hot rows.
@@ -250,7 +252,8 @@ func DeleteByIDSQL(spec TableSpec) string {
 // subject, whether a case field is unreadable, and its UTC day.
 func rowCasesSQL(spec TableSpec, id, from string) string {
 	cases, all, unparsed := caseExprs(spec)
-	return "SELECT " + id + ", " + cases + ", " + all + ", (" + unparsed + "), (" + clampedAge(spec) + " AT TIME ZONE 'UTC')::date FROM " + from
+	return "SELECT " + id + ", " + cases + ", " + all + ", (" + unparsed + "), (" + clampedAge(spec) + " AT TIME ZONE 'UTC')::date, " + clampedAge(spec) +
+		" FROM " + from
 }
 
 func readRowGroups(ctx context.Context, db prune.DB, key subject.Key, spec TableSpec, sql string, args ...any) ([]RowGroups, error) {
@@ -266,7 +269,7 @@ func readRowGroups(ctx context.Context, db prune.DB, key subject.Key, spec Table
 		var cases, all []string
 		var unparsed bool
 		var day time.Time
-		if err := rows.Scan(&r.ID, &cases, &all, &unparsed, &day); err != nil {
+		if err := rows.Scan(&r.ID, &cases, &all, &unparsed, &day, &r.At); err != nil {
 			return nil, fmt.Errorf("row groups of %s: %w", spec.Table, err)
 		}
 		if !unparsed {

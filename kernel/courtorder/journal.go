@@ -32,16 +32,17 @@ type sealEntry struct {
 // subject is sealed under the subject key (a database restored from before
 // the order has nothing else to find its hot rows by).
 type expungeEntry struct {
-	ExpungeID   uuid.UUID         `json:"expunge_id"`
-	OrderRef    string            `json:"order_ref"`
-	RequestedBy string            `json:"requested_by"`
-	Commitment  string            `json:"commitment"`
-	Subject     []byte            `json:"subject"`
-	Archives    []expungedArchive `json:"archives"`
+	ExpungeID   uuid.UUID           `json:"expunge_id"`
+	OrderRef    string              `json:"order_ref"`
+	RequestedBy string              `json:"requested_by"`
+	Commitment  string              `json:"commitment"`
+	Subject     []byte              `json:"subject"`
+	Archives    []SupersededArchive `json:"archives"`
 }
 
-// expungedArchive is one archive an expungement superseded.
-type expungedArchive struct {
+// SupersededArchive is one archive an act (an expungement, a disposition
+// batch) superseded, as its journal entry records it.
+type SupersededArchive struct {
 	ArchiveID            uuid.UUID  `json:"archive_id"`
 	Table                string     `json:"table"`
 	DataKey              string     `json:"data_key"`
@@ -80,9 +81,15 @@ func (o *Orders) journalExpunge(ctx context.Context, tx pgx.Tx, ord *order, line
 		return err
 	}
 	e := expungeEntry{ExpungeID: ord.id, OrderRef: ord.orderRef, RequestedBy: ord.requester, Commitment: subject.Hex(ord.commitment),
-		Subject: box, Archives: []expungedArchive{}}
+		Subject: box, Archives: JournalLineage(lineage)}
+	return journal.Append(ctx, tx, journal.ActExpunge, e, ord.approver)
+}
+
+// JournalLineage is an act's lineage as its journal entry records it.
+func JournalLineage(lineage []queries.ExpungementLineageRow) []SupersededArchive {
+	out := []SupersededArchive{}
 	for _, l := range lineage {
-		a := expungedArchive{ArchiveID: l.ArchiveID.Bytes, Table: l.TableName, DataKey: l.DataKey, ManifestKey: l.ManifestKey,
+		a := SupersededArchive{ArchiveID: l.ArchiveID.Bytes, Table: l.TableName, DataKey: l.DataKey, ManifestKey: l.ManifestKey,
 			SuccessorManifestKey: l.NewManifestKey, Retention: &retentionRecord{}}
 		if l.RetentionUntil.Valid {
 			days := l.RetentionUntil.Time.Unix() / secondsPerDay
@@ -92,9 +99,9 @@ func (o *Orders) journalExpunge(ctx context.Context, tx pgx.Tx, ord *order, line
 			id := uuid.UUID(l.NewArchiveID.Bytes)
 			a.SuccessorID = &id
 		}
-		e.Archives = append(e.Archives, a)
+		out = append(out, a)
 	}
-	return journal.Append(ctx, tx, journal.ActExpunge, e, ord.approver)
+	return out
 }
 
 // Reapply re-applies a journaled seal, unseal or expungement that a
@@ -159,22 +166,52 @@ func (o *Orders) reapplyExpunge(ctx context.Context, e journal.Entry, x expungeE
 	if err != nil {
 		return fmt.Errorf("journal entry %d: %w", e.Seq, err)
 	}
-	destroyedSince, err := o.rebookAll(ctx, e, x, forgotten)
+	ord := &order{id: x.ExpungeID, subject: s, hash: o.cfg.Key.Hash(s), commitment: commitment, orderRef: x.OrderRef,
+		requester: x.RequestedBy, approver: e.Actor, at: e.Time()}
+	return o.ReapplyLineage(ctx, e, x.ExpungeID, x.Archives, forgotten, func(ctx context.Context, tx pgx.Tx) error {
+		q := queries.New(tx)
+		at := pgtype.Timestamptz{Time: e.Time(), Valid: true}
+		for _, spec := range o.subjectSpecs() {
+			if _, err := tx.Exec(ctx, "DELETE FROM "+pgx.Identifier{spec.Table}.Sanitize()+" AS t WHERE "+archive.SubjectMatch(spec, 1), s.String()); err != nil {
+				return fmt.Errorf("expunge hot rows of %s again: %w", spec.Table, err)
+			}
+		}
+		if err := o.replaceHash(ctx, tx, ord); err != nil {
+			return err
+		}
+		ids := make([]uuid.UUID, 0, len(x.Archives))
+		for _, a := range x.Archives {
+			ids = append(ids, a.ArchiveID)
+		}
+		if err := q.ReapplyExpungement(ctx, queries.ReapplyExpungementParams{ExpungeID: pgUUID(x.ExpungeID), Commitment: commitment, OrderRef: x.OrderRef,
+			Reason: fmt.Sprintf("restored from the store journal (entry %d)", e.Seq), Archives: pgUUIDs(ids), RequestedBy: x.RequestedBy,
+			ApprovedBy: &e.Actor, ExecutedAt: at}); err != nil {
+			return fmt.Errorf("record expungement %s: %w", x.ExpungeID, err)
+		}
+		return nil
+	})
+}
+
+// ReapplyLineage re-applies a journaled act's lineage (entry e, act id):
+// each successor the restored ledger lacks is booked again from its
+// objects, the superseded archives' objects destroyed again, and, in one
+// transaction under the holds lock, each superseded archive stamped again
+// (its holds carried to a successor a later act destroyed), then more
+// run, then the entry adopted.
+func (o *Orders) ReapplyLineage(ctx context.Context, e journal.Entry, id uuid.UUID, archives []SupersededArchive, forgotten journal.Forgotten,
+	more func(ctx context.Context, tx pgx.Tx) error) error {
+	destroyedSince, err := o.rebookAll(ctx, e, archives, forgotten)
 	if err != nil {
 		return err
 	}
-	ord := &order{id: x.ExpungeID, subject: s, hash: o.cfg.Key.Hash(s), commitment: commitment, orderRef: x.OrderRef,
-		requester: x.RequestedBy, approver: e.Actor, at: e.Time()}
 	return pgx.BeginFunc(ctx, o.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
 		if err := q.LockHoldsShared(ctx, lease.HoldsKey); err != nil {
 			return err
 		}
 		at := pgtype.Timestamptz{Time: e.Time(), Valid: true}
-		ids := make([]uuid.UUID, 0, len(x.Archives))
-		for _, a := range x.Archives {
-			ids = append(ids, a.ArchiveID)
-			if _, err := q.ReapplySuperseded(ctx, queries.ReapplySupersededParams{PurgedAt: at, PurgedBy: &e.Actor, ExpungeID: pgUUID(x.ExpungeID),
+		for _, a := range archives {
+			if _, err := q.ReapplySuperseded(ctx, queries.ReapplySupersededParams{PurgedAt: at, PurgedBy: &e.Actor, ExpungeID: pgUUID(id),
 				SupersededBy: pgUUIDPtr(a.SuccessorID), ArchiveID: pgUUID(a.ArchiveID)}); err != nil {
 				return fmt.Errorf("stamp %s superseded: %w", a.ArchiveID, err)
 			}
@@ -184,29 +221,19 @@ func (o *Orders) reapplyExpunge(ctx context.Context, e journal.Entry, x expungeE
 				return fmt.Errorf("carry holds to %s: %w", *a.SuccessorID, err)
 			}
 		}
-		for _, spec := range o.subjectSpecs() {
-			if _, err := tx.Exec(ctx, "DELETE FROM "+pgx.Identifier{spec.Table}.Sanitize()+" AS t WHERE "+archive.SubjectMatch(spec, 1), s.String()); err != nil {
-				return fmt.Errorf("expunge hot rows of %s again: %w", spec.Table, err)
-			}
-		}
-		if err := o.replaceHash(ctx, tx, ord); err != nil {
+		if err := more(ctx, tx); err != nil {
 			return err
-		}
-		if err := q.ReapplyExpungement(ctx, queries.ReapplyExpungementParams{ExpungeID: pgUUID(x.ExpungeID), Commitment: commitment, OrderRef: x.OrderRef,
-			Reason: fmt.Sprintf("restored from the store journal (entry %d)", e.Seq), Archives: pgUUIDs(ids), RequestedBy: x.RequestedBy,
-			ApprovedBy: &e.Actor, ExecutedAt: at}); err != nil {
-			return fmt.Errorf("record expungement %s: %w", x.ExpungeID, err)
 		}
 		return journal.Adopt(ctx, tx, e)
 	})
 }
 
-// rebookAll books each successor of x the restored ledger lacks again and
+// rebookAll books each successor of archives the restored ledger lacks again and
 // destroys the superseded archives' objects again; it returns the archives
 // whose successor a later act destroyed (their holds are carried to its id).
-func (o *Orders) rebookAll(ctx context.Context, e journal.Entry, x expungeEntry, forgotten journal.Forgotten) ([]expungedArchive, error) {
-	var destroyedSince []expungedArchive
-	for _, a := range x.Archives {
+func (o *Orders) rebookAll(ctx context.Context, e journal.Entry, archives []SupersededArchive, forgotten journal.Forgotten) ([]SupersededArchive, error) {
+	var destroyedSince []SupersededArchive
+	for _, a := range archives {
 		gone, err := o.rebookSuccessor(ctx, a, forgotten)
 		if err != nil {
 			return nil, fmt.Errorf("journal entry %d: %w", e.Seq, err)
@@ -227,7 +254,7 @@ func (o *Orders) rebookAll(ctx context.Context, e journal.Entry, x expungeEntry,
 // rewrite booked it. Without it the successor's rows (other subjects')
 // would be an orphan no ledger row names. It reports gone when a later
 // forgotten act destroyed the successor (it is not booked).
-func (o *Orders) rebookSuccessor(ctx context.Context, a expungedArchive, forgotten journal.Forgotten) (gone bool, err error) {
+func (o *Orders) rebookSuccessor(ctx context.Context, a SupersededArchive, forgotten journal.Forgotten) (gone bool, err error) {
 	if a.SuccessorID == nil || a.SuccessorManifestKey == nil {
 		return false, nil
 	}

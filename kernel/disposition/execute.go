@@ -223,7 +223,7 @@ func (f *Finder) execute(ctx context.Context, run *batchRun) (Executed, error) {
 			res.CasesSkipped++
 		}
 	}
-	if err := f.complete(ctx, run, cert, res, lineage); err != nil {
+	if err := f.complete(ctx, run, cert, res, final, lineage); err != nil {
 		return res, err
 	}
 	if x.Executed != nil {
@@ -354,7 +354,7 @@ func CertificateKey(service string, id uuid.UUID) string {
 // complete records each case's outcome (erasing its sealed spelling), the
 // batch executed, and announces it: the superseded archives for the fleet
 // ledger, and the batch.
-func (f *Finder) complete(ctx context.Context, run *batchRun, c certificate, res Executed, lineage []queries.ExpungementLineageRow) error {
+func (f *Finder) complete(ctx context.Context, run *batchRun, c certificate, res Executed, final *plan, lineage []queries.ExpungementLineageRow) error {
 	id := res.DispositionID
 	return pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
@@ -375,6 +375,11 @@ func (f *Finder) complete(ctx context.Context, run *batchRun, c certificate, res
 			ArchivesRewritten: &rewritten, ArchivesPurged: &purged, DispositionID: pgUUID(id)})
 		if err != nil || n != 1 {
 			return fmt.Errorf("complete batch %s (%d): %w", id, n, err)
+		}
+		if f.exec.Journal != nil {
+			if err := journal.Append(ctx, tx, journal.ActDisposition, journalEntry(run, c, res, final, lineage), run.approver); err != nil {
+				return err
+			}
 		}
 		old, supersededBy := []uuid.UUID{}, map[string]*uuid.UUID{}
 		for _, l := range lineage {

@@ -49,6 +49,9 @@ const (
 	// ActCaseEvent: a case clock moved (ADR-073); a restore must not
 	// forget a reopening.
 	ActCaseEvent Act = "case_event"
+	// ActDisposition: a disposition batch executed (ADR-073); a restore
+	// must not bring its rows back.
+	ActDisposition Act = "disposition"
 )
 
 // Format identifies an entry object's layout.

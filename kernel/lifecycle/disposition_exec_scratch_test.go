@@ -3,16 +3,24 @@ package lifecycle_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/disposition"
+	"github.com/craig/retention/kernel/journal"
+	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/reconcile"
+	"github.com/craig/retention/kernel/schedule"
 )
 
 const execSchedule = `version: "x-1"
@@ -167,4 +175,82 @@ func TestDispositionExecutionSkipsWhatStoppedBeingDue(t *testing.T) {
 	require.Contains(t, string(cert), "held by ")
 	require.Contains(t, string(cert), "not due on ")
 	require.NotContains(t, string(cert), `"outcome": "destroyed"`)
+}
+
+// TestARestoreDoesNotBringDisposedRowsBack: a batch executed after the
+// backup was taken (frozen after it too) is journaled; the restored
+// database has case 17's rows back in its hot table and its old archives
+// unsuperseded, refuses another approval while behind the journal, and
+// `reconcile` destroys them again (objects, hot rows), books the
+// successors again and records the batch by keyed hash: case 17 is
+// nowhere, its disposal is answered, case 18 reads whole. A second
+// reconcile changes nothing.
+func TestARestoreDoesNotBringDisposedRowsBack(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	live := w.journaled(t, w.db.Pool)
+	series := []schedule.Series{{Table: "rule_evaluations"}}
+	sch := schedule.New(w.db.Pool, series).WithJournal(live.j)
+	doc, err := schedule.Parse([]byte(execSchedule), series)
+	require.NoError(t, err)
+	_, err = sch.Propose(w.ctx, doc, "ops:alice")
+	require.NoError(t, err)
+	_, err = sch.Approve(w.ctx, "x-1", "ops:bob", true)
+	require.NoError(t, err)
+	_, err = schedule.NewClocks(w.db.Pool, w.key).WithJournal(live.j).Apply(w.ctx,
+		schedule.Event{Type: schedule.EventClosed, Case: mustSubject(t, "case:17"), At: time.Now().UTC().AddDate(0, 0, -60), Classification: "x"}, "ops:erin")
+	require.NoError(t, err)
+	bBefore, _ := w.fetch(t, "case:18")
+	backup := kerneltest.Backup(t, w.db)
+
+	index := func(pool *pgxpool.Pool) func(ctx context.Context) (int64, error) {
+		r := archiveread.New(pool, w.st, w.s3.Service, []archive.TableSpec{subjectSpec()}).WithSubjectKey(w.key)
+		return func(ctx context.Context) (int64, error) {
+			rep, err := r.IndexCaseRows(ctx, 100)
+			return rep.Left, err
+		}
+	}
+	f := disposition.NewFinder(w.db.Pool, w.key, []archive.TableSpec{subjectSpec()}, sch).WithExecution(disposition.Execution{
+		Service: w.s3.Service, Orders: live.orders, Store: w.st, Journal: live.j, Index: index(w.db.Pool)})
+	_, err = index(w.db.Pool)(w.ctx)
+	require.NoError(t, err)
+	b, err := f.Freeze(w.ctx, 0, "ops:rita")
+	require.NoError(t, err)
+	res, err := f.Approve(w.ctx, b.ID, "ops:sam")
+	require.NoError(t, err)
+	require.Positive(t, res.RowsDestroyed)
+	w.canaryNowhere(t)
+
+	restored := kerneltest.Restore(t, backup)
+	require.Positive(t, count(t, w.ctx, restored.Pool, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'case_id' = '17'`), "the backup has them")
+	rj := journal.New(restored.Pool, w.st, w.s3.Service, &journal.Gate{})
+	rsch := schedule.New(restored.Pool, series)
+	rlive := w.journaled(t, restored.Pool)
+	rf := disposition.NewFinder(restored.Pool, w.key, []archive.TableSpec{subjectSpec()}, rsch).WithExecution(disposition.Execution{
+		Service: w.s3.Service, Orders: rlive.orders, Store: w.st, Journal: rj, Index: index(restored.Pool)})
+	_, err = rf.Approve(w.ctx, b.ID, "ops:sam")
+	require.ErrorIs(t, err, journal.ErrBehind, "nothing is executed while the database is behind the journal")
+
+	reader := archiveread.New(restored.Pool, w.st, w.s3.Service, []archive.TableSpec{subjectSpec()}).WithSubjectKey(w.key)
+	rec := reconcile.Reconciler{Journal: rj, Lifecycle: rlive.mgr, Orders: rlive.orders, Reader: reader, Schedules: rsch,
+		Clocks: schedule.NewClocks(restored.Pool, w.key), Dispositions: rf, Logger: slog.New(&kerneltest.LogRecorder{}), Actor: "cli:reconcile"}
+	rep, err := rec.Run(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Acts[journal.ActDisposition], "%+v", rep.Acts)
+	require.False(t, rep.After.Behind())
+	require.Zero(t, count(t, w.ctx, restored.Pool, `SELECT count(*) FROM rule_evaluations AS t WHERE strpos(t::text, $1) > 0`, canary),
+		"no disposed row is hot again")
+	require.Equal(t, "executed", must(rf.Get(w.ctx, b.ID))(t).Status)
+	rw := &subjectWorld{world: &world{ctx: w.ctx}, key: w.key, reader: reader}
+	aAfter, sum := rw.fetch(t, "case:17")
+	require.Empty(t, aAfter)
+	require.Len(t, sum.Summary.Disposed, 1)
+	bAfter, _ := rw.fetch(t, "case:18")
+	require.Equal(t, ns(t, bBefore), ns(t, bAfter), "every row of case 18 reads from the restored database")
+	vr, err := reader.Verify(w.ctx, true, 0)
+	require.NoError(t, err)
+	require.Zero(t, vr.Failed, "%+v", vr)
+	rep, err = rec.Run(w.ctx)
+	require.NoError(t, err)
+	require.Empty(t, rep.Reapplied, "a second run changes nothing")
 }

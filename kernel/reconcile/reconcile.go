@@ -11,6 +11,7 @@ import (
 
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/courtorder"
+	"github.com/craig/retention/kernel/disposition"
 	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/schedule"
@@ -46,6 +47,9 @@ type Reconciler struct {
 	// the case events (ADR-073).
 	Schedules *schedule.Schedules
 	Clocks    *schedule.Clocks
+	// Dispositions re-applies executed disposition batches (ADR-073): it
+	// needs its execution (the court orders' rewrite) set.
+	Dispositions *disposition.Finder
 	// Reader, when set, destroys the unknown objects that copy rows held
 	// elsewhere (see Run).
 	Reader *archiveread.Reader
@@ -54,8 +58,9 @@ type Reconciler struct {
 	Actor string
 }
 
-// destroyedDetail is what a purge's or an expungement's entry says it
-// destroyed and wrote (lifecycle's purge entry, courtorder's expunge entry).
+// destroyedDetail is what a purge's, an expungement's or a disposition
+// batch's entry says it destroyed and wrote (lifecycle's purge entry,
+// courtorder's expunge entry, disposition's entry).
 type destroyedDetail struct {
 	DataKey     string `json:"data_key"`
 	ManifestKey string `json:"manifest_key"`
@@ -101,13 +106,15 @@ func (r Reconciler) forgotten(ctx context.Context, missing []int64) (journal.For
 		}
 		return nil
 	}
-	applied, err := r.Journal.Details(ctx, journal.ActExpunge)
-	if err != nil {
-		return f, err
-	}
-	for seq, raw := range applied {
-		if err := lineage(seq, raw, false); err != nil {
+	for _, act := range []journal.Act{journal.ActExpunge, journal.ActDisposition} {
+		applied, err := r.Journal.Details(ctx, act)
+		if err != nil {
 			return f, err
+		}
+		for seq, raw := range applied {
+			if err := lineage(seq, raw, false); err != nil {
+				return f, err
+			}
 		}
 	}
 	for _, seq := range missing {
@@ -115,7 +122,7 @@ func (r Reconciler) forgotten(ctx context.Context, missing []int64) (journal.For
 		if err != nil {
 			return f, err
 		}
-		if e.Act != journal.ActPurge && e.Act != journal.ActExpunge {
+		if e.Act != journal.ActPurge && e.Act != journal.ActExpunge && e.Act != journal.ActDisposition {
 			continue
 		}
 		if err := lineage(seq, e.Detail, true); err != nil {
@@ -134,6 +141,11 @@ func (r Reconciler) reapply(ctx context.Context, e journal.Entry, forgotten jour
 		return r.Schedules.Reapply(ctx, e)
 	case journal.ActCaseEvent:
 		return r.Clocks.Reapply(ctx, e)
+	case journal.ActDisposition:
+		if r.Dispositions == nil {
+			return fmt.Errorf("journal entry %d: a disposition batch is re-applied with the service's schedule, store and subject key", e.Seq)
+		}
+		return r.Dispositions.Reapply(ctx, e, forgotten)
 	default:
 		return r.Lifecycle.Reapply(ctx, e)
 	}

@@ -5,9 +5,16 @@
 -- successor. Its successor's objects are known before they are written
 -- (upload intents of work 'disposition'). Each case of a batch records what
 -- its execution did: destroyed (with its rows) or skipped (why: not due at
--- that moment, held).
+-- that moment, held). An execution is journaled (act 'disposition'): a
+-- database restored from a backup taken before it destroys its rows again
+-- at `reconcile`.
 
 -- +goose Up
+ALTER TABLE retention_journal DROP CONSTRAINT retention_journal_act_check;
+ALTER TABLE retention_journal ADD CONSTRAINT retention_journal_act_check
+    CHECK (act IN ('seal', 'unseal', 'hold_placed', 'hold_released', 'purge', 'expunge', 'schedule_approved', 'case_event',
+                   'disposition'));
+
 ALTER TABLE archive_upload_intents DROP CONSTRAINT archive_upload_intents_work_check;
 ALTER TABLE archive_upload_intents ADD CONSTRAINT archive_upload_intents_work_check
     CHECK (work IN ('archive', 'expungement', 'disposition'));

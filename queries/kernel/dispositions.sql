@@ -323,3 +323,27 @@ ORDER BY d.executed_at, d.disposition_id, c.ord;
 -- name: AddDispositionCaseRows :execrows
 UPDATE disposition_cases SET rows_destroyed = rows_destroyed + sqlc.arg(rows)
 WHERE disposition_id = sqlc.arg(disposition_id) AND ord = sqlc.arg(ord);
+
+-- ReapplyDisposition records again an executed batch a database restore
+-- forgot (from its journal entry).
+-- name: ReapplyDisposition :exec
+INSERT INTO dispositions (disposition_id, status, schedule_version, as_of, row_limit, rows, proposed_by, proposed_at, approved_by, approved_at,
+                          executed_at, certificate_key, rows_destroyed, archives_rewritten, archives_purged)
+VALUES (sqlc.arg(disposition_id), 'executed', sqlc.arg(schedule_version), sqlc.arg(as_of), sqlc.arg(row_limit), sqlc.arg(rows), sqlc.arg(proposed_by),
+        sqlc.arg(proposed_at), sqlc.arg(approved_by), sqlc.arg(approved_at), sqlc.arg(executed_at), sqlc.arg(certificate_key),
+        sqlc.arg(rows_destroyed), sqlc.arg(archives_rewritten), sqlc.arg(archives_purged))
+ON CONFLICT (disposition_id) DO UPDATE
+SET status = 'executed', approved_by = EXCLUDED.approved_by, approved_at = EXCLUDED.approved_at, executed_at = EXCLUDED.executed_at,
+    certificate_key = EXCLUDED.certificate_key, rows_destroyed = EXCLUDED.rows_destroyed, archives_rewritten = EXCLUDED.archives_rewritten,
+    archives_purged = EXCLUDED.archives_purged;
+
+-- ReapplyDispositionCase records again one case of an executed batch a
+-- database restore forgot (by keyed hash only).
+-- name: ReapplyDispositionCase :exec
+INSERT INTO disposition_cases (disposition_id, ord, series, subject_hash, day, item_id, authority, due, rows_hot, rows_archived, archives,
+                               outcome, outcome_reason, rows_destroyed)
+VALUES (sqlc.arg(disposition_id), sqlc.arg(ord), sqlc.arg(series), sqlc.arg(subject_hash), sqlc.narg(day), sqlc.arg(item_id), sqlc.arg(authority),
+        sqlc.arg(due), sqlc.arg(rows_hot), sqlc.arg(rows_archived), sqlc.arg(archives)::uuid[], sqlc.arg(outcome), sqlc.narg(outcome_reason),
+        sqlc.arg(rows_destroyed))
+ON CONFLICT (disposition_id, ord) DO UPDATE
+SET outcome = EXCLUDED.outcome, outcome_reason = EXCLUDED.outcome_reason, rows_destroyed = EXCLUDED.rows_destroyed, subject_box = NULL;

@@ -759,6 +759,106 @@ func (q *Queries) OpenDispositionCases(ctx context.Context) ([]OpenDispositionCa
 	return items, nil
 }
 
+const reapplyDisposition = `-- name: ReapplyDisposition :exec
+INSERT INTO dispositions (disposition_id, status, schedule_version, as_of, row_limit, rows, proposed_by, proposed_at, approved_by, approved_at,
+                          executed_at, certificate_key, rows_destroyed, archives_rewritten, archives_purged)
+VALUES ($1, 'executed', $2, $3, $4, $5, $6,
+        $7, $8, $9, $10, $11,
+        $12, $13, $14)
+ON CONFLICT (disposition_id) DO UPDATE
+SET status = 'executed', approved_by = EXCLUDED.approved_by, approved_at = EXCLUDED.approved_at, executed_at = EXCLUDED.executed_at,
+    certificate_key = EXCLUDED.certificate_key, rows_destroyed = EXCLUDED.rows_destroyed, archives_rewritten = EXCLUDED.archives_rewritten,
+    archives_purged = EXCLUDED.archives_purged
+`
+
+type ReapplyDispositionParams struct {
+	DispositionID     pgtype.UUID
+	ScheduleVersion   string
+	AsOf              pgtype.Date
+	RowLimit          int64
+	Rows              int64
+	ProposedBy        string
+	ProposedAt        pgtype.Timestamptz
+	ApprovedBy        *string
+	ApprovedAt        pgtype.Timestamptz
+	ExecutedAt        pgtype.Timestamptz
+	CertificateKey    *string
+	RowsDestroyed     *int64
+	ArchivesRewritten *int32
+	ArchivesPurged    *int32
+}
+
+// ReapplyDisposition records again an executed batch a database restore
+// forgot (from its journal entry).
+func (q *Queries) ReapplyDisposition(ctx context.Context, arg ReapplyDispositionParams) error {
+	_, err := q.db.Exec(ctx, reapplyDisposition,
+		arg.DispositionID,
+		arg.ScheduleVersion,
+		arg.AsOf,
+		arg.RowLimit,
+		arg.Rows,
+		arg.ProposedBy,
+		arg.ProposedAt,
+		arg.ApprovedBy,
+		arg.ApprovedAt,
+		arg.ExecutedAt,
+		arg.CertificateKey,
+		arg.RowsDestroyed,
+		arg.ArchivesRewritten,
+		arg.ArchivesPurged,
+	)
+	return err
+}
+
+const reapplyDispositionCase = `-- name: ReapplyDispositionCase :exec
+INSERT INTO disposition_cases (disposition_id, ord, series, subject_hash, day, item_id, authority, due, rows_hot, rows_archived, archives,
+                               outcome, outcome_reason, rows_destroyed)
+VALUES ($1, $2, $3, $4, $5, $6, $7,
+        $8, $9, $10, $11::uuid[], $12, $13,
+        $14)
+ON CONFLICT (disposition_id, ord) DO UPDATE
+SET outcome = EXCLUDED.outcome, outcome_reason = EXCLUDED.outcome_reason, rows_destroyed = EXCLUDED.rows_destroyed, subject_box = NULL
+`
+
+type ReapplyDispositionCaseParams struct {
+	DispositionID pgtype.UUID
+	Ord           int32
+	Series        string
+	SubjectHash   []byte
+	Day           pgtype.Date
+	ItemID        string
+	Authority     string
+	Due           pgtype.Date
+	RowsHot       int64
+	RowsArchived  int64
+	Archives      []pgtype.UUID
+	Outcome       *string
+	OutcomeReason *string
+	RowsDestroyed int64
+}
+
+// ReapplyDispositionCase records again one case of an executed batch a
+// database restore forgot (by keyed hash only).
+func (q *Queries) ReapplyDispositionCase(ctx context.Context, arg ReapplyDispositionCaseParams) error {
+	_, err := q.db.Exec(ctx, reapplyDispositionCase,
+		arg.DispositionID,
+		arg.Ord,
+		arg.Series,
+		arg.SubjectHash,
+		arg.Day,
+		arg.ItemID,
+		arg.Authority,
+		arg.Due,
+		arg.RowsHot,
+		arg.RowsArchived,
+		arg.Archives,
+		arg.Outcome,
+		arg.OutcomeReason,
+		arg.RowsDestroyed,
+	)
+	return err
+}
+
 const rejectDisposition = `-- name: RejectDisposition :execrows
 UPDATE dispositions
 SET status = 'rejected', rejected_by = $1, rejected_at = now(), reject_reason = $2, extend_until = $3
