@@ -21,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/disposition"
 	"github.com/craig/retention/kernel/prune"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/migrations"
@@ -125,7 +126,10 @@ func WindowKey(table string) string { return table + "_retention_days" }
 // which runs inside each archive's delete transaction.
 type ArchiveSpec[T any] struct {
 	Settings func(T) archive.Settings
-	Tables   func() []archive.TableSpec
+	// Records are the records schedule's settings (records.*); nil: the
+	// defaults (no auto_destroy).
+	Records func(T) disposition.Settings
+	Tables  func() []archive.TableSpec
 	// Bookkeeper is the kernel's one bookkeeping, with the service's event
 	// type and source (and, for security, its own fleet row).
 	Bookkeeper archive.Bookkeeper

@@ -297,11 +297,36 @@ func (r *runtime[T]) dueWatch(api *ArchiveAPI) func(context.Context) error {
 			if err != nil && ctx.Err() == nil && !errors.Is(err, disposition.ErrNoSchedule) {
 				r.logger.ErrorContext(ctx, "what is due could not be computed; retried next interval", slog.Any("error", err))
 			}
+			if err == nil && r.records().AutoDestroy {
+				r.autoDestroy(ctx, api.Dispositions)
+			}
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-time.After(DueInterval):
 			}
 		}
+	}
+}
+
+// records are the service's records schedule settings (the defaults when
+// its spec declares none).
+func (r *runtime[T]) records() disposition.Settings {
+	if r.spec.Archive == nil || r.spec.Archive.Records == nil {
+		return disposition.Settings{}
+	}
+	return r.spec.Archive.Records(r.cfg)
+}
+
+// autoDestroy executes what destroy items make due (records.auto_destroy),
+// logging what it did; a failure is retried at the next interval.
+func (r *runtime[T]) autoDestroy(ctx context.Context, f *disposition.Finder) {
+	res, err := f.AutoDestroy(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil && !errors.Is(err, disposition.ErrBusy) && !errors.Is(err, disposition.ErrScheduleChanged):
+		r.logger.ErrorContext(ctx, "the scheduled disposition failed; the next interval finishes it", slog.Any("error", err))
+	case err == nil && res.DispositionID != uuid.Nil:
+		r.logger.InfoContext(ctx, "scheduled disposition executed", slog.String("disposition_id", res.DispositionID.String()),
+			slog.Int64("rows_destroyed", res.RowsDestroyed), slog.Int("cases_skipped", res.CasesSkipped), slog.String("certificate", res.CertificateKey))
 	}
 }

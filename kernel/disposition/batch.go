@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/lease"
+	"github.com/craig/retention/kernel/schedule"
 	"github.com/craig/retention/kernel/subject"
 )
 
@@ -101,6 +103,36 @@ type Batch struct {
 // the limit is a batch alone: a case is disposed whole). Call it after the
 // archives are indexed by case (DueNow).
 func (f *Finder) Freeze(ctx context.Context, limit int64, actor string) (Batch, error) {
+	return f.freeze(ctx, limit, actor, false)
+}
+
+// AutoDestroy executes what items whose action is destroy make due, with
+// no reviewer (records.auto_destroy): a batch frozen as AutoProposer and
+// approved as AutoApprover, up to DefaultLimit rows a call, after
+// finishing its batches a call left executing. Nothing due: a zero
+// Executed and no error.
+func (f *Finder) AutoDestroy(ctx context.Context) (Executed, error) {
+	stopped, err := queries.New(f.pool).ExecutingDispositions(ctx, AutoProposer)
+	if err != nil {
+		return Executed{}, fmt.Errorf("batches left executing: %w", err)
+	}
+	for _, id := range stopped { // finished first: a call that stopped part way
+		if res, err := f.Approve(ctx, id.Bytes, AutoApprover); err != nil {
+			return res, err
+		}
+	}
+	b, err := f.freeze(ctx, DefaultLimit, AutoProposer, true)
+	if errors.Is(err, ErrNothingDue) {
+		return Executed{}, nil
+	}
+	if err != nil {
+		return Executed{}, err
+	}
+	return f.Approve(ctx, b.ID, AutoApprover)
+}
+
+// freeze is Freeze; onlyDestroy takes only items whose action is destroy.
+func (f *Finder) freeze(ctx context.Context, limit int64, actor string, onlyDestroy bool) (Batch, error) {
 	switch {
 	case limit == 0:
 		limit = DefaultLimit
@@ -137,6 +169,9 @@ func (f *Finder) Freeze(ctx context.Context, limit int64, actor string) (Batch, 
 			return fmt.Errorf("open batches: %w", err)
 		}
 		var picked []chosen
+		if onlyDestroy {
+			due.Items = slices.DeleteFunc(due.Items, func(it DueItem) bool { return it.Action != string(schedule.ActionDestroy) })
+		}
 		picked, held = pick(due, open, limit)
 		if len(picked) == 0 {
 			return ErrNothingDue

@@ -254,3 +254,53 @@ func TestARestoreDoesNotBringDisposedRowsBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, rep.Reapplied, "a second run changes nothing")
 }
+
+// TestAutoDestroyTakesOnlyDestroyItems: with records.auto_destroy the
+// worker's call destroys what a destroy item makes due (case 17, closed
+// unsubstantiated) as two system identities, and leaves what a review item
+// makes due (case 18) for the reviewers; a second call finds nothing.
+func TestAutoDestroyTakesOnlyDestroyItems(t *testing.T) {
+	t.Parallel()
+	h := newAttackDue(t, `version: "a-1"
+items:
+  - id: CW-12
+    series: rule_evaluations
+    starts: case.closed
+    retain: P30D
+    authority: GRS-2482
+  - id: CW-12U
+    series: rule_evaluations
+    when: {classification: Unsubstantiated}
+    starts: case.closed
+    retain: P30D
+    action: destroy
+    authority: Missouri CW manual 2.5
+`)
+	w := h.w
+	h.event(t, "case.closed", "case:17", h.now.AddDate(0, 0, -60), "unsubstantiated", "")
+	h.event(t, "case.closed", "case:18", h.now.AddDate(0, 0, -60), "Substantiated", "")
+	bBefore, _ := w.fetch(t, "case:18")
+	h.f.WithExecution(disposition.Execution{Service: w.s3.Service, Orders: w.orders, Store: w.st,
+		Index: func(ctx context.Context) (int64, error) {
+			rep, err := w.reader.IndexCaseRows(ctx, 100)
+			return rep.Left, err
+		}})
+	h.index(t)
+	res, err := h.f.AutoDestroy(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.CasesDestroyed)
+	b := must(h.f.Get(w.ctx, res.DispositionID))(t)
+	require.Equal(t, disposition.AutoProposer, b.ProposedBy)
+	require.Equal(t, disposition.AutoApprover, *b.ApprovedBy)
+	require.Len(t, b.Items, 1)
+	require.Equal(t, "CW-12U", b.Items[0].Item)
+	w.canaryNowhere(t)
+	bAfter, _ := w.fetch(t, "case:18")
+	require.Equal(t, ns(t, bBefore), ns(t, bAfter), "a review item waits for its reviewers")
+	due, err := h.f.Find(w.ctx, time.Now(), 0)
+	require.NoError(t, err)
+	require.NotNil(t, caseOf(due, "case:18"))
+	again, err := h.f.AutoDestroy(w.ctx)
+	require.NoError(t, err)
+	require.Zero(t, again.DispositionID, "nothing due under a destroy item")
+}

@@ -347,3 +347,8 @@ VALUES (sqlc.arg(disposition_id), sqlc.arg(ord), sqlc.arg(series), sqlc.arg(subj
         sqlc.arg(rows_destroyed))
 ON CONFLICT (disposition_id, ord) DO UPDATE
 SET outcome = EXCLUDED.outcome, outcome_reason = EXCLUDED.outcome_reason, rows_destroyed = EXCLUDED.rows_destroyed, subject_box = NULL;
+
+-- ExecutingDispositions are the batches a proposer froze that stopped part
+-- way through their execution (the next call finishes each).
+-- name: ExecutingDispositions :many
+SELECT disposition_id FROM dispositions WHERE status = 'executing' AND proposed_by = sqlc.arg(proposed_by) ORDER BY disposition_id;

@@ -7,6 +7,7 @@ package rules
 import (
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/disposition"
 	"github.com/craig/retention/kernel/settings"
 	rulesmigrations "github.com/craig/retention/migrations/rules"
 )
@@ -21,6 +22,8 @@ type Settings struct {
 	// unless archive.enabled is true. The tables' own keys (hot windows,
 	// retention schedules) derive from ArchiveTables.
 	Archive archive.Settings `koanf:"archive"`
+	// Records are the records schedule's settings (records.*, ADR-073).
+	Records disposition.Settings `koanf:"records"`
 }
 
 // Problems validates every key.
@@ -46,6 +49,7 @@ func Spec() app.Spec[Settings] {
 		Locals:     app.LocalsOf[Settings](Tables{}),
 		Archive: &app.ArchiveSpec[Settings]{
 			Settings:   func(s Settings) archive.Settings { return s.Archive },
+			Records:    func(s Settings) disposition.Settings { return s.Records },
 			Tables:     ArchiveTables,
 			Bookkeeper: Bookkeeper(),
 		},

@@ -9,6 +9,7 @@ package security
 import (
 	"github.com/craig/retention/kernel/app"
 	"github.com/craig/retention/kernel/archive"
+	"github.com/craig/retention/kernel/disposition"
 	"github.com/craig/retention/kernel/settings"
 	securitymigrations "github.com/craig/retention/migrations/security"
 )
@@ -24,6 +25,8 @@ type Settings struct {
 	// The tables' own keys (hot windows, retention schedules) derive from
 	// ArchiveTables.
 	Archive archive.Settings `koanf:"archive"`
+	// Records are the records schedule's settings (records.*, ADR-073).
+	Records disposition.Settings `koanf:"records"`
 }
 
 // Problems validates every key.
@@ -58,6 +61,7 @@ func Spec() app.Spec[Settings] {
 		Locals:     app.LocalsOf[Settings](Tables{}),
 		Archive: &app.ArchiveSpec[Settings]{
 			Settings:   func(s Settings) archive.Settings { return s.Archive },
+			Records:    func(s Settings) disposition.Settings { return s.Records },
 			Tables:     ArchiveTables,
 			Bookkeeper: Bookkeeper(),
 		},

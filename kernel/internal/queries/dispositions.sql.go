@@ -500,6 +500,32 @@ func (q *Queries) DueCases(ctx context.Context, arg DueCasesParams) ([]DueCasesR
 	return items, nil
 }
 
+const executingDispositions = `-- name: ExecutingDispositions :many
+SELECT disposition_id FROM dispositions WHERE status = 'executing' AND proposed_by = $1 ORDER BY disposition_id
+`
+
+// ExecutingDispositions are the batches a proposer froze that stopped part
+// way through their execution (the next call finishes each).
+func (q *Queries) ExecutingDispositions(ctx context.Context, proposedBy string) ([]pgtype.UUID, error) {
+	rows, err := q.db.Query(ctx, executingDispositions, proposedBy)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []pgtype.UUID
+	for rows.Next() {
+		var disposition_id pgtype.UUID
+		if err := rows.Scan(&disposition_id); err != nil {
+			return nil, err
+		}
+		items = append(items, disposition_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const extendDispositionCases = `-- name: ExtendDispositionCases :execrows
 INSERT INTO disposition_extensions (disposition_id, series, subject_hash, day, until, reason, extended_by)
 SELECT c.disposition_id, c.series, c.subject_hash, c.day, $1, $2, $3
