@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/craig/retention/kernel/archiveread"
+	"github.com/craig/retention/kernel/disposition"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/schedule"
 	"github.com/craig/retention/kernel/settings"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,8 +56,10 @@ func (r *runtime[T]) lifecycleManager(ctx context.Context, pool *pgxpool.Pool, a
 	if err != nil {
 		return nil, err
 	}
+	specs := archiveTables(r.spec, r.cfg)
+	dated := disposition.NewFinder(pool, key, specs, schedule.New(pool, scheduleSeries(specs)))
 	return lifecycle.New(pool, arch.store, lifecycle.Config{Service: r.spec.Name, ApprovalsRequired: as.Purge.ApprovalsRequired, ObjectLock: arch.objectLock, Tables: tables,
-		SubjectKey: key, SubjectTables: subjectTableNames(archiveTables(r.spec, r.cfg)), Journal: arch.journal}, r.logger, pm)
+		SubjectKey: key, SubjectTables: subjectTableNames(specs), Journal: arch.journal, PurgeCheck: dated.PurgeCheck()}, r.logger, pm)
 }
 
 // lockReconciler keeps the store's legal holds on the ledger's held

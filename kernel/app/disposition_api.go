@@ -297,6 +297,13 @@ func (r *runtime[T]) dueWatch(api *ArchiveAPI) func(context.Context) error {
 			if err != nil && ctx.Err() == nil && !errors.Is(err, disposition.ErrNoSchedule) {
 				r.logger.ErrorContext(ctx, "what is due could not be computed; retried next interval", slog.Any("error", err))
 			}
+			if err == nil {
+				if n, err := api.Dispositions.DateArchives(ctx); err != nil && ctx.Err() == nil {
+					r.logger.ErrorContext(ctx, "the archives could not be dated by the schedule; retried next interval", slog.Any("error", err))
+				} else if n > 0 {
+					r.logger.InfoContext(ctx, "archives dated by the records schedule", slog.Int64("archives", n))
+				}
+			}
 			if err == nil && r.records().AutoDestroy {
 				r.autoDestroy(ctx, api.Dispositions)
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/craig/retention/kernel/disposition"
 	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/kerneltest"
+	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/reconcile"
 	"github.com/craig/retention/kernel/schedule"
@@ -303,4 +304,63 @@ items:
 	again, err := h.f.AutoDestroy(w.ctx)
 	require.NoError(t, err)
 	require.Zero(t, again.DispositionID, "nothing due under a destroy item")
+}
+
+// TestArchivesAreDatedByTheSchedule: under a version in force an archive
+// is dated the day its last row falls due (the archive of case 17's rows
+// only, closed 60 days ago under P30D), the others (with rows of open
+// case 18) are undated; the purge destroys the dated one, and a purge
+// that finds a reopened case's archive dated (from before the reopening)
+// keeps it: its re-check in the destroying transaction asks the
+// schedule, not the date.
+func TestArchivesAreDatedByTheSchedule(t *testing.T) {
+	t.Parallel()
+	h := newAttackDue(t, execSchedule)
+	w := h.w
+	h.event(t, "case.closed", "case:17", h.now.AddDate(0, 0, -60), "Substantiated", "")
+	h.index(t)
+	n, err := h.f.DateArchives(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	dated := w.db.Count(t, `SELECT count(*) FROM archive_ledger WHERE purged_at IS NULL AND retention_until = $1::date`,
+		h.now.AddDate(0, 0, -30).Format(time.DateOnly))
+	require.Equal(t, int64(1), dated, "the archive of case 17's rows falls due 30 days after its closure")
+	require.Equal(t, int64(3), w.db.Count(t, `SELECT count(*) FROM archive_ledger WHERE purged_at IS NULL AND retention_until IS NULL`))
+	n, err = h.f.DateArchives(w.ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "dating again changes nothing")
+
+	pm, err := metrics.NewPurge(prometheus.NewRegistry())
+	require.NoError(t, err)
+	mgr, err := lifecycle.New(w.db.Pool, w.st, lifecycle.Config{Service: w.s3.Service, ObjectLock: true, Tables: []string{"rule_evaluations"},
+		SubjectKey: w.key, SubjectTables: []string{"rule_evaluations"}, PurgeCheck: h.f.PurgeCheck()}, slog.New(w.logs), pm)
+	require.NoError(t, err)
+	// Reopened after its archive was dated: the date says due, the
+	// schedule says never.
+	h.event(t, "case.reopened", "case:17", h.now.Add(-time.Minute), "", "")
+	res, err := mgr.Purge(w.ctx, 10, false, "ops:olga")
+	require.NoError(t, err)
+	require.Empty(t, res.Purged)
+	require.Len(t, res.Skipped, 1)
+	h.event(t, "case.closed", "case:17", h.now.Add(-30*time.Second), "Substantiated", "")
+	res, err = mgr.Purge(w.ctx, 10, false, "ops:olga")
+	require.NoError(t, err)
+	require.Empty(t, res.Purged, "closed again today: due in 30 days")
+
+	// Another world, never reopened: the purge destroys the dated archive
+	// and nothing else, and case 18 still reads whole.
+	h2 := newAttackDue(t, execSchedule)
+	h2.event(t, "case.closed", "case:17", h2.now.AddDate(0, 0, -60), "Substantiated", "")
+	h2.index(t)
+	_, err = h2.f.DateArchives(h2.w.ctx)
+	require.NoError(t, err)
+	bBefore, _ := h2.w.fetch(t, "case:18")
+	mgr2, err := lifecycle.New(h2.w.db.Pool, h2.w.st, lifecycle.Config{Service: h2.w.s3.Service, ObjectLock: true, Tables: []string{"rule_evaluations"},
+		SubjectKey: h2.w.key, SubjectTables: []string{"rule_evaluations"}, PurgeCheck: h2.f.PurgeCheck()}, slog.New(h2.w.logs), pm)
+	require.NoError(t, err)
+	res, err = mgr2.Purge(h2.w.ctx, 10, false, "ops:olga")
+	require.NoError(t, err)
+	require.Len(t, res.Purged, 1)
+	bAfter, _ := h2.w.fetch(t, "case:18")
+	require.Equal(t, ns(t, bBefore), ns(t, bAfter))
 }

@@ -104,6 +104,11 @@ type Config struct {
 	// store too (ADR-070); while its gate says the database is behind the
 	// store's journal, every act is refused (ErrBehind). Nil: no journal.
 	Journal *journal.Journal
+	// PurgeCheck, when set, is re-checked in the transaction that destroys
+	// an archive, after its ledger row is locked: false keeps it (no
+	// longer eligible). A records schedule in force uses it so an archive
+	// is purged only when every row of it is due (ADR-073).
+	PurgeCheck func(ctx context.Context, tx pgx.Tx, archiveID uuid.UUID) (bool, error)
 }
 
 // Manager runs the lifecycle of one service's archives.

@@ -293,6 +293,12 @@ func (m *Manager) destroy(ctx context.Context, purgeID, id uuid.UUID, purgedBy s
 		if err != nil {
 			return fmt.Errorf("re-check %s: %w", id, err)
 		}
+		if m.cfg.PurgeCheck != nil {
+			ok, err := m.cfg.PurgeCheck(ctx, tx, id)
+			if err != nil || !ok {
+				return err // the schedule in force keeps it: no longer eligible
+			}
+		}
 		found = true
 		d = destroyed{ArchiveID: id, Table: row.TableName, DataKey: row.DataKey, ManifestKey: row.ManifestKey, DataSHA256: row.DataSha256,
 			RecordCount: int(row.RecordCount), FirstRecordAt: row.FirstRecordAt.Time, LastRecordAt: row.LastRecordAt.Time}

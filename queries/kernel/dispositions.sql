@@ -352,3 +352,27 @@ SET outcome = EXCLUDED.outcome, outcome_reason = EXCLUDED.outcome_reason, rows_d
 -- way through their execution (the next call finishes each).
 -- name: ExecutingDispositions :many
 SELECT disposition_id FROM dispositions WHERE status = 'executing' AND proposed_by = sqlc.arg(proposed_by) ORDER BY disposition_id;
+
+-- ArchiveDueFacts reads, per unpurged archive of the given tables (of the
+-- given ids; none: every one), its case groups as the case-rows index
+-- holds them and how many of its rows they count (fewer than its records:
+-- some row's case field cannot be read, and the archive is never wholly
+-- due).
+-- name: ArchiveDueFacts :many
+SELECT l.archive_id, l.table_name, l.record_count, l.case_rows_indexed,
+       coalesce(array_agg(c.subject_hash ORDER BY c.subject_hash, c.others) FILTER (WHERE c.archive_id IS NOT NULL), '{}')::bytea[] AS hashes,
+       coalesce(array_agg(c.others ORDER BY c.subject_hash, c.others) FILTER (WHERE c.archive_id IS NOT NULL), '{}')::bytea[] AS others,
+       coalesce(array_agg(c.newest_day ORDER BY c.subject_hash, c.others) FILTER (WHERE c.archive_id IS NOT NULL), '{}')::date[] AS days,
+       coalesce(sum(c.rows), 0)::bigint AS case_rows
+FROM archive_ledger AS l LEFT JOIN archive_cases AS c ON c.archive_id = l.archive_id
+WHERE l.purged_at IS NULL AND l.table_name = ANY (sqlc.arg(tables)::text[])
+  AND (cardinality(sqlc.arg(ids)::uuid[]) = 0 OR l.archive_id = ANY (sqlc.arg(ids)::uuid[]))
+GROUP BY l.archive_id, l.table_name, l.record_count, l.case_rows_indexed
+ORDER BY l.archive_id;
+
+-- SetDerivedRetention dates archives by the schedule in force: each the
+-- day its last row falls due, or none while any of its rows has no date.
+-- name: SetDerivedRetention :execrows
+UPDATE archive_ledger AS l SET retention_until = v.until
+FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS id, unnest(sqlc.arg(untils)::date[]) AS until) AS v
+WHERE l.archive_id = v.id AND l.purged_at IS NULL AND l.retention_until IS DISTINCT FROM v.until;

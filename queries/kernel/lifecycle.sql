@@ -162,7 +162,10 @@ VALUES (sqlc.arg(actor), sqlc.arg(action), sqlc.narg(archive_id), sqlc.narg(hold
 -- name: ScheduleRetention :exec
 UPDATE archive_ledger
 SET retention_until = (last_record_at AT TIME ZONE 'UTC')::date + sqlc.arg(days)::int
-WHERE archive_id = sqlc.arg(archive_id) AND retention_until IS NULL;
+WHERE archive_id = sqlc.arg(archive_id) AND retention_until IS NULL
+  -- Once a records schedule is in force, archives are dated by it
+  -- (ADR-073), never by archive.retention.<table>_days.
+  AND NOT EXISTS (SELECT 1 FROM retention_schedules WHERE approved_at IS NOT NULL);
 
 -- UnknownArchiveIDs returns those of the given ids the ledger does not hold.
 -- name: UnknownArchiveIDs :many

@@ -32,6 +32,69 @@ func (q *Queries) AddDispositionCaseRows(ctx context.Context, arg AddDisposition
 	return result.RowsAffected(), nil
 }
 
+const archiveDueFacts = `-- name: ArchiveDueFacts :many
+SELECT l.archive_id, l.table_name, l.record_count, l.case_rows_indexed,
+       coalesce(array_agg(c.subject_hash ORDER BY c.subject_hash, c.others) FILTER (WHERE c.archive_id IS NOT NULL), '{}')::bytea[] AS hashes,
+       coalesce(array_agg(c.others ORDER BY c.subject_hash, c.others) FILTER (WHERE c.archive_id IS NOT NULL), '{}')::bytea[] AS others,
+       coalesce(array_agg(c.newest_day ORDER BY c.subject_hash, c.others) FILTER (WHERE c.archive_id IS NOT NULL), '{}')::date[] AS days,
+       coalesce(sum(c.rows), 0)::bigint AS case_rows
+FROM archive_ledger AS l LEFT JOIN archive_cases AS c ON c.archive_id = l.archive_id
+WHERE l.purged_at IS NULL AND l.table_name = ANY ($1::text[])
+  AND (cardinality($2::uuid[]) = 0 OR l.archive_id = ANY ($2::uuid[]))
+GROUP BY l.archive_id, l.table_name, l.record_count, l.case_rows_indexed
+ORDER BY l.archive_id
+`
+
+type ArchiveDueFactsParams struct {
+	Tables []string
+	Ids    []pgtype.UUID
+}
+
+type ArchiveDueFactsRow struct {
+	ArchiveID       pgtype.UUID
+	TableName       string
+	RecordCount     int32
+	CaseRowsIndexed bool
+	Hashes          [][]byte
+	Others          [][]byte
+	Days            []pgtype.Date
+	CaseRows        int64
+}
+
+// ArchiveDueFacts reads, per unpurged archive of the given tables (of the
+// given ids; none: every one), its case groups as the case-rows index
+// holds them and how many of its rows they count (fewer than its records:
+// some row's case field cannot be read, and the archive is never wholly
+// due).
+func (q *Queries) ArchiveDueFacts(ctx context.Context, arg ArchiveDueFactsParams) ([]ArchiveDueFactsRow, error) {
+	rows, err := q.db.Query(ctx, archiveDueFacts, arg.Tables, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ArchiveDueFactsRow
+	for rows.Next() {
+		var i ArchiveDueFactsRow
+		if err := rows.Scan(
+			&i.ArchiveID,
+			&i.TableName,
+			&i.RecordCount,
+			&i.CaseRowsIndexed,
+			&i.Hashes,
+			&i.Others,
+			&i.Days,
+			&i.CaseRows,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const caseRowsToIndex = `-- name: CaseRowsToIndex :many
 
 SELECT archive_id, table_name, data_key, data_sha256
@@ -989,6 +1052,27 @@ type ReplaceExtensionHashParams struct {
 // ReplaceExtensionHash does the same for the extensions.
 func (q *Queries) ReplaceExtensionHash(ctx context.Context, arg ReplaceExtensionHashParams) (int64, error) {
 	result, err := q.db.Exec(ctx, replaceExtensionHash, arg.NewHash, arg.OldHash)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const setDerivedRetention = `-- name: SetDerivedRetention :execrows
+UPDATE archive_ledger AS l SET retention_until = v.until
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::date[]) AS until) AS v
+WHERE l.archive_id = v.id AND l.purged_at IS NULL AND l.retention_until IS DISTINCT FROM v.until
+`
+
+type SetDerivedRetentionParams struct {
+	Ids    []pgtype.UUID
+	Untils []pgtype.Date
+}
+
+// SetDerivedRetention dates archives by the schedule in force: each the
+// day its last row falls due, or none while any of its rows has no date.
+func (q *Queries) SetDerivedRetention(ctx context.Context, arg SetDerivedRetentionParams) (int64, error) {
+	result, err := q.db.Exec(ctx, setDerivedRetention, arg.Ids, arg.Untils)
 	if err != nil {
 		return 0, err
 	}

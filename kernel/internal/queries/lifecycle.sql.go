@@ -1021,6 +1021,9 @@ const scheduleRetention = `-- name: ScheduleRetention :exec
 UPDATE archive_ledger
 SET retention_until = (last_record_at AT TIME ZONE 'UTC')::date + $1::int
 WHERE archive_id = $2 AND retention_until IS NULL
+  -- Once a records schedule is in force, archives are dated by it
+  -- (ADR-073), never by archive.retention.<table>_days.
+  AND NOT EXISTS (SELECT 1 FROM retention_schedules WHERE approved_at IS NOT NULL)
 `
 
 type ScheduleRetentionParams struct {
