@@ -328,6 +328,11 @@ func (f *Finder) Reject(ctx context.Context, id uuid.UUID, actor, reason string,
 	if extendUntil != nil && (!extendUntil.After(today) || extendUntil.After(today.AddDate(100, 0, 0))) {
 		return Batch{}, fmt.Errorf("%w: extend_until must be a day after today and within a hundred years", ErrInvalid)
 	}
+	if f.exec != nil {
+		if err := f.exec.Journal.Check(ctx); err != nil {
+			return Batch{}, err
+		}
+	}
 	err := pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
 		q := queries.New(tx)
 		if err := q.LockDispositions(ctx, lease.DispositionKey); err != nil {
@@ -354,6 +359,9 @@ func (f *Finder) Reject(ctx context.Context, id uuid.UUID, actor, reason string,
 				return fmt.Errorf("extend %s: %w", id, err)
 			}
 		}
+		if err := f.journalRejection(ctx, tx, id, actor); err != nil {
+			return err
+		}
 		detail := map[string]any{"disposition_id": id, "reason": reason, "cases_extended": extended}
 		if extendUntil != nil {
 			detail["extend_until"] = extendUntil.Format(time.DateOnly)
@@ -362,6 +370,11 @@ func (f *Finder) Reject(ctx context.Context, id uuid.UUID, actor, reason string,
 	})
 	if err != nil {
 		return Batch{}, err
+	}
+	if f.exec != nil {
+		if err := f.exec.Journal.Done(ctx); err != nil {
+			return Batch{}, err
+		}
 	}
 	return f.Get(ctx, id)
 }

@@ -82,13 +82,8 @@ func journalEntry(run *batchRun, c certificate, res Executed, final *plan, linea
 		outcome[cc.ord] = cc
 	}
 	for _, bc := range run.cases {
-		jc := journalCase{Ord: bc.Ord, Series: bc.Series, SubjectHash: subject.Hex(bc.SubjectHash), Item: bc.ItemID, Authority: bc.Authority,
-			DueDays: days(bc.Due), RowsHot: bc.RowsHot, RowsArchived: bc.RowsArchived, Archives: uuidsOf(bc.Archives),
-			Outcome: outcome[bc.Ord].Outcome, Reason: outcome[bc.Ord].Reason, RowsDestroyed: bc.RowsDestroyed}
-		if bc.Day.Valid {
-			n := days(bc.Day)
-			jc.DayDays = &n
-		}
+		jc := journalCaseOf(bc)
+		jc.Outcome, jc.Reason = outcome[bc.Ord].Outcome, outcome[bc.Ord].Reason
 		x.Cases = append(x.Cases, jc)
 	}
 	for series, g := range final.groups {
@@ -100,13 +95,17 @@ func journalEntry(run *batchRun, c certificate, res Executed, final *plan, linea
 	return x
 }
 
-// Reapply carries out again a journaled batch that a database restore
-// forgot: each successor the restored ledger lacks is booked again, each
+// Reapply carries out again a journaled batch's execution or rejection
+// that a database restore forgot. An execution: each successor the restored ledger lacks is booked again, each
 // superseded archive's objects destroyed and stamped again, the hot rows
 // of the groups it destroyed that existed at its execution deleted again,
 // and the batch and its cases recorded again (by keyed hash).
 func (f *Finder) Reapply(ctx context.Context, e journal.Entry, forgotten journal.Forgotten) error {
-	if e.Act != journal.ActDisposition {
+	switch e.Act {
+	case journal.ActDisposition:
+	case journal.ActDispositionRejected:
+		return f.reapplyRejection(ctx, e)
+	default:
 		return fmt.Errorf("journal entry %d: %s is not a disposition", e.Seq, e.Act)
 	}
 	if f.exec == nil || f.exec.Orders == nil {
@@ -167,14 +166,22 @@ func (f *Finder) recordAgain(ctx context.Context, q *queries.Queries, e journal.
 		RowsDestroyed: &x.RowsDestroyed, ArchivesRewritten: &rewritten, ArchivesPurged: &purged}); err != nil {
 		return fmt.Errorf("record batch %s again: %w", x.DispositionID, err)
 	}
-	for _, c := range x.Cases {
+	return f.casesAgain(ctx, q, e, x.DispositionID, x.Cases)
+}
+
+// casesAgain records a journaled batch's cases again (by keyed hash).
+func (f *Finder) casesAgain(ctx context.Context, q *queries.Queries, e journal.Entry, id uuid.UUID, cases []journalCase) error {
+	for _, c := range cases {
 		hash, err := hex.DecodeString(c.SubjectHash)
 		if err != nil {
 			return fmt.Errorf("journal entry %d: a case: %w", e.Seq, err)
 		}
-		p := queries.ReapplyDispositionCaseParams{DispositionID: pgUUID(x.DispositionID), Ord: c.Ord, Series: c.Series, SubjectHash: hash,
+		p := queries.ReapplyDispositionCaseParams{DispositionID: pgUUID(id), Ord: c.Ord, Series: c.Series, SubjectHash: hash,
 			ItemID: c.Item, Authority: c.Authority, Due: fromDays(c.DueDays), RowsHot: c.RowsHot, RowsArchived: c.RowsArchived,
-			Archives: pgUUIDs(c.Archives), Outcome: &c.Outcome, RowsDestroyed: c.RowsDestroyed}
+			Archives: pgUUIDs(c.Archives), RowsDestroyed: c.RowsDestroyed}
+		if c.Outcome != "" {
+			p.Outcome = &c.Outcome
+		}
 		if c.DayDays != nil {
 			p.Day = fromDays(*c.DayDays)
 		}
@@ -182,8 +189,102 @@ func (f *Finder) recordAgain(ctx context.Context, q *queries.Queries, e journal.
 			p.OutcomeReason = &c.Reason
 		}
 		if err := q.ReapplyDispositionCase(ctx, p); err != nil {
-			return fmt.Errorf("record batch %s again: a case: %w", x.DispositionID, err)
+			return fmt.Errorf("record batch %s again: a case: %w", id, err)
 		}
 	}
 	return nil
+}
+
+// rejectionEntry is a rejected batch as the journal keeps it: enough to
+// record it again with its cases (by keyed hash) and the extension that
+// keeps them until a day (days since 1970-01-01; nil: none). The reason
+// stays local (it may describe a case).
+type rejectionEntry struct {
+	DispositionID    uuid.UUID     `json:"disposition_id"`
+	ScheduleVersion  string        `json:"schedule_version"`
+	AsOfDays         int64         `json:"as_of_days"`
+	RowLimit         int64         `json:"row_limit"`
+	Rows             int64         `json:"rows"`
+	ProposedBy       string        `json:"proposed_by"`
+	ProposedAtMicros int64         `json:"proposed_at_us"`
+	RejectedAtMicros int64         `json:"rejected_at_us"`
+	ExtendUntilDays  *int64        `json:"extend_until_days,omitempty"`
+	Cases            []journalCase `json:"cases"`
+}
+
+// journalRejection appends batch id's rejection to the journal in tx
+// (nothing without one).
+func (f *Finder) journalRejection(ctx context.Context, tx pgx.Tx, id uuid.UUID, actor string) error {
+	if f.exec == nil || f.exec.Journal == nil {
+		return nil
+	}
+	q := queries.New(tx)
+	d, err := q.GetDisposition(ctx, pgUUID(id))
+	if err != nil {
+		return fmt.Errorf("batch %s: %w", id, err)
+	}
+	cases, err := q.DispositionCases(ctx, pgUUID(id))
+	if err != nil {
+		return fmt.Errorf("batch %s: %w", id, err)
+	}
+	x := rejectionEntry{DispositionID: id, ScheduleVersion: d.ScheduleVersion, AsOfDays: days(d.AsOf), RowLimit: d.RowLimit, Rows: d.Rows,
+		ProposedBy: d.ProposedBy, ProposedAtMicros: d.ProposedAt.Time.UnixMicro(), RejectedAtMicros: d.RejectedAt.Time.UnixMicro(), Cases: []journalCase{}}
+	if d.ExtendUntil.Valid {
+		n := days(d.ExtendUntil)
+		x.ExtendUntilDays = &n
+	}
+	for _, c := range cases {
+		x.Cases = append(x.Cases, journalCaseOf(c))
+	}
+	return journal.Append(ctx, tx, journal.ActDispositionRejected, x, actor)
+}
+
+// journalCaseOf is a batch's case as a journal entry keeps it.
+func journalCaseOf(c queries.DispositionCase) journalCase {
+	jc := journalCase{Ord: c.Ord, Series: c.Series, SubjectHash: subject.Hex(c.SubjectHash), Item: c.ItemID, Authority: c.Authority,
+		DueDays: days(c.Due), RowsHot: c.RowsHot, RowsArchived: c.RowsArchived, Archives: uuidsOf(c.Archives), RowsDestroyed: c.RowsDestroyed}
+	if c.Day.Valid {
+		n := days(c.Day)
+		jc.DayDays = &n
+	}
+	return jc
+}
+
+// reapplyRejection records a journaled rejection again: the batch, its
+// cases and, once, the extension of each.
+func (f *Finder) reapplyRejection(ctx context.Context, e journal.Entry) error {
+	var x rejectionEntry
+	if err := json.Unmarshal(e.Detail, &x); err != nil {
+		return fmt.Errorf("journal entry %d: %w", e.Seq, err)
+	}
+	reason := fmt.Sprintf("restored from the store journal (entry %d)", e.Seq)
+	return pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
+		q := queries.New(tx)
+		micros := func(n int64) pgtype.Timestamptz {
+			return pgtype.Timestamptz{Time: time.UnixMicro(n).UTC(), Valid: true}
+		}
+		p := queries.ReapplyRejectionParams{DispositionID: pgUUID(x.DispositionID), ScheduleVersion: x.ScheduleVersion, AsOf: fromDays(x.AsOfDays),
+			RowLimit: x.RowLimit, Rows: x.Rows, ProposedBy: x.ProposedBy, ProposedAt: micros(x.ProposedAtMicros), RejectedBy: &e.Actor,
+			RejectedAt: micros(x.RejectedAtMicros), Reason: &reason}
+		if x.ExtendUntilDays != nil {
+			p.ExtendUntil = fromDays(*x.ExtendUntilDays)
+		}
+		if err := q.ReapplyRejection(ctx, p); err != nil {
+			return fmt.Errorf("record batch %s again: %w", x.DispositionID, err)
+		}
+		if err := f.casesAgain(ctx, q, e, x.DispositionID, x.Cases); err != nil {
+			return err
+		}
+		has, err := q.HasExtensions(ctx, pgUUID(x.DispositionID))
+		if err != nil {
+			return err
+		}
+		if x.ExtendUntilDays != nil && !has {
+			if _, err := q.ExtendDispositionCases(ctx, queries.ExtendDispositionCasesParams{Until: p.ExtendUntil, Reason: reason, ExtendedBy: e.Actor,
+				DispositionID: pgUUID(x.DispositionID)}); err != nil {
+				return fmt.Errorf("extend batch %s again: %w", x.DispositionID, err)
+			}
+		}
+		return journal.Adopt(ctx, tx, e)
+	})
 }

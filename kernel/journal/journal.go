@@ -52,6 +52,10 @@ const (
 	// ActDisposition: a disposition batch executed (ADR-073); a restore
 	// must not bring its rows back.
 	ActDisposition Act = "disposition"
+	// ActDispositionRejected: a batch rejected (ADR-073), with the
+	// extension that keeps its cases until a day; a restore must not
+	// make them due again.
+	ActDispositionRejected Act = "disposition_rejected"
 )
 
 // Format identifies an entry object's layout.

@@ -364,3 +364,55 @@ func TestArchivesAreDatedByTheSchedule(t *testing.T) {
 	bAfter, _ := h2.w.fetch(t, "case:18")
 	require.Equal(t, ns(t, bBefore), ns(t, bAfter))
 }
+
+// TestARestoreKeepsAnExtension: a batch rejected with extend_until after
+// the backup was taken is journaled; on the restored database case 17 is
+// due again until `reconcile` records the rejection and its extension
+// again, then it is not.
+func TestARestoreKeepsAnExtension(t *testing.T) {
+	t.Parallel()
+	w := newOrderWorld(t)
+	live := w.journaled(t, w.db.Pool)
+	series := []schedule.Series{{Table: "rule_evaluations"}}
+	sch := schedule.New(w.db.Pool, series).WithJournal(live.j)
+	doc, err := schedule.Parse([]byte(execSchedule), series)
+	require.NoError(t, err)
+	_, err = sch.Propose(w.ctx, doc, "ops:alice")
+	require.NoError(t, err)
+	_, err = sch.Approve(w.ctx, "x-1", "ops:bob", true)
+	require.NoError(t, err)
+	_, err = schedule.NewClocks(w.db.Pool, w.key).WithJournal(live.j).Apply(w.ctx,
+		schedule.Event{Type: schedule.EventClosed, Case: mustSubject(t, "case:17"), At: time.Now().UTC().AddDate(0, 0, -60), Classification: "x"}, "ops:erin")
+	require.NoError(t, err)
+	rep, err := w.reader.IndexCaseRows(w.ctx, 100)
+	require.NoError(t, err)
+	require.Zero(t, rep.Left)
+	backup := kerneltest.Backup(t, w.db)
+
+	f := disposition.NewFinder(w.db.Pool, w.key, []archive.TableSpec{subjectSpec()}, sch).WithExecution(disposition.Execution{
+		Service: w.s3.Service, Orders: live.orders, Store: w.st, Journal: live.j})
+	b, err := f.Freeze(w.ctx, 0, "ops:rita")
+	require.NoError(t, err)
+	until := time.Now().UTC().AddDate(1, 0, 0).Truncate(24 * time.Hour)
+	_, err = f.Reject(w.ctx, b.ID, "ops:sam", "fair hearing FH-2026-7", &until)
+	require.NoError(t, err)
+
+	restored := kerneltest.Restore(t, backup)
+	rsch := schedule.New(restored.Pool, series)
+	rf := disposition.NewFinder(restored.Pool, w.key, []archive.TableSpec{subjectSpec()}, rsch)
+	due, err := rf.Find(w.ctx, time.Now(), 0)
+	require.NoError(t, err)
+	require.NotNil(t, caseOf(due, "case:17"), "the backup knows no extension")
+	rlive := w.journaled(t, restored.Pool)
+	rj := journal.New(restored.Pool, w.st, w.s3.Service, &journal.Gate{})
+	rrep, err := reconcile.Reconciler{Journal: rj, Lifecycle: rlive.mgr, Orders: rlive.orders, Schedules: rsch, Clocks: schedule.NewClocks(restored.Pool, w.key),
+		Dispositions: rf, Logger: slog.New(&kerneltest.LogRecorder{}), Actor: "cli:reconcile"}.Run(w.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, rrep.Acts[journal.ActDispositionRejected], "%+v", rrep.Acts)
+	due, err = rf.Find(w.ctx, time.Now(), 0)
+	require.NoError(t, err)
+	require.Nil(t, caseOf(due, "case:17"), "extended until %s again", until.Format(time.DateOnly))
+	got := must(rf.Get(w.ctx, b.ID))(t)
+	require.Equal(t, "rejected", got.Status)
+	require.Equal(t, until.Format(time.DateOnly), *got.ExtendUntil)
+}

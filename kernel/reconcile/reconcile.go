@@ -141,7 +141,7 @@ func (r Reconciler) reapply(ctx context.Context, e journal.Entry, forgotten jour
 		return r.Schedules.Reapply(ctx, e)
 	case journal.ActCaseEvent:
 		return r.Clocks.Reapply(ctx, e)
-	case journal.ActDisposition:
+	case journal.ActDisposition, journal.ActDispositionRejected:
 		if r.Dispositions == nil {
 			return fmt.Errorf("journal entry %d: a disposition batch is re-applied with the service's schedule, store and subject key", e.Seq)
 		}

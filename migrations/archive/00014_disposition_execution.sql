@@ -13,7 +13,7 @@
 ALTER TABLE retention_journal DROP CONSTRAINT retention_journal_act_check;
 ALTER TABLE retention_journal ADD CONSTRAINT retention_journal_act_check
     CHECK (act IN ('seal', 'unseal', 'hold_placed', 'hold_released', 'purge', 'expunge', 'schedule_approved', 'case_event',
-                   'disposition'));
+                   'disposition', 'disposition_rejected'));
 
 ALTER TABLE archive_upload_intents DROP CONSTRAINT archive_upload_intents_work_check;
 ALTER TABLE archive_upload_intents ADD CONSTRAINT archive_upload_intents_work_check

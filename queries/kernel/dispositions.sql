@@ -376,3 +376,19 @@ ORDER BY l.archive_id;
 UPDATE archive_ledger AS l SET retention_until = v.until
 FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS id, unnest(sqlc.arg(untils)::date[]) AS until) AS v
 WHERE l.archive_id = v.id AND l.purged_at IS NULL AND l.retention_until IS DISTINCT FROM v.until;
+
+-- ReapplyRejection records again a rejected batch a database restore
+-- forgot (from its journal entry); its cases are recorded by
+-- ReapplyDispositionCase.
+-- name: ReapplyRejection :exec
+INSERT INTO dispositions (disposition_id, status, schedule_version, as_of, row_limit, rows, proposed_by, proposed_at, rejected_by, rejected_at,
+                          reject_reason, extend_until)
+VALUES (sqlc.arg(disposition_id), 'rejected', sqlc.arg(schedule_version), sqlc.arg(as_of), sqlc.arg(row_limit), sqlc.arg(rows),
+        sqlc.arg(proposed_by), sqlc.arg(proposed_at), sqlc.arg(rejected_by), sqlc.arg(rejected_at), sqlc.arg(reason), sqlc.narg(extend_until))
+ON CONFLICT (disposition_id) DO UPDATE
+SET status = 'rejected', rejected_by = EXCLUDED.rejected_by, rejected_at = EXCLUDED.rejected_at, reject_reason = EXCLUDED.reject_reason,
+    extend_until = EXCLUDED.extend_until;
+
+-- HasExtensions says whether a batch's extensions are recorded.
+-- name: HasExtensions :one
+SELECT EXISTS (SELECT 1 FROM disposition_extensions WHERE disposition_id = sqlc.arg(disposition_id));

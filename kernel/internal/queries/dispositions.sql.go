@@ -678,6 +678,18 @@ func (q *Queries) GetDisposition(ctx context.Context, dispositionID pgtype.UUID)
 	return i, err
 }
 
+const hasExtensions = `-- name: HasExtensions :one
+SELECT EXISTS (SELECT 1 FROM disposition_extensions WHERE disposition_id = $1)
+`
+
+// HasExtensions says whether a batch's extensions are recorded.
+func (q *Queries) HasExtensions(ctx context.Context, dispositionID pgtype.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, hasExtensions, dispositionID)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const insertArchiveCaseRows = `-- name: InsertArchiveCaseRows :exec
 INSERT INTO archive_cases (archive_id, subject_hash, others, subject_box, oldest_day, newest_day, rows)
 SELECT $1, f.hash, f.others, f.box, f.oldest, f.newest, f.n
@@ -944,6 +956,50 @@ func (q *Queries) ReapplyDispositionCase(ctx context.Context, arg ReapplyDisposi
 		arg.Outcome,
 		arg.OutcomeReason,
 		arg.RowsDestroyed,
+	)
+	return err
+}
+
+const reapplyRejection = `-- name: ReapplyRejection :exec
+INSERT INTO dispositions (disposition_id, status, schedule_version, as_of, row_limit, rows, proposed_by, proposed_at, rejected_by, rejected_at,
+                          reject_reason, extend_until)
+VALUES ($1, 'rejected', $2, $3, $4, $5,
+        $6, $7, $8, $9, $10, $11)
+ON CONFLICT (disposition_id) DO UPDATE
+SET status = 'rejected', rejected_by = EXCLUDED.rejected_by, rejected_at = EXCLUDED.rejected_at, reject_reason = EXCLUDED.reject_reason,
+    extend_until = EXCLUDED.extend_until
+`
+
+type ReapplyRejectionParams struct {
+	DispositionID   pgtype.UUID
+	ScheduleVersion string
+	AsOf            pgtype.Date
+	RowLimit        int64
+	Rows            int64
+	ProposedBy      string
+	ProposedAt      pgtype.Timestamptz
+	RejectedBy      *string
+	RejectedAt      pgtype.Timestamptz
+	Reason          *string
+	ExtendUntil     pgtype.Date
+}
+
+// ReapplyRejection records again a rejected batch a database restore
+// forgot (from its journal entry); its cases are recorded by
+// ReapplyDispositionCase.
+func (q *Queries) ReapplyRejection(ctx context.Context, arg ReapplyRejectionParams) error {
+	_, err := q.db.Exec(ctx, reapplyRejection,
+		arg.DispositionID,
+		arg.ScheduleVersion,
+		arg.AsOf,
+		arg.RowLimit,
+		arg.Rows,
+		arg.ProposedBy,
+		arg.ProposedAt,
+		arg.RejectedBy,
+		arg.RejectedAt,
+		arg.Reason,
+		arg.ExtendUntil,
 	)
 	return err
 }
