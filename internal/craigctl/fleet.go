@@ -80,7 +80,7 @@ func newFleetCmd(o *options) *cobra.Command {
 	var path string
 	check := &cobra.Command{
 		Use:   "check --config fleet.yaml",
-		Short: "Check the fleet: every inbox outlives every outbox, no replay reaches past an inbox, every subject hold and court order is on every archiving service",
+		Short: "Check the fleet: every inbox outlives every outbox, no replay reaches past an inbox, every subject hold, court order and schedule version is on every archiving service",
 		Args:  exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if path == "" {
@@ -102,8 +102,13 @@ func newFleetCmd(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			versions, err := o.fetchSchedules(cmd.Context(), ff, ws)
+			if err != nil {
+				return err
+			}
 			vs := append(CheckFleet(ws), CheckSubjectKeys(ws)...)
 			vs = append(vs, CheckCourtOrders(orders)...)
+			vs = append(vs, CheckScheduleVersions(versions)...)
 			return o.reportFleet(ws, append(vs, CheckSubjectHolds(holds)...))
 		},
 	}
