@@ -13,6 +13,7 @@ import (
 
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/courtorder"
+	"github.com/craig/retention/kernel/failpoint"
 	"github.com/craig/retention/kernel/identity"
 	"github.com/craig/retention/kernel/internal/queries"
 	"github.com/craig/retention/kernel/journal"
@@ -216,6 +217,7 @@ func (f *Finder) execute(ctx context.Context, run *batchRun) (Executed, error) {
 	}
 	res := Executed{DispositionID: id, Status: StatusExecuted, RowsDestroyed: cert.RowsRemoved, ArchivesRewritten: cert.ArchivesRewritten,
 		ArchivesPurged: cert.ArchivesPurged, CertificateKey: key}
+	failpoint.Inject(failpoint.DispositionBeforeComplete)
 	for _, c := range cert.Cases {
 		if c.Outcome == outcomeDestroyed {
 			res.CasesDestroyed++
@@ -316,6 +318,7 @@ func (f *Finder) deleteHot(ctx context.Context, run *batchRun) (*plan, error) {
 			return err
 		}
 		final = p
+		failpoint.Inject(failpoint.DispositionBeforeHotCommit)
 		return nil
 	})
 	return final, err

@@ -1,5 +1,5 @@
-// Package failpoint marks the steps of the archive engine, the purge and
-// the sweep where the fault suite (faults/, `go tool mage test:faults`)
+// Package failpoint marks the steps of the archive engine, the purge, the
+// sweep, the court orders and the disposition batches where the fault suite (faults/, `go tool mage test:faults`)
 // kills the process: right after an object put, inside a transaction
 // before its commit, after it.
 //
@@ -48,13 +48,22 @@ const (
 	// ExpungeBeforeHotCommit: the hot rows are deleted and the hash
 	// replaced inside the transaction, which has not committed.
 	ExpungeBeforeHotCommit = "expunge.before_hot_commit"
+	// A disposition batch's rewrite of an archive is an expungement's
+	// (the four points above fire in it too); then:
+	// DispositionBeforeHotCommit: the batch's due hot rows are deleted
+	// inside the transaction, which has not committed.
+	DispositionBeforeHotCommit = "disposition.before_hot_commit"
+	// DispositionBeforeComplete: the certificate is written; the batch is
+	// not recorded executed.
+	DispositionBeforeComplete = "disposition.before_complete"
 )
 
 // All lists every failpoint.
 func All() []string {
 	return []string{ArchiveAfterDataPut, ArchiveAfterManifestPut, ArchiveBeforeCommit, ArchiveAfterCommit,
 		PurgeAfterManifestDelete, PurgeAfterDataDelete, PurgeBeforeStampCommit, SweepAfterBatch,
-		ExpungeAfterPut, ExpungeBeforeBookCommit, ExpungeAfterBookCommit, ExpungeAfterObjectDestroy, ExpungeBeforeHotCommit}
+		ExpungeAfterPut, ExpungeBeforeBookCommit, ExpungeAfterBookCommit, ExpungeAfterObjectDestroy, ExpungeBeforeHotCommit,
+		DispositionBeforeHotCommit, DispositionBeforeComplete}
 }
 
 // Environment variables a failpoints build reads.
