@@ -39,7 +39,7 @@ type dueListing struct {
 func newDispositionCmd(o *options) *cobra.Command {
 	var fleet string
 	return group("disposition", "Disposition review: what the records schedule makes due (ADR-073)", newDispositionDue(o, &fleet),
-		newDispositionShow(o), newDispositionApprove(o))
+		newDispositionFreeze(o), newDispositionShow(o), newDispositionApprove(o), newDispositionReject(o))
 }
 
 // batchPath is a batch's path on its service; the id must be a UUID.
@@ -187,4 +187,74 @@ func (o *options) printDue(cls []*client, lists []dueListing) error {
 			}
 		}
 	})
+}
+
+func newDispositionFreeze(o *options) *cobra.Command {
+	var limit int64
+	c := &cobra.Command{
+		Use:   "freeze --service SVC [--limit ROWS]",
+		Short: "Freeze a batch of what is due today (the cases no hold keeps) for a second identity's review",
+		Long: `Freeze, on --service, a batch of what the records schedule in force makes due
+today: the due cases in the listing's order that no hold keeps and no open
+batch holds, while they fit in --limit rows (hot and archived; the service's
+default when absent). Prints the batch as JSON: its id, its cases by subject
+for the reviewers, and "held" (the due cases a hold kept out). Nothing is
+destroyed until another identity approves it (craigctl disposition approve).
+Nothing due answers 409 (exit 1). Needs records:review.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			body := map[string]any{}
+			if cmd.Flags().Changed("limit") {
+				if limit <= 0 {
+					return usageErr("--limit %d: a positive number of rows", limit)
+				}
+				body["limit"] = limit
+			}
+			cl, err := o.target()
+			if err != nil {
+				return err
+			}
+			return o.postEach(cmd.Context(), []*client{cl}, func(int) string { return "/admin/dispositions" }, func(int) any { return body })
+		},
+	}
+	c.Flags().Int64Var(&limit, "limit", 0, "the most rows (hot and archived) the batch takes")
+	return c
+}
+
+func newDispositionReject(o *options) *cobra.Command {
+	var reason, until string
+	c := &cobra.Command{
+		Use:   "reject ID --service SVC --reason R [--extend-until YYYY-MM-DD]",
+		Short: "Return a proposed batch to the schedule; with --extend-until keep its cases until that day (a hearing, an audit)",
+		Long: `Reject batch ID of --service with a reason: its cases return to the
+schedule (due again at once). With --extend-until (a day after today, within
+a hundred years) each of its cases is kept off the due listing until that day,
+recorded with who and why: an extension for a fair hearing or an audit.
+Needs records:review.`,
+		Args: exactArgs(1, "ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := batchPath(args[0], "/reject")
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(reason) == "" {
+				return usageErr("--reason is required")
+			}
+			body := map[string]any{"reason": reason}
+			if until != "" {
+				if _, err := time.Parse(time.DateOnly, until); err != nil {
+					return usageErr("--extend-until %q is not a date (YYYY-MM-DD)", until)
+				}
+				body["extend_until"] = until
+			}
+			cl, err := o.target()
+			if err != nil {
+				return err
+			}
+			return o.postEach(cmd.Context(), []*client{cl}, func(int) string { return path }, func(int) any { return body })
+		},
+	}
+	c.Flags().StringVar(&reason, "reason", "", "why the batch is not approved (required)")
+	c.Flags().StringVar(&until, "extend-until", "", "keep the batch's cases until this UTC day (YYYY-MM-DD)")
+	return c
 }

@@ -94,3 +94,49 @@ func TestDispositionShowAndApprove(t *testing.T) {
 	r = run(t, "", false, env(self), "disposition", "approve", id, "--service", "rules")
 	require.Equal(t, craigctl.ExitAuth, r.code, r.errOut)
 }
+
+// TestDispositionFreezeRejectAndCaseEvents: freeze sends the limit when
+// given (a non-positive one is a usage error), reject the reason and the
+// extension, and subject event the event's body; malformed values are
+// usage errors before any call.
+func TestDispositionFreezeRejectAndCaseEvents(t *testing.T) {
+	t.Parallel()
+	const id = "0193a6a0-0000-7000-8000-0000000000b2"
+	f := newFake(t, map[string]http.HandlerFunc{
+		"POST /admin/dispositions":                   answer(201, `{"disposition_id":"`+id+`","status":"proposed"}`),
+		"POST /admin/dispositions/" + id + "/reject": answer(200, `{"disposition_id":"`+id+`","status":"rejected"}`),
+		"GET /admin/retention/schedule":              answer(200, `{"series":["rule_evaluations"],"in_force":null,"history":[]}`),
+		"POST /admin/subjects/case:41/events":        answer(201, `{"changed":true}`),
+	})
+	r := run(t, "", false, env(f), "disposition", "freeze", "--service", "rules", "--limit", "500")
+	require.Equal(t, craigctl.ExitOK, r.code, r.errOut)
+	require.Contains(t, r.out, `"status":"proposed"`)
+	r = run(t, "", false, env(f), "disposition", "reject", id, "--service", "rules", "--reason", "fair hearing", "--extend-until", "2027-06-30")
+	require.Equal(t, craigctl.ExitOK, r.code, r.errOut)
+	r = run(t, "", false, env(f), "subject", "event", "case:41", "--service", "rules", "--type", "case.closed", "--at", "2020-01-02T03:04:05+02:00",
+		"--classification", "Unsubstantiated")
+	require.Equal(t, craigctl.ExitOK, r.code, r.errOut)
+	var bodies []map[string]any
+	for _, c := range f.seen() {
+		if c.Method == http.MethodPost {
+			bodies = append(bodies, c.Body)
+		}
+	}
+	require.Equal(t, []map[string]any{{"limit": 500.0}, {"reason": "fair hearing", "extend_until": "2027-06-30"},
+		{"type": "case.closed", "at": "2020-01-02T01:04:05Z", "classification": "Unsubstantiated"}}, bodies)
+
+	calls := len(f.seen())
+	for _, bad := range [][]string{
+		{"disposition", "freeze", "--service", "rules", "--limit", "0"},
+		{"disposition", "reject", id, "--service", "rules"},
+		{"disposition", "reject", id, "--service", "rules", "--reason", "x", "--extend-until", "30/06/2027"},
+		{"subject", "event", "person:4", "--service", "rules", "--type", "case.closed", "--at", "2020-01-02T03:04:05Z"},
+		{"subject", "event", "case:41", "--service", "rules", "--type", "case.deleted", "--at", "2020-01-02T03:04:05Z"},
+		{"subject", "event", "case:41", "--service", "rules", "--type", "case.closed", "--at", "yesterday"},
+		{"subject", "event", "case:41", "--service", "rules", "--type", "case.merged", "--at", "2020-01-02T03:04:05Z", "--into", "person:1"},
+	} {
+		r = run(t, "", false, env(f), bad...)
+		require.Equal(t, craigctl.ExitUsage, r.code, "%v: %s", bad, r.errOut)
+	}
+	require.Equal(t, calls, len(f.seen()), "a usage error calls nothing")
+}

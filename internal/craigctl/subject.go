@@ -16,7 +16,8 @@ import (
 
 func newSubjectCmd(o *options) *cobra.Command {
 	return group("subject", "Everything about one case or person, across tables, archives and services; court orders (seal, expunge)",
-		newSubjectFetchCmd(o), newSubjectSealCmd(o, false), newSubjectSealCmd(o, true), newSubjectExpungeCmd(o), newSubjectApproveExpungeCmd(o))
+		newSubjectFetchCmd(o), newSubjectSealCmd(o, false), newSubjectSealCmd(o, true), newSubjectExpungeCmd(o), newSubjectApproveExpungeCmd(o),
+		newSubjectEventCmd(o))
 }
 
 func newSubjectFetchCmd(o *options) *cobra.Command {
