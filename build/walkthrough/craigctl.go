@@ -2,7 +2,9 @@ package walkthrough
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -27,8 +29,21 @@ const demoTokenTTL = 12 * time.Hour
 const (
 	demoOperator = "demo:operator"
 	demoApprover = "demo:approver"
-	demoScopes   = "archive:read archive:run archive:hold archive:purge archive:seal archive:sealed-read"
+	demoScopes   = "archive:read archive:run archive:hold archive:purge archive:seal archive:sealed-read records:schedule records:events records:review"
 )
+
+// demoSchedule is the example records schedule the demo puts in force
+// (ADR-073), relative to the repository's root, and its version.
+const (
+	demoSchedule        = "deploy/records-schedule/example.yaml"
+	demoScheduleVersion = "CW-2026.1"
+)
+
+// demoClosedCases are the demo's cases closed, unsubstantiated, six years
+// ago: their audit trail on security falls due under item AL-5U (five years
+// after closure); their rule evaluations (RE-3, three years after each
+// record) do not.
+var demoClosedCases = []string{"case:1", "case:2", "case:3", "case:4", "case:5"}
 
 // demoCraigctl runs a craigctl session against the demo's serves: the
 // ledger, an archived evaluation fetched by id, a deep verify and the fleet
@@ -65,10 +80,76 @@ func demoCraigctl(ctx context.Context, in Instance, rulesDB, keyDir string, keep
 			return err
 		}
 	}
+	if err := demoDisposition(ctx, secret, env, fleet); err != nil {
+		return err
+	}
 	if !keep {
 		return nil
 	}
 	return demoWait(ctx, in, secret, env, keyDir, fleet)
+}
+
+// demoStep is one craigctl call of the demo, with the environment
+// (the operator's token or the second identity's) it runs with.
+type demoStep struct {
+	env  map[string]string
+	args []string
+}
+
+// demoDisposition puts the example schedule in force on rules and
+// security (proposed by the operator, approved by the second identity),
+// closes the demo's closed cases six years ago, lists what is due, freezes
+// a batch of it on security and has the second identity approve it, then
+// prints the batch's certificate.
+func demoDisposition(ctx context.Context, secret []byte, env map[string]string, fleet string) error {
+	approver, err := demoToken(secret, demoApprover)
+	if err != nil {
+		return err
+	}
+	second := maps.Clone(env)
+	second["CRAIG_TOKEN"] = approver
+	schedule, err := filepath.Abs(demoSchedule) // mage runs in the repository root
+	if err != nil {
+		return err
+	}
+	fmt.Println("\n==> the records schedule (ADR-073): the example schedule in force, six-year-old closures, one reviewed disposition")
+	closedAt := time.Now().UTC().AddDate(-6, 0, 0).Format(time.RFC3339)
+	steps := []demoStep{
+		{env, []string{"schedule", "propose", schedule, "--fleet", fleet}},
+		{second, []string{"schedule", "approve", demoScheduleVersion, "--fleet", fleet}},
+	}
+	for _, c := range demoClosedCases {
+		steps = append(steps, demoStep{env, []string{"subject", "event", c, "--fleet", fleet, "--type", "case.closed", "--at", closedAt, "--classification", "Unsubstantiated"}})
+	}
+	steps = append(steps, demoStep{env, []string{"disposition", "due", "--fleet", fleet}})
+	for _, st := range steps {
+		fmt.Printf("\n$ craigctl %s\n", strings.Join(st.args, " "))
+		if err := runCraigctl(ctx, st.env, st.args); err != nil {
+			return err
+		}
+	}
+	fmt.Println("\n$ craigctl disposition freeze --service security")
+	out, err := captureCraigctl(ctx, env, []string{"disposition", "freeze", "--service", "security"})
+	if err != nil {
+		return err
+	}
+	fmt.Print(out)
+	var batch struct {
+		ID string `json:"disposition_id"`
+	}
+	if err := json.Unmarshal([]byte(out), &batch); err != nil || batch.ID == "" {
+		return fmt.Errorf("the frozen batch: %q: %w", out, err)
+	}
+	for _, st := range []demoStep{
+		{second, []string{"disposition", "approve", batch.ID, "--service", "security"}},
+		{env, []string{"disposition", "show", batch.ID, "--service", "security", "--certificate"}},
+	} {
+		fmt.Printf("\n$ craigctl %s\n", strings.Join(st.args, " "))
+		if err := runCraigctl(ctx, st.env, st.args); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // demoWait writes the operators' environment (the state file), prints how
@@ -133,14 +214,31 @@ func demoArchivedRow(ctx context.Context, dbURL string) (string, error) {
 // runCraigctl runs the craigctl binary Build made with only the demo's
 // environment (no ambient CRAIG_* variable reaches it).
 func runCraigctl(ctx context.Context, env map[string]string, args []string) error {
-	cmd := exec.CommandContext(ctx, workspace.Binary("craigctl"), args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
+	cmd := craigctl(ctx, env, args)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stdout
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("craigctl %s: %w", strings.Join(args, " "), err)
 	}
 	return nil
+}
+
+// captureCraigctl is runCraigctl returning what it printed.
+func captureCraigctl(ctx context.Context, env map[string]string, args []string) (string, error) {
+	cmd := craigctl(ctx, env, args)
+	cmd.Stderr = os.Stdout
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("craigctl %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
+// craigctl is the craigctl command with only env.
+func craigctl(ctx context.Context, env map[string]string, args []string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, workspace.Binary("craigctl"), args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	return cmd
 }

@@ -185,6 +185,11 @@ func (f *Finder) hotParams(ctx context.Context, db prune.DB, p *queries.DueCases
 			if !c.Case.IsZero() {
 				hot[string(c.Hash)] = c.Case.String()
 			}
+			day := time.Time{}
+			if len(c.Hash) == 0 {
+				day = c.Newest
+			}
+			hot[hotKey(series, c.Hash, day)] = ""
 			p.HotSeries, p.HotHashes, p.HotOthers = append(p.HotSeries, series), append(p.HotHashes, c.Hash), append(p.HotOthers, c.Others)
 			p.HotOldest = append(p.HotOldest, pgtype.Date{Time: c.Oldest, Valid: true})
 			p.HotNewest = append(p.HotNewest, pgtype.Date{Time: c.Newest, Valid: true})
@@ -192,6 +197,16 @@ func (f *Finder) hotParams(ctx context.Context, db prune.DB, p *queries.DueCases
 		}
 	}
 	return hot, nil
+}
+
+// hotKey marks, in the hot map, that series has hot rows of the case hash
+// (for rows about no case, of day).
+func hotKey(series string, hash []byte, day time.Time) string {
+	k := "\x00hot\x00" + series + "\x00" + string(hash)
+	if len(hash) == 0 {
+		k += "\x00" + day.Format(time.DateOnly)
+	}
+	return k
 }
 
 // gather lists a case's groups (its rows with the same other subjects) as

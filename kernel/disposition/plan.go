@@ -33,6 +33,10 @@ type plan struct {
 	// lines counts, per archive, the lines of each case its rewrite drops
 	// (recorded in the rewrite's booking).
 	lines map[uuid.UUID]map[int32]int64
+	// gone are the cases not due now of which no row is left (hot or
+	// archived): destroyed by an earlier step of the batch when it
+	// recorded rows of them.
+	gone map[int32]bool
 }
 
 // plan computes what run destroys now, on db.
@@ -42,7 +46,8 @@ func (f *Finder) plan(ctx context.Context, db prune.DB, run *batchRun) (*plan, e
 	if err != nil {
 		return nil, fmt.Errorf("what a batch depends on: %w", err)
 	}
-	p := &plan{f: f, id: run.d.DispositionID.Bytes, stamp: stamp, groups: map[string]map[string]int32{}, skipped: map[int32]string{}, lines: map[uuid.UUID]map[int32]int64{}}
+	p := &plan{f: f, id: run.d.DispositionID.Bytes, stamp: stamp, groups: map[string]map[string]int32{}, skipped: map[int32]string{}, lines: map[uuid.UUID]map[int32]int64{},
+		gone: map[int32]bool{}}
 	d, err := f.dueRows(ctx, db, time.Now())
 	if err != nil {
 		return nil, err
@@ -73,11 +78,31 @@ func (f *Finder) plan(ctx context.Context, db prune.DB, run *batchRun) (*plan, e
 		p.archives = union(p.archives, uuidsOf(r.Archives))
 	}
 	for _, c := range run.cases {
-		if _, skip := p.skipped[c.Ord]; !skip && !p.destroys(c.Ord) {
-			p.skipped[c.Ord] = "not due on " + d.day.Format(time.DateOnly) + " under version " + d.version.Version
+		if _, skip := p.skipped[c.Ord]; skip || p.destroys(c.Ord) {
+			continue
 		}
+		p.skipped[c.Ord] = "not due on " + d.day.Format(time.DateOnly) + " under version " + d.version.Version
+		left, err := caseLeft(ctx, q, d, c)
+		if err != nil {
+			return nil, err
+		}
+		p.gone[c.Ord] = !left
 	}
 	return p, nil
+}
+
+// caseLeft says whether rows of a batch's case are left, hot or in an
+// unpurged archive (or an archive not indexed by case, which may hold
+// some).
+func caseLeft(ctx context.Context, q *queries.Queries, d dueGroups, c queries.DispositionCase) (bool, error) {
+	if _, ok := d.hot[hotKey(c.Series, c.SubjectHash, dayOf(c.Day))]; ok {
+		return true, nil
+	}
+	left, err := q.ArchivedCaseLeft(ctx, queries.ArchivedCaseLeftParams{Series: c.Series, SubjectHash: c.SubjectHash, Day: c.Day})
+	if err != nil {
+		return false, fmt.Errorf("rows of a case left: %w", err)
+	}
+	return left == nil || *left, nil // NULL: unknown, so left
 }
 
 // classify returns the due groups of the batch's cases (byKey) that no
@@ -269,7 +294,7 @@ func (f *Finder) certificate(run *batchRun, final *plan, lineage []queries.Expun
 			s := bc.Day.Time.Format(time.DateOnly)
 			cc.Day = &s
 		}
-		if why, skip := final.skipped[bc.Ord]; skip {
+		if why, skip := final.skipped[bc.Ord]; skip && !(final.gone[bc.Ord] && bc.RowsDestroyed > 0) {
 			cc.Outcome, cc.Reason = outcomeSkipped, why
 		}
 		c.RowsRemoved += bc.RowsDestroyed

@@ -416,3 +416,29 @@ func TestARestoreKeepsAnExtension(t *testing.T) {
 	require.Equal(t, "rejected", got.Status)
 	require.Equal(t, until.Format(time.DateOnly), *got.ExtendUntil)
 }
+
+// TestACaseOnlyArchivedIsReportedDestroyed: a case whose rows are all in
+// archives is destroyed by the rewrites alone; the hot step finds none of
+// it left and the certificate reports it destroyed, not skipped.
+func TestACaseOnlyArchivedIsReportedDestroyed(t *testing.T) {
+	t.Parallel()
+	h := newAttackDue(t, execSchedule)
+	w := h.w
+	w.db.Exec(t, `DELETE FROM rule_evaluations WHERE input ->> 'case_id' IN ('17', 'case-17')`)
+	h.event(t, "case.closed", "case:17", h.now.AddDate(0, 0, -60), "Substantiated", "")
+	h.f.WithExecution(disposition.Execution{Service: w.s3.Service, Orders: w.orders, Store: w.st,
+		Index: func(ctx context.Context) (int64, error) {
+			rep, err := w.reader.IndexCaseRows(ctx, 100)
+			return rep.Left, err
+		}})
+	h.index(t)
+	b, err := h.f.Freeze(w.ctx, 0, "ops:rita")
+	require.NoError(t, err)
+	require.Zero(t, b.Items[0].Cases[0].RowsHot)
+	res, err := h.f.Approve(w.ctx, b.ID, "ops:sam")
+	require.NoError(t, err)
+	require.Equal(t, 1, res.CasesDestroyed)
+	require.Zero(t, res.CasesSkipped)
+	require.Equal(t, b.Items[0].Cases[0].RowsArchived, res.RowsDestroyed)
+	w.canaryNowhere(t)
+}

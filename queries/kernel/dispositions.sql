@@ -392,3 +392,15 @@ SET status = 'rejected', rejected_by = EXCLUDED.rejected_by, rejected_at = EXCLU
 -- HasExtensions says whether a batch's extensions are recorded.
 -- name: HasExtensions :one
 SELECT EXISTS (SELECT 1 FROM disposition_extensions WHERE disposition_id = sqlc.arg(disposition_id));
+
+-- ArchivedCaseLeft says whether an unpurged archive of a series still
+-- holds rows of a case (for rows about no case, of that day), or an
+-- archive of it is not indexed by case (it may).
+-- name: ArchivedCaseLeft :one
+SELECT EXISTS (
+    SELECT 1 FROM archive_cases AS c JOIN archive_ledger AS l ON l.archive_id = c.archive_id
+    WHERE l.purged_at IS NULL AND l.table_name = sqlc.arg(series) AND c.subject_hash = sqlc.arg(subject_hash)
+      AND (octet_length(c.subject_hash) > 0 OR c.newest_day = sqlc.narg(day))
+) OR EXISTS (
+    SELECT 1 FROM archive_ledger AS l WHERE l.purged_at IS NULL AND l.table_name = sqlc.arg(series) AND NOT l.case_rows_indexed
+);

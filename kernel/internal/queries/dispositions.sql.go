@@ -95,6 +95,32 @@ func (q *Queries) ArchiveDueFacts(ctx context.Context, arg ArchiveDueFactsParams
 	return items, nil
 }
 
+const archivedCaseLeft = `-- name: ArchivedCaseLeft :one
+SELECT EXISTS (
+    SELECT 1 FROM archive_cases AS c JOIN archive_ledger AS l ON l.archive_id = c.archive_id
+    WHERE l.purged_at IS NULL AND l.table_name = $1 AND c.subject_hash = $2
+      AND (octet_length(c.subject_hash) > 0 OR c.newest_day = $3)
+) OR EXISTS (
+    SELECT 1 FROM archive_ledger AS l WHERE l.purged_at IS NULL AND l.table_name = $1 AND NOT l.case_rows_indexed
+)
+`
+
+type ArchivedCaseLeftParams struct {
+	Series      string
+	SubjectHash []byte
+	Day         pgtype.Date
+}
+
+// ArchivedCaseLeft says whether an unpurged archive of a series still
+// holds rows of a case (for rows about no case, of that day), or an
+// archive of it is not indexed by case (it may).
+func (q *Queries) ArchivedCaseLeft(ctx context.Context, arg ArchivedCaseLeftParams) (*bool, error) {
+	row := q.db.QueryRow(ctx, archivedCaseLeft, arg.Series, arg.SubjectHash, arg.Day)
+	var column_1 *bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const caseRowsToIndex = `-- name: CaseRowsToIndex :many
 
 SELECT archive_id, table_name, data_key, data_sha256
