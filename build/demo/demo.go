@@ -18,9 +18,11 @@ import (
 	"github.com/craig/retention/build/binaries"
 	"github.com/craig/retention/build/pgadmin"
 	"github.com/craig/retention/build/store"
+	"github.com/craig/retention/build/versitygw"
 	"github.com/craig/retention/build/workspace"
 
 	"github.com/craig/retention/kernel/settings"
+	kstore "github.com/craig/retention/kernel/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/magefile/mage/mg"
 	"github.com/magefile/mage/sh"
@@ -76,6 +78,9 @@ func demoPrepare(ctx context.Context, in walkthrough.Instance) (string, error) {
 		return "", fmt.Errorf("CRAIG_DEMO_SERVER_URL: %w", err)
 	}
 	mg.CtxDeps(ctx, binaries.Build, store.Store.Up)
+	if err := demoResetStore(ctx, in.StoreURL, []string{"rules", "security"}); err != nil {
+		return "", err
+	}
 	// Every service is swept, in name order; each has its seed file
 	// (queries/demo/<service>.sql).
 	services, err := workspace.ServiceNames()
@@ -105,6 +110,43 @@ func demoPrepare(ctx context.Context, in walkthrough.Instance) (string, error) {
 		}
 	}
 	return server, nil
+}
+
+// demoResetStore destroys what an earlier demo left under each archiving
+// service's prefix of the demo's store (its archives, certificates and
+// journal of acts): the demo's databases are created anew, and a journal
+// of acts they never saw would make them refuse to work as restored from
+// a backup.
+func demoResetStore(ctx context.Context, storeURL string, services []string) error {
+	// The demo opens its store with the archivers' credentials (the local
+	// store's, unless the environment names others).
+	for k, v := range versitygw.ArchiverEnv("", "", storeURL) {
+		if strings.HasPrefix(k, "AWS_") && os.Getenv(k) == "" {
+			if err := os.Setenv(k, v); err != nil {
+				return err
+			}
+		}
+	}
+	st, err := kstore.Open(ctx, storeURL)
+	if err != nil {
+		return fmt.Errorf("the demo's store: %w", err)
+	}
+	defer func() { _ = st.Close() }()
+	for _, svc := range services {
+		objs, err := st.ListObjects(ctx, kstore.Prefix+svc+"/")
+		if err != nil {
+			return fmt.Errorf("the demo's store: list %s: %w", svc, err)
+		}
+		for _, o := range objs {
+			if _, err := st.DestroyReleased(ctx, o.Key); err != nil {
+				return fmt.Errorf("the demo's store: %w", err)
+			}
+		}
+		if len(objs) > 0 {
+			fmt.Printf("==> %d object(s) an earlier demo left under %s%s/ destroyed\n", len(objs), kstore.Prefix, svc)
+		}
+	}
+	return nil
 }
 
 // demoArchiveBudget lets the demo's one pass archive every aged row it seeds

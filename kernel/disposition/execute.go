@@ -164,7 +164,9 @@ func (f *Finder) start(ctx context.Context, id uuid.UUID, approver string) (*bat
 			if err := logAct(ctx, q, approver, "disposition_approved", map[string]any{"disposition_id": id, "schedule_version": d.ScheduleVersion}); err != nil {
 				return err
 			}
-			d.ApprovedBy = &approver
+			if d, err = q.GetDisposition(ctx, pgUUID(id)); err != nil { // its approval as recorded
+				return fmt.Errorf("batch %s: %w", id, err)
+			}
 		}
 		cases, err := q.DispositionCases(ctx, pgUUID(id))
 		if err != nil {

@@ -283,9 +283,6 @@ func (f *Finder) certificate(run *batchRun, final *plan, lineage []queries.Expun
 	c := certificate{DispositionID: d.DispositionID.Bytes, Service: f.exec.Service, ScheduleVersion: d.ScheduleVersion, AsOf: d.AsOf.Time.Format(time.DateOnly),
 		ProposedBy: d.ProposedBy, ProposedAt: d.ProposedAt.Time.UTC(), ApprovedBy: run.approver, ApprovedAt: d.ApprovedAt.Time.UTC(),
 		ExecutedAt: time.Now().UTC().Truncate(time.Microsecond), Items: []certItem{}, Archives: []certArchive{}, Cases: []certCase{}, SubjectHashAlg: SubjectHashAlg}
-	if !d.ApprovedAt.Valid {
-		c.ApprovedAt = c.ExecutedAt
-	}
 	itemAt := map[string]int{}
 	for _, bc := range run.cases {
 		cc := certCase{SubjectHash: subject.Hex(bc.SubjectHash), Series: bc.Series, Item: bc.ItemID, Due: bc.Due.Time.Format(time.DateOnly),

@@ -95,11 +95,13 @@ func TestDispositionExecution(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, disposition.CertificateKey(w.s3.Service, b.ID), res.CertificateKey)
 	var c struct {
-		ID       string `json:"disposition_id"`
-		Version  string `json:"schedule_version"`
-		Proposed string `json:"proposed_by"`
-		Approved string `json:"approved_by"`
-		Items    []struct {
+		ID         string    `json:"disposition_id"`
+		Version    string    `json:"schedule_version"`
+		Proposed   string    `json:"proposed_by"`
+		Approved   string    `json:"approved_by"`
+		ApprovedAt time.Time `json:"approved_at"`
+		ExecutedAt time.Time `json:"executed_at"`
+		Items      []struct {
 			Item, Authority string
 			Rows            map[string]int64
 		} `json:"items"`
@@ -116,6 +118,7 @@ func TestDispositionExecution(t *testing.T) {
 	require.Equal(t, "x-1", c.Version)
 	require.Equal(t, "ops:rita", c.Proposed)
 	require.Equal(t, "ops:sam", c.Approved)
+	require.True(t, c.ApprovedAt.Before(c.ExecutedAt), "approved %v, executed %v", c.ApprovedAt, c.ExecutedAt)
 	require.Equal(t, "GRS-2482, authorized 1998-03-20", c.Items[0].Authority)
 	require.Equal(t, frozen, c.Items[0].Rows["rule_evaluations"])
 	require.Len(t, c.Archives, 3)
