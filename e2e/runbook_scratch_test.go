@@ -63,6 +63,7 @@ func TestRunbook(t *testing.T) {
 	run := &runbookRun{t: t, root: root, demo: d, work: t.TempDir(), bound: map[string]string{}}
 	run.bindCase()
 	copyFile(t, d.state["FLEET_FILE"], filepath.Join(run.work, "fleet.yaml"), 0o600)
+	copyFile(t, filepath.Join(root, "deploy", "records-schedule", "example.yaml"), filepath.Join(run.work, "schedule.yaml"), 0o600)
 	counts := map[string]int{}
 	restoreDone := false
 	for _, step := range rb.steps {
@@ -289,14 +290,14 @@ type ledgerArchive struct {
 	id, firstRecord, dataKey, sha string
 }
 
-// archives are a demo service's archives, oldest first.
+// archives are a demo service's unpurged archives, oldest first.
 func (r *runbookRun) archives(service string) []ledgerArchive {
 	r.t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, r.demo.dbURL(r.t, service))
 	require.NoError(r.t, err)
 	defer func() { _ = conn.Close(ctx) }()
-	rows, err := conn.Query(ctx, `SELECT archive_id::text, first_record_id::text, data_key, data_sha256 FROM archive_ledger ORDER BY archived_at, archive_id`)
+	rows, err := conn.Query(ctx, `SELECT archive_id::text, first_record_id::text, data_key, data_sha256 FROM archive_ledger WHERE purged_at IS NULL ORDER BY archived_at, archive_id`)
 	require.NoError(r.t, err)
 	var out []ledgerArchive
 	for rows.Next() {
@@ -309,7 +310,8 @@ func (r *runbookRun) archives(service string) []ledgerArchive {
 }
 
 // bindCase sets the values an operator brings: the record and the archives
-// of the case (each service's oldest), the period the demo's archives
+// of the case (each service's oldest unpurged: the demo's disposition
+// superseded one of security's), the period the demo's archives
 // cover, today, the service <svc> stands for and the table of the SQL.
 func (r *runbookRun) bindCase() {
 	r.t.Helper()

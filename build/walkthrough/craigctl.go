@@ -80,11 +80,10 @@ func demoCraigctl(ctx context.Context, in Instance, rulesDB, keyDir string, keep
 			return err
 		}
 	}
-	if err := demoDisposition(ctx, secret, env, fleet); err != nil {
-		return err
-	}
 	if !keep {
-		return nil
+		// demoUp leaves the schedule to the runbook (its §10 loads it):
+		// its earlier sections purge by date, as before any schedule.
+		return demoDisposition(ctx, secret, env, fleet)
 	}
 	return demoWait(ctx, in, secret, env, keyDir, fleet)
 }

@@ -140,3 +140,16 @@ func TestDispositionFreezeRejectAndCaseEvents(t *testing.T) {
 	}
 	require.Equal(t, calls, len(f.seen()), "a usage error calls nothing")
 }
+
+// TestSubjectFetchTellsTheDisposal: a subject stream whose summary carries
+// "disposed" is told on stderr, batch, item and authority.
+func TestSubjectFetchTellsTheDisposal(t *testing.T) {
+	t.Parallel()
+	f := newFake(t, map[string]http.HandlerFunc{"GET /admin/subjects/case:41/rows": answer(200,
+		`{"summary":{"tables":["audit_log"],"archives_read":0,"rows":0,"purged_archives":0,"purged_archive_ids":[],`+
+			`"disposed":[{"disposition_id":"0193a6a0-0000-7000-8000-0000000000b3","executed_at":"2026-12-05T10:00:00Z","item":"AL-5U",`+
+			`"authority":"RP-7","table":"audit_log","rows":3}]}}`)})
+	r := run(t, "", false, env(f), "subject", "fetch", "case:41", "--service", "rules")
+	require.Equal(t, craigctl.ExitOK, r.code, r.errOut)
+	require.Contains(t, r.errOut, "rules: DISPOSED: 3 row(s) of audit_log of case:41 destroyed on 2026-12-05T10:00:00Z by disposition 0193a6a0-0000-7000-8000-0000000000b3 under item AL-5U (RP-7)")
+}

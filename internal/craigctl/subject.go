@@ -100,7 +100,17 @@ type subjectSummary struct {
 	ArchivesRead   int      `json:"archives_read"`
 	Rows           int      `json:"rows"`
 	PurgedArchives int      `json:"purged_archives"`
-	raw            json.RawMessage
+	// Disposed are the executed disposition batches that destroyed rows
+	// of the subject on the records schedule (ADR-073).
+	Disposed []struct {
+		DispositionID string `json:"disposition_id"`
+		ExecutedAt    string `json:"executed_at"`
+		Item          string `json:"item"`
+		Authority     string `json:"authority"`
+		Table         string `json:"table"`
+		Rows          int64  `json:"rows"`
+	} `json:"disposed"`
+	raw json.RawMessage
 }
 
 // fetchSubject streams the subject's rows of each target into one output
@@ -184,6 +194,10 @@ func (o *options) reportSubject(service string, s subject.Subject, sum subjectSu
 	_, _ = fmt.Fprintf(o.io.Err, "%s: %d row(s) of %s in %v, %d archive(s) read (verified)\n", service, sum.Rows, s, sum.Tables, sum.ArchivesRead)
 	if sum.PurgedArchives > 0 {
 		_, _ = fmt.Fprintf(o.io.Err, "%s: MISSING: %d purged archive(s) held %s; their rows are gone\n", service, sum.PurgedArchives, s)
+	}
+	for _, d := range sum.Disposed {
+		_, _ = fmt.Fprintf(o.io.Err, "%s: DISPOSED: %d row(s) of %s of %s destroyed on %s by disposition %s under item %s (%s)\n",
+			service, d.Rows, d.Table, s, d.ExecutedAt, d.DispositionID, d.Item, d.Authority)
 	}
 }
 
