@@ -134,7 +134,7 @@ func TestBenchSmoke(t *testing.T) {
 	require.Positive(t, res.Partition.Bloat.PartitionedBytes)
 	require.Positive(t, res.Partition.Bloat.RowDeletedBytes)
 
-	require.Len(t, res.Goals, 23)
+	require.Len(t, res.Goals, 24)
 	require.NotNil(t, res.Archive.HugeRows, "the 20 MiB run ran")
 	require.Equal(t, 20<<20, res.Archive.HugeRows.RowBytes)
 	require.Positive(t, res.Archive.HugeRows.PeakRSSMiB)

@@ -86,7 +86,10 @@ const (
 	EnvSmoke          = "CRAIG_BENCH_SMOKE"
 	EnvFleetEvents    = "CRAIG_BENCH_FLEET_EVENTS"
 	EnvReadArchives   = "CRAIG_BENCH_READ_ARCHIVES"
-	EnvAMQPURL        = "CRAIG_BENCH_AMQP_URL" // broker; default CRAIG_TEST_AMQP_URL, then the local one
+	// EnvDispositionArchives sizes the disposition batch (archives of
+	// 1,000 rows, ten due cases in each).
+	EnvDispositionArchives = "CRAIG_BENCH_DISPOSITION_ARCHIVES"
+	EnvAMQPURL             = "CRAIG_BENCH_AMQP_URL" // broker; default CRAIG_TEST_AMQP_URL, then the local one
 )
 
 // Default servers: the local PostgreSQL and versitygw of `go tool mage store:up`.
@@ -120,6 +123,10 @@ type Config struct {
 	ReadArchives       int
 	ReadRowsPerArchive int
 	ReadFetches        int
+	// DispositionArchives is how many archives of DispositionRowsPerArchive
+	// rows the disposition batch runs over (ten due cases in each).
+	DispositionArchives       int
+	DispositionRowsPerArchive int
 	// Rounds is how many interleaved rounds every configuration runs (≥ 3).
 	Rounds int
 	// DrainRows is the event_outbox size of the drain and writer scenarios
@@ -168,6 +175,8 @@ func Default() Config {
 		FleetEvents:    20_000,
 		// The read scenario's sizes: 10,000 ledger rows of 1,000 rows, 200 ids.
 		ReadArchives: 10_000, ReadRowsPerArchive: 1_000, ReadFetches: 200,
+		// The disposition batch's: 10,000 due cases over 1,000 archives of 1,000 rows.
+		DispositionArchives: 1_000, DispositionRowsPerArchive: 1_000,
 		AMQPURL:    DefaultAMQPURL,
 		WriterRate: 1000, WriterMinSamples: 5000,
 		TimeBox:   15 * time.Second,
@@ -183,6 +192,7 @@ func Smoke() Config {
 	c.DrainRows, c.SteadyRows, c.ArchiveRows, c.ArchiveBigRows, c.FleetEvents = 20_000, 30_000, 2_000, 100, 300
 	c.WriterRate, c.WriterMinSamples = 1000, 40 // a window or two per configuration
 	c.ReadArchives, c.ReadRowsPerArchive, c.ReadFetches = 30, 50, 20
+	c.DispositionArchives, c.DispositionRowsPerArchive = 6, 40
 	c.TimeBox = 300 * time.Millisecond
 	c.Smoke = true
 	return c
@@ -212,7 +222,7 @@ func FromEnv(base Config, getenv func(string) string) (Config, error) {
 	}{
 		{EnvRounds, &c.Rounds}, {EnvDrainRows, &c.DrainRows}, {EnvSteadyRows, &c.SteadyRows},
 		{EnvArchiveRows, &c.ArchiveRows}, {EnvArchiveBigRows, &c.ArchiveBigRows}, {EnvWriterRate, &c.WriterRate}, {EnvWriterSamples, &c.WriterMinSamples},
-		{EnvFleetEvents, &c.FleetEvents}, {EnvReadArchives, &c.ReadArchives},
+		{EnvFleetEvents, &c.FleetEvents}, {EnvReadArchives, &c.ReadArchives}, {EnvDispositionArchives, &c.DispositionArchives},
 	} {
 		if v := getenv(iv.env); v != "" {
 			n, err := strconv.Atoi(strings.ReplaceAll(v, "_", ""))

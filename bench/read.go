@@ -61,6 +61,9 @@ type readWorld struct {
 	// (caseOf spreads the fetched subject over readSubjectArchives).
 	key      subject.Key
 	archives int
+	// cases, when set, is the case of row j of archive i (the disposition
+	// batch's world); else caseOf's spread.
+	cases func(i, j int) int
 }
 
 // Subject read constants.
@@ -77,6 +80,9 @@ const (
 
 // caseOf is the case of row j of archive i.
 func (w *readWorld) caseOf(i, j int) int {
+	if w.cases != nil {
+		return w.cases(i, j)
+	}
 	step := max(w.archives/readSubjectArchives, 1)
 	if j == 0 && i%step == 0 && i/step < readSubjectArchives {
 		return readSubjectCase

@@ -57,7 +57,9 @@ func summarize(res *Results) (Summary, []Goal) {
 		goal("deep verify (ratio to GET + sha256 of the same objects)", "≥ 0.7×", s.VerifyDeepVsGetRatio, "×", func(v float64) bool { return v >= 0.7 }),
 		goal("fetch every row of a subject in 5 of 10,000 archives through the API (p99)", "≤ 500 ms", s.SubjectFetchP99MS, "ms", func(v float64) bool { return v <= 500 }),
 		goal("archive pass with the subject index (ratio to without)", "≥ 0.85×", s.SubjectIndexArchiveCostRatio, "×", func(v float64) bool { return v >= 0.85 }),
-		goal("list what the records schedule makes due over 10,000 archives", "≤ 1,000 ms", s.DispositionDueListMS, "ms", func(v float64) bool { return v <= 1000 }))
+		goal("list what the records schedule makes due over 10,000 archives", "≤ 1,000 ms", s.DispositionDueListMS, "ms", func(v float64) bool { return v <= 1000 }),
+		goal("a disposition batch of 10,000 cases over 1,000 archives (ratio to one court order per case)", "≥ 10×", s.DispositionVsExpungeRatio, "×",
+			func(v float64) bool { return v >= 10 }))
 	goals = append(goals, scaleGoals(&s)...)
 	for _, big := range bigRowRuns(res.Archive) {
 		goals = append(goals, goal(fmt.Sprintf("archive peak RSS, %d KiB rows at batch size %s", big.RowBytes>>10, thousands(int64(big.BatchSize))),
@@ -128,6 +130,9 @@ func summarizeLifecycle(res *Results, s *Summary) {
 	}
 	if res.Disposition != nil {
 		s.DispositionDueListMS = ptr(res.Disposition.DueListMS)
+		if b := res.Disposition.Batch; b != nil {
+			s.DispositionBatchRowsPerS, s.DispositionVsExpungeRatio = ptr(b.RowsPerSec), ptr(b.VsExpungeRatio)
+		}
 	}
 	if res.Archive != nil && res.Archive.SubjectIndexCostRatio > 0 {
 		s.SubjectIndexArchiveCostRatio = ptr(res.Archive.SubjectIndexCostRatio)

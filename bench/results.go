@@ -73,6 +73,12 @@ type Summary struct {
 	// DispositionDueListMS is the median time of listing what the records
 	// schedule makes due over ReadArchives indexed archives (ADR-073).
 	DispositionDueListMS *float64 `json:"disposition_due_list_ms"`
+	// DispositionBatchRowsPerS is one disposition batch's rows destroyed
+	// per second (DispositionArchives archives, ten due cases in each).
+	DispositionBatchRowsPerS *float64 `json:"disposition_batch_rows_per_s"`
+	// DispositionVsExpungeRatio is expunging the batch's cases one court
+	// order at a time ÷ the batch (time).
+	DispositionVsExpungeRatio *float64 `json:"disposition_vs_expunge_ratio"`
 	// SubjectIndexArchiveCostRatio is rules' archive pass with the subject
 	// index (rows/s) ÷ without it, in the same round.
 	SubjectIndexArchiveCostRatio *float64 `json:"subject_index_archive_cost_ratio"`
@@ -126,6 +132,26 @@ type DispositionResult struct {
 	DueRows         int64     `json:"due_rows"`
 	RoundsMS        []float64 `json:"rounds_ms"`
 	DueListMS       float64   `json:"disposition_due_list_ms"`
+	// Batch is one disposition batch's execution.
+	Batch *BatchResult `json:"batch"`
+}
+
+// BatchResult is a disposition batch's execution against expunging its
+// cases one court order at a time.
+type BatchResult struct {
+	Archives              int     `json:"archives"`
+	RowsPerArchive        int     `json:"rows_per_archive"`
+	DueCases              int     `json:"due_cases"`
+	SeedSeconds           float64 `json:"seed_s"`
+	ExpungeSample         int     `json:"expunge_sample_orders"`
+	ExpungeSecondsPerCase float64 `json:"expunge_s_per_case"`
+	BatchCases            int     `json:"batch_cases"`
+	RowsDestroyed         int64   `json:"rows_destroyed"`
+	ArchivesRewritten     int     `json:"archives_rewritten"`
+	ArchivesPurged        int     `json:"archives_purged"`
+	BatchSeconds          float64 `json:"batch_s"`
+	RowsPerSec            float64 `json:"disposition_batch_rows_per_s"`
+	VsExpungeRatio        float64 `json:"disposition_vs_expunge_ratio"`
 }
 
 // ConfigReport is the configuration a run used.
