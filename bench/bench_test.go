@@ -44,7 +44,7 @@ func TestSummarizeMarksGoals(t *testing.T) {
 		Fleet:  &FleetResult{EventsPerSec: 850},
 		Read:   &ReadResult{FetchP99MS: 6.1, VerifyVsGetRatio: 0.69},
 		// The due listing over 10,000 archives, just over its goal.
-		Disposition: &DispositionResult{DueListMS: 1000.5},
+		Disposition: &DispositionResult{DueListMS: 1000.5, Batch: &BatchResult{RowsPerSec: 41000, VsExpungeRatio: 9.5}},
 	}
 	s, goals := summarize(res)
 	require.Equal(t, 0.93, *s.BacklogDrainRatio)
@@ -57,7 +57,8 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	require.Nil(t, s.SecurityArchiveVsCopyRatio)
 	require.Equal(t, 6.1, *s.FetchByIDP99MS)
 	require.Equal(t, 0.69, *s.VerifyDeepVsGetRatio)
-	require.Len(t, goals, 21)
+	require.Equal(t, 41000.0, *s.DispositionBatchRowsPerS)
+	require.Len(t, goals, 22)
 	met := map[string]*bool{}
 	for _, g := range goals {
 		met[g.What] = g.Met
@@ -71,6 +72,7 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	require.False(t, *met["deep verify (ratio to GET + sha256 of the same objects)"], "0.69 is under 0.7")
 	require.Equal(t, 1000.5, *s.DispositionDueListMS)
 	require.False(t, *met["list what the records schedule makes due over 10,000 archives"], "1,000.5 ms is over 1,000")
+	require.False(t, *met["a disposition batch of 10,000 cases over 1,000 archives (ratio to one court order per case)"], "9.5 is under 10")
 }
 
 func TestMedianAndPercentile(t *testing.T) {
