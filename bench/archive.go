@@ -105,6 +105,9 @@ func (r *runner) runArchive(ctx context.Context, tg archiveTarget) (*ArchiveResu
 		return nil, fmt.Errorf("open the S3 store (start it with `go tool mage store:up`): %w", err)
 	}
 	defer func() { _ = st.Close() }()
+	if err := resetPrefix(ctx, st, tg.service); err != nil {
+		return nil, err
+	}
 	res := &ArchiveResult{
 		Table: tg.table, Rows: r.cfg.ArchiveRows, HotRows: hot, BatchSize: tg.batch, MaxBatchBytes: as.MaxBatchBytes,
 		RSSGoalMiB: 64 + float64(as.MaxBatchBytes)/(1<<20),
@@ -461,3 +464,21 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 }
 
 func (t *tailBuffer) String() string { return string(t.b) }
+
+// resetPrefix destroys every object under the service's prefix of the
+// bench's store before its rounds: each round's database is new, and a
+// journal of acts another run left there (the demo journals its schedule
+// and dispositions under the same prefix of the local store) would make the
+// service refuse to archive as a database restored behind it.
+func resetPrefix(ctx context.Context, st *store.Store, service string) error {
+	objs, err := st.ListObjects(ctx, store.Prefix+service+"/")
+	if err != nil {
+		return fmt.Errorf("list %s%s/: %w", store.Prefix, service, err)
+	}
+	for _, o := range objs {
+		if _, err := st.DestroyReleased(ctx, o.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
