@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/archiveread"
 	"github.com/craig/retention/kernel/courtorder"
+	"github.com/craig/retention/kernel/disposition"
 	"github.com/craig/retention/kernel/intent"
 	"github.com/craig/retention/kernel/journal"
 	"github.com/craig/retention/kernel/kerneltest"
@@ -27,7 +29,9 @@ import (
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
 	"github.com/craig/retention/kernel/reconcile"
+	"github.com/craig/retention/kernel/schedule"
 	"github.com/craig/retention/kernel/store"
+	"github.com/craig/retention/kernel/subject"
 )
 
 // destructionSeed and destructionChecks: the destruction model's fixed
@@ -58,6 +62,11 @@ type destructionWorld struct {
 	eng    *archive.Engine
 	reader *archiveread.Reader
 	logs   *kerneltest.LogRecorder
+	// The records schedule (ADR-073): its versions, the case clocks and
+	// the disposition batches, journaled like the rest.
+	sch     *schedule.Schedules
+	clocks  *schedule.Clocks
+	batches *disposition.Finder
 }
 
 // rebuild makes the journal, the lifecycle manager, the court orders, the
@@ -87,27 +96,75 @@ func (d *destructionWorld) rebuild(db *kerneltest.DB) journal.State {
 			SubjectKey: key, Journal: d.j}, slog.New(d.logs), am)
 	require.NoError(t, err)
 	d.reader = archiveread.New(db.Pool, d.base.st, d.base.s3.Service, []archive.TableSpec{subjectSpec()}).WithSubjectKey(key)
+	d.sch = schedule.New(db.Pool, modelSeries).WithJournal(d.j)
+	d.clocks = schedule.NewClocks(db.Pool, key).WithJournal(d.j)
+	d.batches = disposition.NewFinder(db.Pool, key, []archive.TableSpec{subjectSpec()}, d.sch).WithExecution(disposition.Execution{
+		Service: d.base.s3.Service, Orders: d.orders, Store: d.base.st, Journal: d.j,
+		Index: func(ctx context.Context) (int64, error) {
+			rep, err := d.reader.IndexCaseRows(ctx, 100)
+			return rep.Left, err
+		}})
 	return st
+}
+
+// modelSeries and modelSchedule: rule_evaluations kept 30 days after the
+// case's closure.
+var modelSeries = []schedule.Series{{Table: "rule_evaluations"}}
+
+const modelSchedule = `version: "m-1"
+items:
+  - id: M-30
+    series: rule_evaluations
+    starts: case.closed
+    retain: P30D
+    authority: model schedule
+`
+
+// caseClock is the model of a case's clock: closed (when) or reopened;
+// the zero value is no clock (never closed, or expunged since).
+type caseClock struct {
+	state    string
+	closedAt time.Time
+	changed  time.Time
+}
+
+// due says whether the model makes case c's rows due today: closed 30
+// days or more ago, no hold on it, not extended.
+func modelDue(c int, clocks map[int]caseClock, holds map[uuid.UUID]int, extended map[int]bool) bool {
+	k := clocks[c]
+	if k.state != "closed" || extended[c] || !k.closedAt.AddDate(0, 0, 30).Before(time.Now().UTC().Truncate(24*time.Hour)) {
+		return false
+	}
+	for _, hc := range holds {
+		if hc == c {
+			return false
+		}
+	}
+	return true
 }
 
 // reconcile runs the real reconcile (kernel/reconcile).
 func (d *destructionWorld) reconcile() (reconcile.Report, error) {
-	return reconcile.Reconciler{Journal: d.j, Lifecycle: d.mgr, Orders: d.orders, Reader: d.reader, Logger: slog.New(d.logs), Actor: "cli:reconcile"}.Run(d.ctx)
+	return reconcile.Reconciler{Journal: d.j, Lifecycle: d.mgr, Orders: d.orders, Reader: d.reader, Schedules: d.sch, Clocks: d.clocks,
+		Dispositions: d.batches, Logger: slog.New(d.logs), Actor: "cli:reconcile"}.Run(d.ctx)
 }
 
 // canaryOf is written into each row about case c of generation g (the
 // rows written between two expungements of c).
 func canaryOf(c, g int) string { return fmt.Sprintf("CANARY-%d-G%d-", c, g) }
 
-// TestDestructionModel: random sequences of rows about cases 1..4, archive
-// passes, passes cancelled while their booking waits (after their uploads),
+// TestDestructionModel: random sequences of rows about cases 1..4, case
+// events (closed long or not long ago, reopened; stale ones refused),
+// disposition batches approved or rejected with an extension under a
+// schedule keeping rows 30 days after closure, archive passes, passes cancelled while their booking waits (after their uploads),
 // passes and order tries killed between upload and booking (the intent and
 // the object left, nothing booked), seals and unseals, subject holds and
 // releases, expungements, backups, and restores of the database to the
 // last backup (the store keeping its objects and journal) followed by
 // reconcile, drive a real database and the real store (Object Lock). After
 // every step: no row and no object version holds a row of an executed
-// expungement; no hold and no seal is forgotten; after a restore,
+// expungement or disposition; a batch destroyed exactly the cases the
+// model makes due (none early, none due kept); no hold and no seal is forgotten; after a restore,
 // reconcile brings the database level with the store's journal, verify
 // finds every booked archive whole, and reconciling again re-applies
 // nothing and books nothing.
@@ -115,7 +172,7 @@ func TestDestructionModel(t *testing.T) {
 	modelFlags(t, destructionSeed, destructionChecks, "CRAIG_DESTRUCTION_CHECKS")
 	ctx, cancel := context.WithTimeout(context.Background(), modelTimeout)
 	t.Cleanup(cancel)
-	sequences, steps, restores, reapplied := 0, 0, 0, 0
+	sequences, steps, restores, reapplied, disposed := 0, 0, 0, 0, 0
 
 	rapid.Check(t, func(rt *rapid.T) {
 		sequences++
@@ -133,6 +190,15 @@ func TestDestructionModel(t *testing.T) {
 		}()
 		d := &destructionWorld{ctx: ctx, t: t, base: base, logs: &kerneltest.LogRecorder{}}
 		d.rebuild(base.db)
+		doc, err := schedule.Parse([]byte(modelSchedule), modelSeries)
+		require.NoError(t, err)
+		_, err = d.sch.Propose(ctx, doc, "ops:alice")
+		require.NoError(t, err)
+		_, err = d.sch.Approve(ctx, doc.Version, "ops:bob", true)
+		require.NoError(t, err)
+		clocks := map[int]caseClock{} // case -> its clock
+		extended := map[int]bool{}    // case -> kept by a rejected batch's extension
+		live := map[int]int{}         // case -> rows of it not destroyed
 		gen := map[int]int{}          // case -> its rows' generation
 		executed := map[string]bool{} // canaries of executed expungements
 		holds := map[uuid.UUID]int{}  // active hold -> its case
@@ -141,6 +207,7 @@ func TestDestructionModel(t *testing.T) {
 		t.Cleanup(func() { unlockKeys(base.st, locked) })
 		var backup string
 		insert := func(c, n, daysAgo int) {
+			live[c] += n
 			for i := 0; i < n; i++ {
 				d.db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
 					VALUES (now() - make_interval(days => $1) + make_interval(mins => $2), 'r', jsonb_build_object('case_id', $3::int, 'note', $4::text), '{}')`,
@@ -159,6 +226,29 @@ func TestDestructionModel(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, intent.Record(ctx, d.db.Pool, work, id, "rule_evaluations", "system:retention", keys.Data, keys.Manifest))
 			require.NoError(t, base.st.PutCreate(ctx, keys.Data, []byte(docs), store.ContentTypeNDJSON))
+		}
+
+		// caseEvent sends case c's closure (or reopening) daysAgo days ago
+		// and checks the clock's answer against the model's.
+		caseEvent := func(rt *rapid.T, c int, reopen bool, daysAgo int) {
+			at := time.Now().UTC().AddDate(0, 0, -daysAgo).Add(time.Duration(steps) * time.Minute).Truncate(time.Microsecond)
+			e := schedule.Event{Type: schedule.EventClosed, Case: caseSubject(c), At: at, Classification: "x"}
+			if reopen {
+				e = schedule.Event{Type: schedule.EventReopened, Case: caseSubject(c), At: at}
+			}
+			k := clocks[c]
+			stale := k.state != "" && (at.Before(k.changed) || (at.Equal(k.changed) && !reopen))
+			_, err := d.clocks.Apply(ctx, e, "ops:erin")
+			switch {
+			case stale && !errors.Is(err, schedule.ErrStale):
+				rt.Fatalf("case %d: an event at %v older than its clock's change at %v: %v, want ErrStale", c, at, k.changed, err)
+			case !stale && err != nil:
+				rt.Fatalf("case %d: event at %v: %v", c, at, err)
+			case !stale && reopen:
+				clocks[c] = caseClock{state: "reopened", changed: at}
+			case !stale:
+				clocks[c] = caseClock{state: "closed", closedAt: at, changed: at}
+			}
 		}
 
 		rt.Repeat(map[string]func(*rapid.T){
@@ -319,6 +409,51 @@ func TestDestructionModel(t *testing.T) {
 					executed[canaryOf(c, g)] = true
 				}
 				gen[c]++
+				// Its clock and extension now name the order's commitment:
+				// a later event about the case starts a new clock.
+				live[c], clocks[c], extended[c] = 0, caseClock{}, false
+			},
+			"case_event": func(rt *rapid.T) {
+				caseEvent(rt, rapid.IntRange(1, modelCases).Draw(rt, "case"), rapid.Bool().Draw(rt, "reopen"),
+					rapid.SampledFrom([]int{90, 60, 10}).Draw(rt, "days_ago"))
+			},
+			"case_closed": func(rt *rapid.T) { // closed long ago: its rows due
+				caseEvent(rt, rapid.IntRange(1, modelCases).Draw(rt, "case"), false, 60)
+			},
+			"dispose": func(rt *rapid.T) {
+				disposeModel(rt, d, clocks, holds, extended, live, func(c int) {
+					disposed++
+					for g := 0; g <= gen[c]; g++ {
+						executed[canaryOf(c, g)] = true
+					}
+					gen[c]++
+					live[c] = 0
+				})
+			},
+			"extend": func(rt *rapid.T) {
+				if _, err := d.reader.IndexCaseRows(ctx, 100); err != nil {
+					rt.Fatalf("index: %v", err)
+				}
+				b, err := d.batches.Freeze(ctx, 0, "ops:rita")
+				if errors.Is(err, disposition.ErrNothingDue) {
+					rt.Skip("nothing due")
+				}
+				if err != nil {
+					rt.Fatalf("freeze: %v", err)
+				}
+				until := time.Now().UTC().AddDate(1, 0, 0).Truncate(24 * time.Hour)
+				if _, err := d.batches.Reject(ctx, b.ID, "ops:bob", "fair hearing", &until); err != nil {
+					rt.Fatalf("reject: %v", err)
+				}
+				for _, it := range b.Items {
+					for _, bc := range it.Cases {
+						n, err := strconv.Atoi(strings.TrimPrefix(bc.Subject, "case:"))
+						if err != nil {
+							rt.Fatalf("a batch's case %q", bc.Subject)
+						}
+						extended[n] = true
+					}
+				}
 			},
 			"backup": func(rt *rapid.T) {
 				backup = kerneltest.Backup(t, d.db)
@@ -368,7 +503,91 @@ func TestDestructionModel(t *testing.T) {
 			},
 		})
 	})
-	t.Logf("destruction model: %d sequences, %d steps, %d restores, %d journal entries re-applied", sequences, steps, restores, reapplied)
+	t.Logf("destruction model: %d sequences, %d steps, %d restores, %d journal entries re-applied, %d cases disposed of", sequences, steps, restores,
+		reapplied, disposed)
+}
+
+// disposeModel freezes what is due (after indexing the archives by case)
+// and has a second identity approve it, then checks the batch against the
+// model: every case it destroyed was due (closed 30 days ago or more, no
+// hold on it, no extension); while no hold is active, every case the
+// model makes due with rows left was destroyed; destroyed(c) is called for
+// each destroyed case.
+func disposeModel(rt *rapid.T, d *destructionWorld, clocks map[int]caseClock, holds map[uuid.UUID]int, extended map[int]bool, live map[int]int,
+	destroyed func(c int)) {
+	ctx := d.ctx
+	if _, err := d.reader.IndexCaseRows(ctx, 100); err != nil {
+		rt.Fatalf("index: %v", err)
+	}
+	// Liveness is checked while no hold is active: a hold on one case
+	// keeps the archives that hold its rows, and so the other cases' rows
+	// in them (a case is disposed of whole).
+	want := map[int]bool{}
+	for c := 1; c <= modelCases && len(holds) == 0; c++ {
+		if live[c] > 0 && modelDue(c, clocks, holds, extended) {
+			want[c] = true
+		}
+	}
+	b, err := d.batches.Freeze(ctx, 0, "ops:rita")
+	if errors.Is(err, disposition.ErrNothingDue) {
+		if len(want) > 0 {
+			rt.Fatalf("cases %v are due and nothing was frozen", sortedKeys(want))
+		}
+		return
+	}
+	if err != nil {
+		rt.Fatalf("freeze: %v", err)
+	}
+	_, err = d.batches.Approve(ctx, b.ID, "ops:bob")
+	if errors.Is(err, courtorder.ErrOrphans) {
+		// An unknown archive holds rows a restore lost: reconcile, again.
+		if _, rerr := d.reconcile(); rerr != nil {
+			rt.Fatalf("reconcile after %v: %v", err, rerr)
+		}
+		_, err = d.batches.Approve(ctx, b.ID, "ops:bob")
+	}
+	if err != nil {
+		rt.Fatalf("approve batch %s: %v", b.ID, err)
+	}
+	raw, err := d.batches.Certificate(ctx, b.ID)
+	if err != nil {
+		rt.Fatalf("certificate: %v", err)
+	}
+	var cert struct {
+		Cases []struct {
+			Hash    string `json:"subject_hash"`
+			Outcome string `json:"outcome"`
+			Reason  string `json:"reason"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(raw, &cert); err != nil {
+		rt.Fatalf("certificate: %v", err)
+	}
+	byHash := map[string]int{}
+	for c := 1; c <= modelCases; c++ {
+		byHash[subject.Hex(testKey(d.t).Hash(caseSubject(c)))] = c
+	}
+	got := map[int]bool{}
+	for _, bc := range cert.Cases {
+		c, ok := byHash[bc.Hash]
+		if !ok {
+			rt.Fatalf("the certificate names a case %s the model does not know", bc.Hash)
+		}
+		if bc.Outcome == "destroyed" {
+			if !modelDue(c, clocks, holds, extended) {
+				rt.Fatalf("case %d destroyed and not due: clock %+v, extended %v", c, clocks[c], extended[c])
+			}
+			got[c] = true
+		}
+	}
+	for c := range want {
+		if !got[c] {
+			rt.Fatalf("case %d is due (clock %+v) and batch %s kept it: %s", c, clocks[c], b.ID, raw)
+		}
+	}
+	for c := range got {
+		destroyed(c)
+	}
 }
 
 // checkDestruction compares the database and the store with the model.
