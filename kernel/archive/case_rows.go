@@ -230,6 +230,35 @@ type RowGroups struct {
 	Groups []string
 	// At is the row's age (clamped to the representable range).
 	At time.Time
+	// facts are its groups' (in Groups' order), for FactsOf.
+	facts []CaseRows
+}
+
+// FactsOf are the case rows of rows (as HotCaseRows reads them from the
+// table), computed from these rows only: a plan made from them and a
+// delete by their ids see the same rows.
+func FactsOf(rows []RowGroups) []CaseRows {
+	byKey := map[string]*CaseRows{}
+	var order []string
+	for _, r := range rows {
+		for i, k := range r.Groups {
+			f := r.facts[i]
+			c, ok := byKey[k]
+			if !ok {
+				c = &CaseRows{Case: f.Case, Hash: f.Hash, Others: f.Others, Oldest: f.Oldest, Newest: f.Newest}
+				byKey[k] = c
+				order = append(order, k)
+			}
+			c.Rows++
+			c.Oldest, c.Newest = minTime(c.Oldest, f.Oldest), maxTime(c.Newest, f.Newest)
+		}
+	}
+	slices.Sort(order)
+	out := make([]CaseRows, 0, len(order))
+	for _, k := range order {
+		out = append(out, *byKey[k])
+	}
+	return out
 }
 
 // HotRowGroups are the groups of each of spec's hot rows.
@@ -273,7 +302,7 @@ func readRowGroups(ctx context.Context, db prune.DB, key subject.Key, spec Table
 			return nil, fmt.Errorf("row groups of %s: %w", spec.Table, err)
 		}
 		if !unparsed {
-			if r.Groups, err = g.keys(cases, all, day); err != nil {
+			if r.Groups, r.facts, err = g.keys(cases, all, day); err != nil {
 				return nil, err
 			}
 		}
@@ -286,28 +315,28 @@ func readRowGroups(ctx context.Context, db prune.DB, key subject.Key, spec Table
 }
 
 // keys are the group keys of a row about cases and, in all, every
-// subject, of day.
-func (g *caseGroups) keys(cases, all []string, day time.Time) ([]string, error) {
+// subject, of day, with each group's facts (one row of day).
+func (g *caseGroups) keys(cases, all []string, day time.Time) ([]string, []CaseRows, error) {
 	allHashes := make([][]byte, 0, len(all))
 	for _, v := range all {
 		h, _, err := g.hash(v, false)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		allHashes = append(allHashes, h)
 	}
 	if len(cases) == 0 {
-		k, _ := groupKey([]byte{}, allHashes, day)
-		return []string{k}, nil
+		k, others := groupKey([]byte{}, allHashes, day)
+		return []string{k}, []CaseRows{{Hash: []byte{}, Others: others, Oldest: day, Newest: day}}, nil
 	}
-	out := make([]string, 0, len(cases))
+	keys, facts := make([]string, 0, len(cases)), make([]CaseRows, 0, len(cases))
 	for _, v := range cases {
-		h, _, err := g.hash(v, true)
+		h, s, err := g.hash(v, true)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		k, _ := groupKey(h, allHashes, day)
-		out = append(out, k)
+		k, others := groupKey(h, allHashes, day)
+		keys, facts = append(keys, k), append(facts, CaseRows{Case: s, Hash: h, Others: others, Oldest: day, Newest: day})
 	}
-	return out, nil
+	return keys, facts, nil
 }

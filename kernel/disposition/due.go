@@ -99,7 +99,7 @@ func (f *Finder) Find(ctx context.Context, asOf time.Time, unindexed int64) (Due
 
 // find is Find on db (a transaction: Freeze's, under its lock).
 func (f *Finder) find(ctx context.Context, db prune.DB, asOf time.Time, unindexed int64) (Due, error) {
-	d, err := f.dueRows(ctx, db, asOf)
+	d, err := f.dueRows(ctx, db, asOf, nil)
 	if err != nil {
 		return Due{}, err
 	}
@@ -121,8 +121,9 @@ type dueGroups struct {
 }
 
 // dueRows computes the groups due on asOf's UTC day under the version in
-// force, on db.
-func (f *Finder) dueRows(ctx context.Context, db prune.DB, asOf time.Time) (dueGroups, error) {
+// force, on db; given, when it has a series, are that series' hot facts
+// (else they are read from its table).
+func (f *Finder) dueRows(ctx context.Context, db prune.DB, asOf time.Time, given map[string][]archive.CaseRows) (dueGroups, error) {
 	v, err := f.schedules.InForce(ctx)
 	if err != nil {
 		return dueGroups{}, err
@@ -135,7 +136,7 @@ func (f *Finder) dueRows(ctx context.Context, db prune.DB, asOf time.Time) (dueG
 	if d.items, err = itemParams(&p, v); err != nil {
 		return dueGroups{}, err
 	}
-	if d.hot, err = f.hotParams(ctx, db, &p); err != nil {
+	if d.hot, err = f.hotParams(ctx, db, &p, given); err != nil {
 		return dueGroups{}, err
 	}
 	if d.rows, err = queries.New(db).DueCases(ctx, p); err != nil {
@@ -168,7 +169,7 @@ func itemParams(p *queries.DueCasesParams, v *schedule.Version) (map[string]sche
 
 // hotParams puts the hot rows' facts of the items' series into p, and
 // returns the hot cases by hash.
-func (f *Finder) hotParams(ctx context.Context, db prune.DB, p *queries.DueCasesParams) (map[string]string, error) {
+func (f *Finder) hotParams(ctx context.Context, db prune.DB, p *queries.DueCasesParams, given map[string][]archive.CaseRows) (map[string]string, error) {
 	hot := map[string]string{}
 	seen := map[string]bool{}
 	for _, series := range p.ItemSeries {
@@ -177,9 +178,12 @@ func (f *Finder) hotParams(ctx context.Context, db prune.DB, p *queries.DueCases
 			continue
 		}
 		seen[series] = true
-		facts, err := archive.HotCaseRows(ctx, db, f.key, spec)
-		if err != nil {
-			return nil, err
+		facts, ok := given[series]
+		if !ok {
+			var err error
+			if facts, err = archive.HotCaseRows(ctx, db, f.key, spec); err != nil {
+				return nil, err
+			}
 		}
 		for _, c := range facts {
 			if !c.Case.IsZero() {

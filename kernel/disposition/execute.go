@@ -74,7 +74,10 @@ type Executed struct {
 	ArchivesRewritten int       `json:"archives_rewritten"`
 	ArchivesPurged    int       `json:"archives_purged"`
 	CasesDestroyed    int       `json:"cases_destroyed"`
-	CasesSkipped      int       `json:"cases_skipped"`
+	// CasesPartial are the cases some rows of which were destroyed before
+	// they stopped being due (counted in CasesSkipped too).
+	CasesPartial int `json:"cases_partial"`
+	CasesSkipped int `json:"cases_skipped"`
 	CertificateKey    string    `json:"certificate_key"`
 }
 
@@ -221,9 +224,13 @@ func (f *Finder) execute(ctx context.Context, run *batchRun) (Executed, error) {
 		ArchivesPurged: cert.ArchivesPurged, CertificateKey: key}
 	failpoint.Inject(failpoint.DispositionBeforeComplete)
 	for _, c := range cert.Cases {
-		if c.Outcome == outcomeDestroyed {
+		switch c.Outcome {
+		case outcomeDestroyed:
 			res.CasesDestroyed++
-		} else {
+		case outcomePartial:
+			res.CasesPartial++
+			res.CasesSkipped++
+		default:
 			res.CasesSkipped++
 		}
 	}
@@ -249,7 +256,7 @@ func (f *Finder) rewriteAll(ctx context.Context, run *batchRun) error {
 		if _, err := f.exec.Index(ctx); err != nil {
 			return err
 		}
-		p, err := f.plan(ctx, f.pool, run)
+		p, err := f.plan(ctx, f.pool, run, nil)
 		if err != nil {
 			return err
 		}
@@ -273,7 +280,9 @@ func (f *Finder) rewriteAll(ctx context.Context, run *batchRun) error {
 // transaction that re-checks what is due under the holds lock and the
 // clocks' lock (ordered with hold placements and case events), records
 // each case's rows, and returns the plan it deleted by: the cases it
-// destroys.
+// destroys. The plan is made from the hot rows one read returned, and
+// exactly those of them are deleted: a row committed after that read
+// (a new record of a case) is neither counted nor deleted.
 func (f *Finder) deleteHot(ctx context.Context, run *batchRun) (*plan, error) {
 	var final *plan
 	err := pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
@@ -284,36 +293,26 @@ func (f *Finder) deleteHot(ctx context.Context, run *batchRun) (*plan, error) {
 		if err := q.LockClocksShare(ctx); err != nil {
 			return err
 		}
-		p, err := f.plan(ctx, tx, run)
-		if err != nil {
-			return err
-		}
-		counts := map[int32]int64{}
-		for series := range p.groups {
-			spec, ok := f.specs[series]
-			if !ok {
+		read, given := map[string][]archive.RowGroups{}, map[string][]archive.CaseRows{}
+		for _, c := range run.cases {
+			spec, ok := f.specs[c.Series]
+			if _, done := read[c.Series]; !ok || done {
 				continue
 			}
 			rows, err := archive.HotRowGroups(ctx, tx, f.key, spec)
 			if err != nil {
 				return err
 			}
-			var ids []string
-			for _, r := range rows {
-				if ord, ok := p.owner(series, r.Groups); ok {
-					ids = append(ids, r.ID)
-					counts[ord]++
-				}
-			}
-			if len(ids) == 0 {
-				continue
-			}
-			tag, err := tx.Exec(ctx, archive.DeleteByIDSQL(spec), ids)
-			if err != nil {
-				return fmt.Errorf("delete the due hot rows of %s: %w", spec.Table, err)
-			}
-			if tag.RowsAffected() != int64(len(ids)) {
-				return fmt.Errorf("delete the due hot rows of %s: %d of %d deleted", spec.Table, tag.RowsAffected(), len(ids))
+			read[c.Series], given[c.Series] = rows, archive.FactsOf(rows)
+		}
+		p, err := f.plan(ctx, tx, run, given)
+		if err != nil {
+			return err
+		}
+		counts := map[int32]int64{}
+		for series, rows := range read {
+			if err := deleteRows(ctx, tx, f.specs[series], p, rows, counts); err != nil {
+				return err
 			}
 		}
 		if err := addDestroyed(ctx, q, run, counts); err != nil {
@@ -324,6 +323,29 @@ func (f *Finder) deleteHot(ctx context.Context, run *batchRun) (*plan, error) {
 		return nil
 	})
 	return final, err
+}
+
+// deleteRows deletes, of rows (spec's hot rows as read), those of the
+// plan's groups, counting them per case.
+func deleteRows(ctx context.Context, tx pgx.Tx, spec archive.TableSpec, p *plan, rows []archive.RowGroups, counts map[int32]int64) error {
+	var ids []string
+	for _, r := range rows {
+		if ord, ok := p.owner(spec.Table, r.Groups); ok {
+			ids = append(ids, r.ID)
+			counts[ord]++
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	tag, err := tx.Exec(ctx, archive.DeleteByIDSQL(spec), ids)
+	if err != nil {
+		return fmt.Errorf("delete the due hot rows of %s: %w", spec.Table, err)
+	}
+	if tag.RowsAffected() != int64(len(ids)) {
+		return fmt.Errorf("delete the due hot rows of %s: %d of %d deleted", spec.Table, tag.RowsAffected(), len(ids))
+	}
+	return nil
 }
 
 // addDestroyed adds rows destroyed to the batch's cases (by ord).

@@ -39,8 +39,10 @@ type plan struct {
 	gone map[int32]bool
 }
 
-// plan computes what run destroys now, on db.
-func (f *Finder) plan(ctx context.Context, db prune.DB, run *batchRun) (*plan, error) {
+// plan computes what run destroys now, on db; given, when it has a series,
+// are that series' hot facts as the caller read them (else they are read
+// from its table).
+func (f *Finder) plan(ctx context.Context, db prune.DB, run *batchRun, given map[string][]archive.CaseRows) (*plan, error) {
 	q := queries.New(db)
 	stamp, err := q.DispositionStamp(ctx)
 	if err != nil {
@@ -48,7 +50,7 @@ func (f *Finder) plan(ctx context.Context, db prune.DB, run *batchRun) (*plan, e
 	}
 	p := &plan{f: f, id: run.d.DispositionID.Bytes, stamp: stamp, groups: map[string]map[string]int32{}, skipped: map[int32]string{}, lines: map[uuid.UUID]map[int32]int64{},
 		gone: map[int32]bool{}}
-	d, err := f.dueRows(ctx, db, time.Now())
+	d, err := f.dueRows(ctx, db, time.Now(), given)
 	if err != nil {
 		return nil, err
 	}
@@ -206,13 +208,13 @@ func (p *plan) recheck() func(ctx context.Context, tx pgx.Tx, archiveID uuid.UUI
 }
 
 func sameStamp(a, b queries.DispositionStampRow) bool {
-	return a.Holds == b.Holds && a.ActiveHolds == b.ActiveHolds && a.Clocks == b.Clocks && a.Extensions == b.Extensions &&
-		a.Approvals == b.Approvals && a.ClocksUpdated.Valid == b.ClocksUpdated.Valid && a.ClocksUpdated.Time.Equal(b.ClocksUpdated.Time)
+	return a == b
 }
 
 // Outcomes of a batch's case.
 const (
 	outcomeDestroyed = "destroyed"
+	outcomePartial   = "partial"
 	outcomeSkipped   = "skipped"
 )
 
@@ -291,7 +293,11 @@ func (f *Finder) certificate(run *batchRun, final *plan, lineage []queries.Expun
 			s := bc.Day.Time.Format(time.DateOnly)
 			cc.Day = &s
 		}
-		if why, skip := final.skipped[bc.Ord]; skip && !(final.gone[bc.Ord] && bc.RowsDestroyed > 0) {
+		switch why, skip := final.skipped[bc.Ord]; {
+		case skip && bc.RowsDestroyed > 0 && final.gone[bc.Ord]: // destroyed whole by the archive rewrites
+		case skip && bc.RowsDestroyed > 0:
+			cc.Outcome, cc.Reason = outcomePartial, why
+		case skip:
 			cc.Outcome, cc.Reason = outcomeSkipped, why
 		}
 		c.RowsRemoved += bc.RowsDestroyed

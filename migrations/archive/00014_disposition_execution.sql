@@ -27,7 +27,10 @@ ALTER TABLE dispositions
     ADD CONSTRAINT dispositions_executed_check CHECK ((status = 'executed') = (executed_at IS NOT NULL AND certificate_key IS NOT NULL));
 
 ALTER TABLE disposition_cases
-    ADD COLUMN outcome text CHECK (outcome IN ('destroyed', 'skipped')),
+    -- destroyed: every row of it the batch found due; partial: some, then
+    -- it stopped being due (a reopening, a hold, a new record); skipped:
+    -- none.
+    ADD COLUMN outcome text CHECK (outcome IN ('destroyed', 'partial', 'skipped')),
     ADD COLUMN outcome_reason text,
     ADD COLUMN rows_destroyed bigint NOT NULL DEFAULT 0 CHECK (rows_destroyed >= 0);
 

@@ -127,8 +127,14 @@ WITH RECURSIVE items AS (
     SELECT b.*, CASE WHEN b.base_due IS NULL THEN NULL ELSE GREATEST(b.base_due, ext.until + 1) END::date AS own_due
     FROM based AS b
     LEFT JOIN LATERAL (
+        -- A case's extension keeps every case merged with it (they fall
+        -- due together): extensions are matched by governing root.
         SELECT max(e.until) AS until FROM disposition_extensions AS e
-        WHERE e.series = b.series AND e.subject_hash = b.hash AND e.day IS NOT DISTINCT FROM b.day
+        WHERE e.series = b.series
+          AND CASE WHEN octet_length(b.hash) = 0
+                   THEN e.subject_hash = b.hash AND e.day IS NOT DISTINCT FROM b.day
+                   ELSE coalesce((SELECT gv.root FROM governing AS gv WHERE gv.hash = e.subject_hash), e.subject_hash) = b.root
+              END
     ) AS ext ON true
 ), case_due AS (
     -- A case's own due date (the same for each of its groups), and
@@ -275,13 +281,15 @@ WHERE disposition_id = sqlc.arg(disposition_id) AND status = 'proposed';
 LOCK TABLE case_clocks IN SHARE MODE;
 
 -- DispositionStamp is what a batch's due cases depend on besides the rows:
--- the holds (placed ever, active), the case clocks, the extensions and the
--- schedule's approvals. The same stamp: what was due is still due.
+-- the holds (placed ever, active), the case events applied (every clock
+-- change records one, and none is ever deleted: a count, unlike a time,
+-- moves when a transaction that began earlier commits), the extensions
+-- and the schedule's approvals. The same stamp: what was due is still due.
 -- name: DispositionStamp :one
 SELECT (SELECT count(*) FROM archive_holds)::bigint AS holds,
        (SELECT count(*) FROM archive_holds WHERE released_at IS NULL)::bigint AS active_holds,
        (SELECT count(*) FROM case_clocks)::bigint AS clocks,
-       (SELECT max(updated_at) FROM case_clocks)::timestamptz AS clocks_updated,
+       (SELECT count(*) FROM case_clock_events)::bigint AS clock_events,
        (SELECT count(*) FROM disposition_extensions)::bigint AS extensions,
        (SELECT count(*) FROM retention_schedules WHERE approved_at IS NOT NULL)::bigint AS approvals;
 
@@ -310,12 +318,13 @@ SET status = 'executed', executed_at = sqlc.arg(executed_at), certificate_key = 
     archives_rewritten = sqlc.arg(archives_rewritten), archives_purged = sqlc.arg(archives_purged)
 WHERE disposition_id = sqlc.arg(disposition_id) AND status = 'executing';
 
--- SubjectDisposals are the executed batches that destroyed a case's rows:
+-- SubjectDisposals are the executed batches that destroyed rows of a case
+-- (all of them, or some: a case no longer due part way through its batch):
 -- what a records request that arrives later is answered.
 -- name: SubjectDisposals :many
 SELECT d.disposition_id, d.executed_at, c.item_id, c.authority, c.series, c.rows_destroyed
 FROM disposition_cases AS c JOIN dispositions AS d ON d.disposition_id = c.disposition_id
-WHERE c.subject_hash = sqlc.arg(subject_hash) AND d.status = 'executed' AND c.outcome = 'destroyed'
+WHERE c.subject_hash = sqlc.arg(subject_hash) AND d.status = 'executed' AND c.rows_destroyed > 0
 ORDER BY d.executed_at, d.disposition_id, c.ord;
 
 -- AddDispositionCaseRows adds rows destroyed to a case of a batch, in the

@@ -316,23 +316,25 @@ const dispositionStamp = `-- name: DispositionStamp :one
 SELECT (SELECT count(*) FROM archive_holds)::bigint AS holds,
        (SELECT count(*) FROM archive_holds WHERE released_at IS NULL)::bigint AS active_holds,
        (SELECT count(*) FROM case_clocks)::bigint AS clocks,
-       (SELECT max(updated_at) FROM case_clocks)::timestamptz AS clocks_updated,
+       (SELECT count(*) FROM case_clock_events)::bigint AS clock_events,
        (SELECT count(*) FROM disposition_extensions)::bigint AS extensions,
        (SELECT count(*) FROM retention_schedules WHERE approved_at IS NOT NULL)::bigint AS approvals
 `
 
 type DispositionStampRow struct {
-	Holds         int64
-	ActiveHolds   int64
-	Clocks        int64
-	ClocksUpdated pgtype.Timestamptz
-	Extensions    int64
-	Approvals     int64
+	Holds       int64
+	ActiveHolds int64
+	Clocks      int64
+	ClockEvents int64
+	Extensions  int64
+	Approvals   int64
 }
 
 // DispositionStamp is what a batch's due cases depend on besides the rows:
-// the holds (placed ever, active), the case clocks, the extensions and the
-// schedule's approvals. The same stamp: what was due is still due.
+// the holds (placed ever, active), the case events applied (every clock
+// change records one, and none is ever deleted: a count, unlike a time,
+// moves when a transaction that began earlier commits), the extensions
+// and the schedule's approvals. The same stamp: what was due is still due.
 func (q *Queries) DispositionStamp(ctx context.Context) (DispositionStampRow, error) {
 	row := q.db.QueryRow(ctx, dispositionStamp)
 	var i DispositionStampRow
@@ -340,7 +342,7 @@ func (q *Queries) DispositionStamp(ctx context.Context) (DispositionStampRow, er
 		&i.Holds,
 		&i.ActiveHolds,
 		&i.Clocks,
-		&i.ClocksUpdated,
+		&i.ClockEvents,
 		&i.Extensions,
 		&i.Approvals,
 	)
@@ -423,8 +425,14 @@ WITH RECURSIVE items AS (
     SELECT b.gid, b.series, b.hash, b.others, b.day, b.oldest, b.newest, b.hot_rows, b.archived_rows, b.archives, b.box, b.state, b.closed_at, b.classification, b.root, b.root_newest, b.item_id, b.base_due, CASE WHEN b.base_due IS NULL THEN NULL ELSE GREATEST(b.base_due, ext.until + 1) END::date AS own_due
     FROM based AS b
     LEFT JOIN LATERAL (
+        -- A case's extension keeps every case merged with it (they fall
+        -- due together): extensions are matched by governing root.
         SELECT max(e.until) AS until FROM disposition_extensions AS e
-        WHERE e.series = b.series AND e.subject_hash = b.hash AND e.day IS NOT DISTINCT FROM b.day
+        WHERE e.series = b.series
+          AND CASE WHEN octet_length(b.hash) = 0
+                   THEN e.subject_hash = b.hash AND e.day IS NOT DISTINCT FROM b.day
+                   ELSE coalesce((SELECT gv.root FROM governing AS gv WHERE gv.hash = e.subject_hash), e.subject_hash) = b.root
+              END
     ) AS ext ON true
 ), case_due AS (
     -- A case's own due date (the same for each of its groups), and
@@ -1215,7 +1223,7 @@ func (q *Queries) StartDisposition(ctx context.Context, arg StartDispositionPara
 const subjectDisposals = `-- name: SubjectDisposals :many
 SELECT d.disposition_id, d.executed_at, c.item_id, c.authority, c.series, c.rows_destroyed
 FROM disposition_cases AS c JOIN dispositions AS d ON d.disposition_id = c.disposition_id
-WHERE c.subject_hash = $1 AND d.status = 'executed' AND c.outcome = 'destroyed'
+WHERE c.subject_hash = $1 AND d.status = 'executed' AND c.rows_destroyed > 0
 ORDER BY d.executed_at, d.disposition_id, c.ord
 `
 
@@ -1228,7 +1236,8 @@ type SubjectDisposalsRow struct {
 	RowsDestroyed int64
 }
 
-// SubjectDisposals are the executed batches that destroyed a case's rows:
+// SubjectDisposals are the executed batches that destroyed rows of a case
+// (all of them, or some: a case no longer due part way through its batch):
 // what a records request that arrives later is answered.
 func (q *Queries) SubjectDisposals(ctx context.Context, subjectHash []byte) ([]SubjectDisposalsRow, error) {
 	rows, err := q.db.Query(ctx, subjectDisposals, subjectHash)
