@@ -165,7 +165,7 @@ func (r *runner) runScenarios(ctx context.Context, res *Results) error {
 		}
 	}
 	if r.cfg.runs(ScenarioDisposition) {
-		if res.Disposition, err = r.runDisposition(ctx); err != nil {
+		if res.Disposition, err = r.runDispositions(ctx); err != nil {
 			return err
 		}
 	}

@@ -101,9 +101,6 @@ func (r *runner) runDisposition(ctx context.Context) (*DispositionResult, error)
 	}
 	res.RoundsMS = ms
 	res.DueListMS = round3(median(ms))
-	if err := r.runDispositionBatch(ctx, res); err != nil {
-		return nil, fmt.Errorf("disposition batch: %w", err)
-	}
 	return res, nil
 }
 

@@ -34,6 +34,19 @@ const (
 	batchExpungeSample = 10
 )
 
+// runDispositions is the disposition scenario: the due listing, then one
+// batch's execution.
+func (r *runner) runDispositions(ctx context.Context) (*DispositionResult, error) {
+	res, err := r.runDisposition(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.runDispositionBatch(ctx, res); err != nil {
+		return nil, fmt.Errorf("disposition batch: %w", err)
+	}
+	return res, nil
+}
+
 // batchCase is the case of row j of archive i in the batch world: even
 // rows are due cases', odd rows open cases'.
 func batchCase(i, j int) int {
@@ -76,6 +89,18 @@ func (r *runner) runDispositionBatch(ctx context.Context, res *DispositionResult
 	}
 	b.SeedSeconds = round3(time.Since(start).Seconds())
 	r.cfg.logf("disposition batch: %d archives of %d rows booked and indexed in %.1f s", n, rows, b.SeedSeconds)
+	if err := r.expungeSample(ctx, orders, b); err != nil {
+		return err
+	}
+	if _, err := indexAll(ctx, reader); err != nil {
+		return err
+	}
+	return r.executeBatch(ctx, f, b)
+}
+
+// expungeSample expunges the first batchExpungeSample due cases one court
+// order at a time (request and approval) and records one's mean time.
+func (r *runner) expungeSample(ctx context.Context, orders *courtorder.Orders, b *BatchResult) error {
 	sample := min(batchExpungeSample, b.DueCases/2)
 	t0 := time.Now()
 	for c := 1; c <= sample; c++ {
@@ -94,9 +119,12 @@ func (r *runner) runDispositionBatch(ctx context.Context, res *DispositionResult
 	b.ExpungeSample = sample
 	b.ExpungeSecondsPerCase = round3(time.Since(t0).Seconds() / float64(sample))
 	r.cfg.logf("disposition batch: %d cases expunged one order at a time, %.3f s each", sample, b.ExpungeSecondsPerCase)
-	if _, err := indexAll(ctx, reader); err != nil {
-		return err
-	}
+	return nil
+}
+
+// executeBatch freezes every due case left in one batch and measures its
+// approval.
+func (r *runner) executeBatch(ctx context.Context, f *disposition.Finder, b *BatchResult) error {
 	batch, err := f.Freeze(ctx, disposition.MaxLimit, "bench:alice")
 	if err != nil {
 		return fmt.Errorf("freeze the batch: %w", err)

@@ -76,9 +76,9 @@ type Executed struct {
 	CasesDestroyed    int       `json:"cases_destroyed"`
 	// CasesPartial are the cases some rows of which were destroyed before
 	// they stopped being due (counted in CasesSkipped too).
-	CasesPartial int `json:"cases_partial"`
-	CasesSkipped int `json:"cases_skipped"`
-	CertificateKey    string    `json:"certificate_key"`
+	CasesPartial   int    `json:"cases_partial"`
+	CasesSkipped   int    `json:"cases_skipped"`
+	CertificateKey string `json:"certificate_key"`
 }
 
 // maxReplans bounds how often one call computes what is due again when a
