@@ -313,16 +313,7 @@ func (o *Orders) complete(ctx context.Context, ord *order, res Executed, lineage
 		if err := o.journalExpunge(ctx, tx, ord, lineage); err != nil {
 			return err
 		}
-		old, supersededBy := []uuid.UUID{}, map[string]*uuid.UUID{}
-		for _, l := range lineage {
-			old = append(old, l.ArchiveID.Bytes)
-			var next *uuid.UUID
-			if l.NewArchiveID.Valid {
-				id := uuid.UUID(l.NewArchiveID.Bytes)
-				next = &id
-			}
-			supersededBy[uuid.UUID(l.ArchiveID.Bytes).String()] = next
-		}
+		old, supersededBy := Superseded(lineage)
 		if len(old) > 0 {
 			if err := o.announce(ctx, tx, ord.requester, "archive_superseded", map[string]any{"archive_ids": old, "approver": ord.approver,
 				"expunge_id": ord.id, "superseded_by": supersededBy, "commitment": res.Commitment, "order_ref": ord.orderRef}); err != nil {

@@ -96,3 +96,19 @@ func (o *Orders) DestroySuperseded(ctx context.Context, id uuid.UUID, actor stri
 func (o *Orders) Announce(ctx context.Context, tx pgx.Tx, actor, action string, detail map[string]any) error {
 	return o.announce(ctx, tx, actor, action, detail)
 }
+
+// Superseded are the archives a lineage names and each one's successor
+// (nil: none), as an archive_superseded event carries them.
+func Superseded(lineage []queries.ExpungementLineageRow) ([]uuid.UUID, map[string]*uuid.UUID) {
+	old, supersededBy := []uuid.UUID{}, map[string]*uuid.UUID{}
+	for _, l := range lineage {
+		old = append(old, l.ArchiveID.Bytes)
+		var next *uuid.UUID
+		if l.NewArchiveID.Valid {
+			id := uuid.UUID(l.NewArchiveID.Bytes)
+			next = &id
+		}
+		supersededBy[uuid.UUID(l.ArchiveID.Bytes).String()] = next
+	}
+	return old, supersededBy
+}

@@ -408,16 +408,7 @@ func (f *Finder) complete(ctx context.Context, run *batchRun, c certificate, res
 				return err
 			}
 		}
-		old, supersededBy := []uuid.UUID{}, map[string]*uuid.UUID{}
-		for _, l := range lineage {
-			old = append(old, l.ArchiveID.Bytes)
-			var next *uuid.UUID
-			if l.NewArchiveID.Valid {
-				nid := uuid.UUID(l.NewArchiveID.Bytes)
-				next = &nid
-			}
-			supersededBy[uuid.UUID(l.ArchiveID.Bytes).String()] = next
-		}
+		old, supersededBy := courtorder.Superseded(lineage)
 		if len(old) > 0 {
 			if err := f.exec.Orders.Announce(ctx, tx, run.approver, "archive_superseded", map[string]any{"archive_ids": old, "approver": run.approver,
 				"expunge_id": id, "disposition_id": id, "superseded_by": supersededBy, "order_ref": "disposition " + id.String()}); err != nil {

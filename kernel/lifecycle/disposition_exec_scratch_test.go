@@ -33,6 +33,18 @@ items:
     authority: GRS-2482, authorized 1998-03-20
 `
 
+// execute lets the rig's finder execute batches with the world's court
+// orders and store, indexing its archives by case first.
+func (h *hostileDue) execute(t *testing.T) {
+	t.Helper()
+	w := h.w
+	h.f.WithExecution(disposition.Execution{Service: w.s3.Service, Orders: w.orders, Store: w.st,
+		Index: func(ctx context.Context) (int64, error) {
+			rep, err := w.reader.IndexCaseRows(ctx, 100)
+			return rep.Left, err
+		}})
+}
+
 // TestDispositionExecution: a batch of case 17 (closed 60 days ago, due
 // under CW-12) approved by a second identity destroys its rows hot and in
 // every archive (the archive all of whose rows are its is purged whole,
@@ -150,11 +162,7 @@ func TestDispositionExecutionSkipsWhatStoppedBeingDue(t *testing.T) {
 	h.event(t, "case.closed", "case:18", h.now.AddDate(0, 0, -60), "Substantiated", "")
 	aBefore, _ := w.fetch(t, "case:17")
 	bBefore, _ := w.fetch(t, "case:18")
-	h.f.WithExecution(disposition.Execution{Service: w.s3.Service, Orders: w.orders, Store: w.st,
-		Index: func(ctx context.Context) (int64, error) {
-			rep, err := w.reader.IndexCaseRows(ctx, 100)
-			return rep.Left, err
-		}})
+	h.execute(t)
 	h.index(t)
 	b, err := h.f.Freeze(w.ctx, 0, "ops:rita")
 	require.NoError(t, err)
@@ -284,11 +292,7 @@ items:
 	h.event(t, "case.closed", "case:17", h.now.AddDate(0, 0, -60), "unsubstantiated", "")
 	h.event(t, "case.closed", "case:18", h.now.AddDate(0, 0, -60), "Substantiated", "")
 	bBefore, _ := w.fetch(t, "case:18")
-	h.f.WithExecution(disposition.Execution{Service: w.s3.Service, Orders: w.orders, Store: w.st,
-		Index: func(ctx context.Context) (int64, error) {
-			rep, err := w.reader.IndexCaseRows(ctx, 100)
-			return rep.Left, err
-		}})
+	h.execute(t)
 	h.index(t)
 	res, err := h.f.AutoDestroy(w.ctx)
 	require.NoError(t, err)
@@ -429,11 +433,7 @@ func TestACaseOnlyArchivedIsReportedDestroyed(t *testing.T) {
 	w := h.w
 	w.db.Exec(t, `DELETE FROM rule_evaluations WHERE input ->> 'case_id' IN ('17', 'case-17')`)
 	h.event(t, "case.closed", "case:17", h.now.AddDate(0, 0, -60), "Substantiated", "")
-	h.f.WithExecution(disposition.Execution{Service: w.s3.Service, Orders: w.orders, Store: w.st,
-		Index: func(ctx context.Context) (int64, error) {
-			rep, err := w.reader.IndexCaseRows(ctx, 100)
-			return rep.Left, err
-		}})
+	h.execute(t)
 	h.index(t)
 	b, err := h.f.Freeze(w.ctx, 0, "ops:rita")
 	require.NoError(t, err)

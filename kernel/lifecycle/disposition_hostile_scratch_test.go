@@ -31,15 +31,6 @@ items:
     authority: GRS-2482
 `
 
-func (h *hostileDue) execute(t *testing.T) {
-	t.Helper()
-	w := h.w
-	h.f.WithExecution(disposition.Execution{Service: w.s3.Service, Orders: w.orders, Store: w.st,
-		Index: func(ctx context.Context) (int64, error) {
-			rep, err := w.reader.IndexCaseRows(ctx, 100)
-			return rep.Left, err
-		}})
-}
 
 // archivedOf counts the archived lines of a case a subject fetch returns.
 func hArchivedOf(lines []subjectLine) int {
