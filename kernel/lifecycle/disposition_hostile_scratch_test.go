@@ -31,7 +31,6 @@ items:
     authority: GRS-2482
 `
 
-
 // archivedOf counts the archived lines of a case a subject fetch returns.
 func hArchivedOf(lines []subjectLine) int {
 	n := 0
