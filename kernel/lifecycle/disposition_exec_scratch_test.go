@@ -3,6 +3,7 @@ package lifecycle_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -444,4 +445,56 @@ func TestACaseOnlyArchivedIsReportedDestroyed(t *testing.T) {
 	require.Zero(t, res.CasesSkipped)
 	require.Equal(t, b.Items[0].Cases[0].RowsArchived, res.RowsDestroyed)
 	w.canaryNowhere(t)
+}
+
+// TestABatchRacesAnArchivePass: a batch's approval and an archive pass
+// start together (new aged rows of case 18 to archive); the archive lease
+// lets one run at a time, the other answers busy and is called again, and
+// in the end case 17 is nowhere while every row of case 18, old and new,
+// reads.
+func TestABatchRacesAnArchivePass(t *testing.T) {
+	t.Parallel()
+	h := newAttackDue(t, execSchedule)
+	w := h.w
+	h.execute(t)
+	h.event(t, "case.closed", "case:17", h.now.AddDate(0, 0, -60), "Substantiated", "")
+	w.db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+		SELECT now() - interval '200 days' + make_interval(mins => g), 'r', jsonb_build_object('case_id', 18, 'n', 500 + g), '{}' FROM generate_series(1, 12) g`)
+	bBefore, _ := w.fetch(t, "case:18")
+	h.index(t)
+	b, err := h.f.Freeze(w.ctx, 0, "ops:rita")
+	require.NoError(t, err)
+
+	start := make(chan struct{})
+	approved, passed := make(chan error, 1), make(chan error, 1)
+	go func() {
+		<-start
+		_, err := h.f.Approve(w.ctx, b.ID, "ops:sam")
+		approved <- err
+	}()
+	go func() {
+		<-start
+		rep, err := w.eng.RunPass(w.ctx, 10)
+		if err == nil {
+			err = rep.Err()
+		}
+		passed <- err
+	}()
+	close(start)
+	aerr, perr := <-approved, <-passed
+	if errors.Is(aerr, disposition.ErrBusy) {
+		_, aerr = h.f.Approve(w.ctx, b.ID, "ops:sam")
+	}
+	if errors.Is(perr, archive.ErrAlreadyRunning) {
+		rep, err := w.eng.RunPass(w.ctx, 10)
+		require.NoError(t, err)
+		perr = rep.Err()
+	}
+	require.NoError(t, aerr)
+	require.NoError(t, perr)
+	w.canaryNowhere(t)
+	bAfter, _ := w.fetch(t, "case:18")
+	require.ElementsMatch(t, ns(t, bBefore), ns(t, bAfter), "every row of case 18 reads, archived or hot")
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'case_id' = '18' AND evaluated_at < now() - interval '90 days'`),
+		"the pass archived case 18's aged rows")
 }
