@@ -498,3 +498,47 @@ func TestABatchRacesAnArchivePass(t *testing.T) {
 	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'case_id' = '18' AND evaluated_at < now() - interval '90 days'`),
 		"the pass archived case 18's aged rows")
 }
+
+// TestRowsAboutNoCaseAreDisposedByDay: under an item starting at the
+// record, rows about no case fall due each on its own date (grouped per
+// day), while a case's rows wait for its newest record: a batch destroys
+// the old rows about no case and nothing of cases 17 and 18 (whose newest
+// records are 10 days old).
+func TestRowsAboutNoCaseAreDisposedByDay(t *testing.T) {
+	t.Parallel()
+	h := newAttackDue(t, `version: "nc-1"
+items:
+  - id: RE-1
+    series: rule_evaluations
+    starts: record
+    retain: P1Y
+    authority: agency policy RP-1
+`)
+	w := h.w
+	h.execute(t)
+	w.db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+		SELECT now() - interval '500 days' + make_interval(days => g), 'r', jsonb_build_object('n', 700 + g, 'note', 'NOCASE'), '{}' FROM generate_series(1, 3) g`)
+	w.db.Exec(t, `INSERT INTO rule_evaluations (evaluated_at, rule_id, input, output)
+		VALUES (now() - interval '100 days', 'r', '{"n": 710, "note": "NOCASE-RECENT"}', '{}')`)
+	a, _ := w.fetch(t, "case:17")
+	b18, _ := w.fetch(t, "case:18")
+	h.index(t)
+	b, err := h.f.Freeze(w.ctx, 0, "ops:rita")
+	require.NoError(t, err)
+	require.Len(t, b.Items, 1)
+	require.Len(t, b.Items[0].Cases, 3, "one group per day of the three old rows about no case")
+	for _, c := range b.Items[0].Cases {
+		require.Empty(t, c.Subject)
+		require.NotNil(t, c.Day)
+	}
+	res, err := h.f.Approve(w.ctx, b.ID, "ops:sam")
+	require.NoError(t, err)
+	require.Equal(t, int64(3), res.RowsDestroyed)
+	require.Equal(t, 3, res.CasesDestroyed)
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'note' = 'NOCASE'`))
+	require.Equal(t, int64(1), w.db.Count(t, `SELECT count(*) FROM rule_evaluations WHERE input ->> 'note' = 'NOCASE-RECENT'`))
+	aAfter, _ := w.fetch(t, "case:17")
+	bAfter, _ := w.fetch(t, "case:18")
+	require.Equal(t, ns(t, a), ns(t, aAfter))
+	require.Equal(t, ns(t, b18), ns(t, bAfter))
+}
