@@ -149,7 +149,11 @@ func (f *Finder) start(ctx context.Context, id uuid.UUID, approver string) (*bat
 		case identity.Same(d.ProposedBy, approver):
 			return fmt.Errorf("%w: %s proposed %s", ErrSelfApproval, approver, id)
 		case d.Status == StatusExecuted:
-			done = executedOf(d)
+			cases, err := q.DispositionCases(ctx, pgUUID(id))
+			if err != nil {
+				return fmt.Errorf("batch %s: %w", id, err)
+			}
+			done = executedOf(d, cases)
 			return nil
 		case d.Status == StatusRejected:
 			return fmt.Errorf("%w: %s was rejected", ErrNotAwaiting, id)
@@ -181,10 +185,27 @@ func (f *Finder) start(ctx context.Context, id uuid.UUID, approver string) (*bat
 	return run, done, err
 }
 
-func executedOf(d queries.Disposition) *Executed {
+// executedOf is an executed batch's outcome as recorded.
+func executedOf(d queries.Disposition, cases []queries.DispositionCase) *Executed {
 	e := &Executed{DispositionID: d.DispositionID.Bytes, Status: d.Status, RowsDestroyed: deref(d.RowsDestroyed),
 		ArchivesRewritten: int(deref(d.ArchivesRewritten)), ArchivesPurged: int(deref(d.ArchivesPurged)), CertificateKey: deref(d.CertificateKey)}
+	for _, c := range cases {
+		e.count(deref(c.Outcome))
+	}
 	return e
+}
+
+// count adds a case of outcome to the outcome's counts.
+func (e *Executed) count(outcome string) {
+	switch outcome {
+	case outcomeDestroyed:
+		e.CasesDestroyed++
+	case outcomePartial:
+		e.CasesPartial++
+		e.CasesSkipped++
+	default:
+		e.CasesSkipped++
+	}
 }
 
 func deref[T any](p *T) T {
@@ -224,15 +245,7 @@ func (f *Finder) execute(ctx context.Context, run *batchRun) (Executed, error) {
 		ArchivesPurged: cert.ArchivesPurged, CertificateKey: key}
 	failpoint.Inject(failpoint.DispositionBeforeComplete)
 	for _, c := range cert.Cases {
-		switch c.Outcome {
-		case outcomeDestroyed:
-			res.CasesDestroyed++
-		case outcomePartial:
-			res.CasesPartial++
-			res.CasesSkipped++
-		default:
-			res.CasesSkipped++
-		}
+		res.count(c.Outcome)
 	}
 	if err := f.complete(ctx, run, cert, res, final, lineage); err != nil {
 		return res, err

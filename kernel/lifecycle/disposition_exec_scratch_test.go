@@ -147,6 +147,7 @@ func TestDispositionExecution(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, res.RowsDestroyed, again.RowsDestroyed)
 	require.Equal(t, res.CertificateKey, again.CertificateKey)
+	require.Equal(t, res.CasesDestroyed, again.CasesDestroyed, "the outcome answered again")
 	require.Equal(t, float64(frozen), testutil.ToFloat64(dm.ExecutedRows.WithLabelValues("rule_evaluations", "CW-12")), "counted once")
 }
 
