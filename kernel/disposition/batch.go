@@ -109,14 +109,20 @@ func (f *Finder) Freeze(ctx context.Context, limit int64, actor string) (Batch, 
 // AutoDestroy executes what items whose action is destroy make due, with
 // no reviewer (records.auto_destroy): a batch frozen as AutoProposer and
 // approved as AutoApprover, up to DefaultLimit rows a call, after
-// finishing its batches a call left executing. Nothing due: a zero
-// Executed and no error.
+// finishing its batches a call left undecided or executing. Nothing due:
+// a zero Executed and no error.
 func (f *Finder) AutoDestroy(ctx context.Context) (Executed, error) {
+	if f.exec == nil {
+		return Executed{}, ErrNoExecution
+	}
+	if err := f.exec.Journal.Check(ctx); err != nil {
+		return Executed{}, err // nothing frozen on a database behind the journal
+	}
 	stopped, err := queries.New(f.pool).ExecutingDispositions(ctx, AutoProposer)
 	if err != nil {
 		return Executed{}, fmt.Errorf("batches left executing: %w", err)
 	}
-	for _, id := range stopped { // finished first: a call that stopped part way
+	for _, id := range stopped { // finished first: a call that stopped part way (or between freeze and approval)
 		if res, err := f.Approve(ctx, id.Bytes, AutoApprover); err != nil {
 			return res, err
 		}
@@ -133,6 +139,11 @@ func (f *Finder) AutoDestroy(ctx context.Context) (Executed, error) {
 
 // freeze is Freeze; onlyDestroy takes only items whose action is destroy.
 func (f *Finder) freeze(ctx context.Context, limit int64, actor string, onlyDestroy bool) (Batch, error) {
+	if f.exec != nil {
+		if err := f.exec.Journal.Check(ctx); err != nil {
+			return Batch{}, err // what a restore forgot (a reopening, an extension) is not seen yet
+		}
+	}
 	switch {
 	case limit == 0:
 		limit = DefaultLimit

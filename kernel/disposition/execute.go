@@ -331,6 +331,9 @@ func (f *Finder) deleteHot(ctx context.Context, run *batchRun) (*plan, error) {
 		if err := addDestroyed(ctx, q, run, counts); err != nil {
 			return err
 		}
+		if err := keptRows(ctx, q, run, p, read); err != nil {
+			return err
+		}
 		final = p
 		failpoint.Inject(failpoint.DispositionBeforeHotCommit)
 		return nil
@@ -357,6 +360,42 @@ func deleteRows(ctx context.Context, tx pgx.Tx, spec archive.TableSpec, p *plan,
 	}
 	if tag.RowsAffected() != int64(len(ids)) {
 		return fmt.Errorf("delete the due hot rows of %s: %d of %d deleted", spec.Table, tag.RowsAffected(), len(ids))
+	}
+	return nil
+}
+
+// keptRows marks, in p, the cases it destroys of which rows are left: hot
+// rows read and not deleted (shared with a case outside the batch), or
+// archived ones the rewrites kept for the same reason.
+func keptRows(ctx context.Context, q *queries.Queries, run *batchRun, p *plan, read map[string][]archive.RowGroups) error {
+	hotLeft := map[string]bool{}
+	for series, rows := range read {
+		for _, r := range rows {
+			if _, ok := p.owner(series, r.Groups); ok {
+				continue // deleted
+			}
+			for _, k := range r.Groups {
+				hotLeft[series+"\x00"+k] = true
+			}
+		}
+	}
+	for _, c := range run.cases {
+		if !p.destroys(c.Ord) {
+			continue
+		}
+		for k, ord := range p.groups[c.Series] {
+			if ord == c.Ord && hotLeft[c.Series+"\x00"+k] {
+				p.kept[c.Ord] = true
+			}
+		}
+		if p.kept[c.Ord] {
+			continue
+		}
+		left, err := q.ArchivedCaseLeft(ctx, queries.ArchivedCaseLeftParams{Series: c.Series, SubjectHash: c.SubjectHash, Day: c.Day})
+		if err != nil {
+			return fmt.Errorf("rows of a case left: %w", err)
+		}
+		p.kept[c.Ord] = left == nil || *left
 	}
 	return nil
 }

@@ -37,6 +37,9 @@ type plan struct {
 	// archived): destroyed by an earlier step of the batch when it
 	// recorded rows of them.
 	gone map[int32]bool
+	// kept are the destroyed cases of which rows are left after the hot
+	// step: rows they share with a case outside the batch.
+	kept map[int32]bool
 }
 
 // plan computes what run destroys now, on db; given, when it has a series,
@@ -49,7 +52,7 @@ func (f *Finder) plan(ctx context.Context, db prune.DB, run *batchRun, given map
 		return nil, fmt.Errorf("what a batch depends on: %w", err)
 	}
 	p := &plan{f: f, id: run.d.DispositionID.Bytes, stamp: stamp, groups: map[string]map[string]int32{}, skipped: map[int32]string{}, lines: map[uuid.UUID]map[int32]int64{},
-		gone: map[int32]bool{}}
+		gone: map[int32]bool{}, kept: map[int32]bool{}}
 	d, err := f.dueRows(ctx, db, time.Now(), given)
 	if err != nil {
 		return nil, err
@@ -146,15 +149,23 @@ func (p *plan) destroys(ord int32) bool {
 	return false
 }
 
-// owner is the case a row of series (in the groups keys) is destroyed
-// for; false: the row is kept.
+// owner is the case a row of series (in the groups keys: one per case it
+// is about) is destroyed for; false: the row is kept. A row about several
+// cases is destroyed only when every one of them is destroyed by the plan:
+// it is each case's record, and a case outside the batch (under review,
+// under another item) keeps it until its own batch.
 func (p *plan) owner(series string, keys []string) (int32, bool) {
-	for _, k := range keys {
-		if ord, ok := p.groups[series][k]; ok {
-			return ord, true
+	var owner int32
+	for i, k := range keys {
+		ord, ok := p.groups[series][k]
+		if !ok {
+			return 0, false
+		}
+		if i == 0 {
+			owner = ord
 		}
 	}
-	return 0, false
+	return owner, len(keys) > 0
 }
 
 // drop selects an archive's lines the plan destroys and counts them per
@@ -294,6 +305,8 @@ func (f *Finder) certificate(run *batchRun, final *plan, lineage []queries.Expun
 			cc.Day = &s
 		}
 		switch why, skip := final.skipped[bc.Ord]; {
+		case !skip && final.kept[bc.Ord]:
+			cc.Outcome, cc.Reason = outcomePartial, "rows it shares with a case outside the batch are kept until that case's own disposition"
 		case skip && bc.RowsDestroyed > 0 && final.gone[bc.Ord]: // destroyed whole by the archive rewrites
 		case skip && bc.RowsDestroyed > 0:
 			cc.Outcome, cc.Reason = outcomePartial, why

@@ -357,10 +357,11 @@ VALUES (sqlc.arg(disposition_id), sqlc.arg(ord), sqlc.arg(series), sqlc.arg(subj
 ON CONFLICT (disposition_id, ord) DO UPDATE
 SET outcome = EXCLUDED.outcome, outcome_reason = EXCLUDED.outcome_reason, rows_destroyed = EXCLUDED.rows_destroyed, subject_box = NULL;
 
--- ExecutingDispositions are the batches a proposer froze that stopped part
--- way through their execution (the next call finishes each).
+-- ExecutingDispositions are the batches a proposer froze that are not
+-- decided yet or stopped part way through their execution (the next call
+-- of the scheduled worker finishes each).
 -- name: ExecutingDispositions :many
-SELECT disposition_id FROM dispositions WHERE status = 'executing' AND proposed_by = sqlc.arg(proposed_by) ORDER BY disposition_id;
+SELECT disposition_id FROM dispositions WHERE status IN ('proposed', 'executing') AND proposed_by = sqlc.arg(proposed_by) ORDER BY disposition_id;
 
 -- ArchiveDueFacts reads, per unpurged archive of the given tables (of the
 -- given ids; none: every one), its case groups as the case-rows index

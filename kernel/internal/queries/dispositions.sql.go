@@ -598,11 +598,12 @@ func (q *Queries) DueCases(ctx context.Context, arg DueCasesParams) ([]DueCasesR
 }
 
 const executingDispositions = `-- name: ExecutingDispositions :many
-SELECT disposition_id FROM dispositions WHERE status = 'executing' AND proposed_by = $1 ORDER BY disposition_id
+SELECT disposition_id FROM dispositions WHERE status IN ('proposed', 'executing') AND proposed_by = $1 ORDER BY disposition_id
 `
 
-// ExecutingDispositions are the batches a proposer froze that stopped part
-// way through their execution (the next call finishes each).
+// ExecutingDispositions are the batches a proposer froze that are not
+// decided yet or stopped part way through their execution (the next call
+// of the scheduled worker finishes each).
 func (q *Queries) ExecutingDispositions(ctx context.Context, proposedBy string) ([]pgtype.UUID, error) {
 	rows, err := q.db.Query(ctx, executingDispositions, proposedBy)
 	if err != nil {
