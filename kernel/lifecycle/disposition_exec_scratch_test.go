@@ -191,6 +191,36 @@ func TestDispositionExecutionSkipsWhatStoppedBeingDue(t *testing.T) {
 	require.NotContains(t, string(cert), `"outcome": "destroyed"`)
 }
 
+// newScheduledWorld is an order world with its journal, the execution
+// schedule (x-1) proposed and approved under it, and case 17 closed 60
+// days ago (journaled): its rows are due.
+func newScheduledWorld(t *testing.T) (*orderWorld, journaled, *schedule.Schedules) {
+	t.Helper()
+	w := newOrderWorld(t)
+	live := w.journaled(t, w.db.Pool)
+	sch := schedule.New(w.db.Pool, modelSeries).WithJournal(live.j)
+	doc, err := schedule.Parse([]byte(execSchedule), modelSeries)
+	require.NoError(t, err)
+	_, err = sch.Propose(w.ctx, doc, "ops:alice")
+	require.NoError(t, err)
+	_, err = sch.Approve(w.ctx, "x-1", "ops:bob", true)
+	require.NoError(t, err)
+	_, err = schedule.NewClocks(w.db.Pool, w.key).WithJournal(live.j).Apply(w.ctx,
+		schedule.Event{Type: schedule.EventClosed, Case: mustSubject(t, "case:17"), At: time.Now().UTC().AddDate(0, 0, -60), Classification: "x"}, "ops:erin")
+	require.NoError(t, err)
+	return w, live, sch
+}
+
+// indexer indexes the world's archives by case on pool (the live
+// database or a restored one) and says how many are left.
+func (w *orderWorld) indexer(pool *pgxpool.Pool) func(ctx context.Context) (int64, error) {
+	r := archiveread.New(pool, w.st, w.s3.Service, []archive.TableSpec{subjectSpec()}).WithSubjectKey(w.key)
+	return func(ctx context.Context) (int64, error) {
+		rep, err := r.IndexCaseRows(ctx, 100)
+		return rep.Left, err
+	}
+}
+
 // TestARestoreDoesNotBringDisposedRowsBack: a batch executed after the
 // backup was taken (frozen after it too) is journaled; the restored
 // database has case 17's rows back in its hot table and its old archives
@@ -201,29 +231,13 @@ func TestDispositionExecutionSkipsWhatStoppedBeingDue(t *testing.T) {
 // reconcile changes nothing.
 func TestARestoreDoesNotBringDisposedRowsBack(t *testing.T) {
 	t.Parallel()
-	w := newOrderWorld(t)
-	live := w.journaled(t, w.db.Pool)
-	series := []schedule.Series{{Table: "rule_evaluations"}}
-	sch := schedule.New(w.db.Pool, series).WithJournal(live.j)
-	doc, err := schedule.Parse([]byte(execSchedule), series)
-	require.NoError(t, err)
-	_, err = sch.Propose(w.ctx, doc, "ops:alice")
-	require.NoError(t, err)
-	_, err = sch.Approve(w.ctx, "x-1", "ops:bob", true)
-	require.NoError(t, err)
-	_, err = schedule.NewClocks(w.db.Pool, w.key).WithJournal(live.j).Apply(w.ctx,
-		schedule.Event{Type: schedule.EventClosed, Case: mustSubject(t, "case:17"), At: time.Now().UTC().AddDate(0, 0, -60), Classification: "x"}, "ops:erin")
-	require.NoError(t, err)
+	w, live, sch := newScheduledWorld(t)
+	series := modelSeries
+	var err error
 	bBefore, _ := w.fetch(t, "case:18")
 	backup := kerneltest.Backup(t, w.db)
 
-	index := func(pool *pgxpool.Pool) func(ctx context.Context) (int64, error) {
-		r := archiveread.New(pool, w.st, w.s3.Service, []archive.TableSpec{subjectSpec()}).WithSubjectKey(w.key)
-		return func(ctx context.Context) (int64, error) {
-			rep, err := r.IndexCaseRows(ctx, 100)
-			return rep.Left, err
-		}
-	}
+	index := w.indexer
 	f := disposition.NewFinder(w.db.Pool, w.key, []archive.TableSpec{subjectSpec()}, sch).WithExecution(disposition.Execution{
 		Service: w.s3.Service, Orders: live.orders, Store: w.st, Journal: live.j, Index: index(w.db.Pool)})
 	_, err = index(w.db.Pool)(w.ctx)
@@ -380,19 +394,9 @@ func TestArchivesAreDatedByTheSchedule(t *testing.T) {
 // again, then it is not.
 func TestARestoreKeepsAnExtension(t *testing.T) {
 	t.Parallel()
-	w := newOrderWorld(t)
-	live := w.journaled(t, w.db.Pool)
-	series := []schedule.Series{{Table: "rule_evaluations"}}
-	sch := schedule.New(w.db.Pool, series).WithJournal(live.j)
-	doc, err := schedule.Parse([]byte(execSchedule), series)
-	require.NoError(t, err)
-	_, err = sch.Propose(w.ctx, doc, "ops:alice")
-	require.NoError(t, err)
-	_, err = sch.Approve(w.ctx, "x-1", "ops:bob", true)
-	require.NoError(t, err)
-	_, err = schedule.NewClocks(w.db.Pool, w.key).WithJournal(live.j).Apply(w.ctx,
-		schedule.Event{Type: schedule.EventClosed, Case: mustSubject(t, "case:17"), At: time.Now().UTC().AddDate(0, 0, -60), Classification: "x"}, "ops:erin")
-	require.NoError(t, err)
+	w, live, sch := newScheduledWorld(t)
+	series := modelSeries
+	var err error
 	rep, err := w.reader.IndexCaseRows(w.ctx, 100)
 	require.NoError(t, err)
 	require.Zero(t, rep.Left)

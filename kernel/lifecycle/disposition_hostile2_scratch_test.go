@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/craig/retention/kernel/archive"
@@ -73,28 +72,12 @@ func TestHostile2AutoDestroyTakesARowOfAReviewCase(t *testing.T) {
 // changes nothing, and approving the batch again answers its outcome.
 func TestHostile2BackupMidExecutionThenReconcile(t *testing.T) {
 	t.Parallel()
-	w := newOrderWorld(t)
-	live := w.journaled(t, w.db.Pool)
-	series := []schedule.Series{{Table: "rule_evaluations"}}
-	sch := schedule.New(w.db.Pool, series).WithJournal(live.j)
-	doc, err := schedule.Parse([]byte(execSchedule), series)
-	require.NoError(t, err)
-	_, err = sch.Propose(w.ctx, doc, "ops:alice")
-	require.NoError(t, err)
-	_, err = sch.Approve(w.ctx, "x-1", "ops:bob", true)
-	require.NoError(t, err)
-	_, err = schedule.NewClocks(w.db.Pool, w.key).WithJournal(live.j).Apply(w.ctx,
-		schedule.Event{Type: schedule.EventClosed, Case: mustSubject(t, "case:17"), At: time.Now().UTC().AddDate(0, 0, -60), Classification: "x"}, "ops:erin")
-	require.NoError(t, err)
+	w, live, sch := newScheduledWorld(t)
+	series := modelSeries
+	var err error
 	bBefore, _ := w.fetch(t, "case:18")
 
-	index := func(pool *pgxpool.Pool) func(ctx context.Context) (int64, error) {
-		r := archiveread.New(pool, w.st, w.s3.Service, []archive.TableSpec{subjectSpec()}).WithSubjectKey(w.key)
-		return func(ctx context.Context) (int64, error) {
-			rep, err := r.IndexCaseRows(ctx, 100)
-			return rep.Left, err
-		}
-	}
+	index := w.indexer
 	f := disposition.NewFinder(w.db.Pool, w.key, []archive.TableSpec{subjectSpec()}, sch).WithExecution(disposition.Execution{
 		Service: w.s3.Service, Orders: live.orders, Store: w.st, Journal: live.j, Index: index(w.db.Pool)})
 	_, err = index(w.db.Pool)(w.ctx)
@@ -228,27 +211,11 @@ func TestHostile2AutoDestroyOnARestoredDatabaseStrandsABatch(t *testing.T) {
 // nothing.
 func TestHostile2RefreezeOnARestoredDatabase(t *testing.T) {
 	t.Parallel()
-	w := newOrderWorld(t)
-	live := w.journaled(t, w.db.Pool)
-	series := []schedule.Series{{Table: "rule_evaluations"}}
-	sch := schedule.New(w.db.Pool, series).WithJournal(live.j)
-	doc, err := schedule.Parse([]byte(execSchedule), series)
-	require.NoError(t, err)
-	_, err = sch.Propose(w.ctx, doc, "ops:alice")
-	require.NoError(t, err)
-	_, err = sch.Approve(w.ctx, "x-1", "ops:bob", true)
-	require.NoError(t, err)
-	_, err = schedule.NewClocks(w.db.Pool, w.key).WithJournal(live.j).Apply(w.ctx,
-		schedule.Event{Type: schedule.EventClosed, Case: mustSubject(t, "case:17"), At: time.Now().UTC().AddDate(0, 0, -60), Classification: "x"}, "ops:erin")
-	require.NoError(t, err)
+	w, live, sch := newScheduledWorld(t)
+	series := modelSeries
+	var err error
 	bBefore, _ := w.fetch(t, "case:18")
-	index := func(pool *pgxpool.Pool) func(ctx context.Context) (int64, error) {
-		r := archiveread.New(pool, w.st, w.s3.Service, []archive.TableSpec{subjectSpec()}).WithSubjectKey(w.key)
-		return func(ctx context.Context) (int64, error) {
-			rep, err := r.IndexCaseRows(ctx, 100)
-			return rep.Left, err
-		}
-	}
+	index := w.indexer
 	_, err = index(w.db.Pool)(w.ctx)
 	require.NoError(t, err)
 	backup := kerneltest.Backup(t, w.db)
