@@ -135,14 +135,14 @@ func startDemo(t *testing.T, root string) *runbookDemo {
 	_, _ = rand.Read(suffix)
 	d := &runbookDemo{server: kerneltest.ServerURL(t), out: &syncBuffer{}, done: make(chan error, 1)}
 	d.in = walkthrough.Instance{Name: prefix + "_rb" + hex.EncodeToString(suffix), StoreURL: kerneltest.S3Bucket(t),
-		RulesAddr: freeAddr(t), SecurityAddr: freeAddr(t), StateFile: filepath.Join(t.TempDir(), "demo.env")}
+		RulesAddr: freeAddr(t), SecurityAddr: freeAddr(t), ConsoleAddr: freeAddr(t), StateFile: filepath.Join(t.TempDir(), "demo.env")}
 	t.Cleanup(func() { d.dropDatabases(t, root) })
 	d.cmd = exec.Command(compileMagefile(t, root), "demoUp")
 	d.cmd.Dir = root
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	d.cmd.Env = append(os.Environ(), walkthrough.EnvName+"="+d.in.Name, walkthrough.EnvStoreURL+"="+d.in.StoreURL,
 		walkthrough.EnvRulesAddr+"="+d.in.RulesAddr, walkthrough.EnvSecurityAddr+"="+d.in.SecurityAddr,
-		walkthrough.EnvStateFile+"="+d.in.StateFile, "CRAIG_DEMO_SERVER_URL="+d.server)
+		walkthrough.EnvStateFile+"="+d.in.StateFile, walkthrough.EnvConsoleAddr+"="+d.in.ConsoleAddr, "CRAIG_DEMO_SERVER_URL="+d.server)
 	pr, pw := io.Pipe()
 	d.cmd.Stdout, d.cmd.Stderr = pw, pw
 	ready := make(chan struct{})

@@ -1,5 +1,5 @@
 // Package binaries builds the repository's programs into bin/: every
-// service binary and craigctl.
+// service binary, craigctl and the records console.
 package binaries
 
 import (
@@ -11,7 +11,7 @@ import (
 	"github.com/craig/retention/build/workspace"
 )
 
-// Build compiles every service binary and craigctl into bin/ (bin/exchange, bin/financial, bin/rules, bin/security, bin/craigctl).
+// Build compiles every service binary, craigctl and the console into bin/ (bin/exchange, bin/financial, bin/rules, bin/security, bin/craigctl, bin/console).
 func Build() error {
 	names, err := workspace.ServiceNames()
 	if err != nil {
@@ -22,7 +22,10 @@ func Build() error {
 			return err
 		}
 	}
-	return build(workspace.Binary("craigctl"), "./cmd/craigctl")
+	if err := build(workspace.Binary("craigctl"), "./cmd/craigctl"); err != nil {
+		return err
+	}
+	return build(workspace.Binary("console"), "./cmd/console")
 }
 
 func build(out, pkg string) error {

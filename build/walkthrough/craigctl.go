@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/term"
 
@@ -49,12 +48,8 @@ var demoClosedCases = []string{"case:1", "case:2", "case:3", "case:4", "case:5"}
 // ledger, an archived evaluation fetched by id, a deep verify and the fleet
 // check; with keep it then writes the operators' environment, prints it and
 // waits for an interrupt.
-func demoCraigctl(ctx context.Context, in Instance, rulesDB, keyDir string, keep bool) error {
-	secret, err := os.ReadFile(filepath.Join(keyDir, "api.secret"))
-	if err != nil {
-		return err
-	}
-	token, err := demoToken(secret, demoOperator)
+func demoCraigctl(ctx context.Context, in Instance, idp *demoIdP, rulesDB, keyDir, pids string, keep bool) error {
+	token, err := idp.mint(demoOperator)
 	if err != nil {
 		return err
 	}
@@ -83,9 +78,9 @@ func demoCraigctl(ctx context.Context, in Instance, rulesDB, keyDir string, keep
 	if !keep {
 		// demoUp leaves the schedule to the runbook (its §10 loads it):
 		// its earlier sections purge by date, as before any schedule.
-		return demoDisposition(ctx, secret, env, fleet)
+		return demoDisposition(ctx, idp, env, fleet)
 	}
-	return demoWait(ctx, in, secret, env, keyDir, fleet)
+	return demoWait(ctx, in, idp, env, keyDir, fleet, pids)
 }
 
 // demoStep is one craigctl call of the demo, with the environment
@@ -100,8 +95,8 @@ type demoStep struct {
 // closes the demo's closed cases six years ago, lists what is due, freezes
 // a batch of it on security and has the second identity approve it, then
 // prints the batch's certificate.
-func demoDisposition(ctx context.Context, secret []byte, env map[string]string, fleet string) error {
-	approver, err := demoToken(secret, demoApprover)
+func demoDisposition(ctx context.Context, idp *demoIdP, env map[string]string, fleet string) error {
+	approver, err := idp.mint(demoApprover)
 	if err != nil {
 		return err
 	}
@@ -151,14 +146,19 @@ func demoDisposition(ctx context.Context, secret []byte, env map[string]string, 
 	return nil
 }
 
-// demoWait writes the operators' environment (the state file), prints how
+// demoWait starts the records console, writes the operators' environment (the state file), prints how
 // to use it and waits for an interrupt; the state file goes with the
 // serves.
-func demoWait(ctx context.Context, in Instance, secret []byte, env map[string]string, keyDir, fleet string) error {
-	approver, err := demoToken(secret, demoApprover)
+func demoWait(ctx context.Context, in Instance, idp *demoIdP, env map[string]string, keyDir, fleet, pids string) error {
+	approver, err := idp.mint(demoApprover)
 	if err != nil {
 		return err
 	}
+	console, err := demoConsole(in, idp, fleet)
+	if err != nil {
+		return err
+	}
+	defer console.stop()
 	tokenFile, approverFile := filepath.Join(keyDir, "operator.token"), filepath.Join(keyDir, "approver.token")
 	state := in.StateFile
 	if state == "" {
@@ -167,8 +167,8 @@ func demoWait(ctx context.Context, in Instance, secret []byte, env map[string]st
 	defer func() { _ = os.Remove(state) }()
 	for file, content := range map[string]string{
 		tokenFile: env["CRAIG_TOKEN"] + "\n", approverFile: approver + "\n",
-		state: fmt.Sprintf("CRAIG_RULES_URL=%s\nCRAIG_SECURITY_URL=%s\nCRAIG_TOKEN=%s\nSECOND_OPERATOR_TOKEN=%s\nFLEET_FILE=%s\n",
-			env["CRAIG_RULES_URL"], env["CRAIG_SECURITY_URL"], env["CRAIG_TOKEN"], approver, fleet),
+		state: fmt.Sprintf("CRAIG_RULES_URL=%s\nCRAIG_SECURITY_URL=%s\nCRAIG_TOKEN=%s\nSECOND_OPERATOR_TOKEN=%s\nFLEET_FILE=%s\nCONSOLE_URL=%s\n",
+			env["CRAIG_RULES_URL"], env["CRAIG_SECURITY_URL"], env["CRAIG_TOKEN"], approver, fleet, "http://"+in.ConsoleAddr) + pids,
 	} {
 		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
 			return err
@@ -177,8 +177,8 @@ func demoWait(ctx context.Context, in Instance, secret []byte, env map[string]st
 	fmt.Printf("\nThe demo's services are serving (rules with dual control). In another shell:\n\n"+
 		"  export CRAIG_RULES_URL=%s CRAIG_SECURITY_URL=%s\n  export CRAIG_TOKEN=$(cat %s) SECOND_OPERATOR_TOKEN=$(cat %s)\n"+
 		"  go run ./cmd/craigctl archive records list --service rules\n\nfleet file: %s; the same as KEY=value lines: %s.\n"+
-		"Ctrl-C stops them (and deletes the tokens).\n",
-		env["CRAIG_RULES_URL"], env["CRAIG_SECURITY_URL"], tokenFile, approverFile, fleet, state)
+		"Ctrl-C stops them (and deletes the tokens).\n\nThe records console: http://%s (sign in as the records officer or counsel)\n",
+		env["CRAIG_RULES_URL"], env["CRAIG_SECURITY_URL"], tokenFile, approverFile, fleet, state, in.ConsoleAddr)
 	if term.IsTerminal(int(os.Stdin.Fd())) { //nolint:gosec // a file descriptor fits an int
 		fmt.Println("(waiting for Ctrl-C)")
 	}
@@ -186,13 +186,6 @@ func demoWait(ctx context.Context, in Instance, secret []byte, env map[string]st
 	defer stop()
 	<-sig.Done()
 	return nil
-}
-
-// demoToken is an HS256 token for the demo's archive API, valid for
-// demoTokenTTL.
-func demoToken(secret []byte, sub string) (string, error) {
-	return jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "scope": demoScopes,
-		"exp": time.Now().Add(demoTokenTTL).Unix()}).SignedString(secret)
 }
 
 // demoArchivedRow is the id of an evaluation the demo archived (the first

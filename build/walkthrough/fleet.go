@@ -5,8 +5,6 @@ package walkthrough
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,6 +40,11 @@ func Run(ctx context.Context, server string, in Instance, keep bool) error {
 	if err != nil {
 		return err
 	}
+	idp, err := startIdP(dir)
+	if err != nil {
+		return err
+	}
+	defer idp.close()
 	secURL, err := pgadmin.WithDatabase(server, in.Database("security"))
 	if err != nil {
 		return err
@@ -76,7 +79,8 @@ func Run(ctx context.Context, server string, in Instance, keep bool) error {
 	if err := printFleet(ctx, conn); err != nil {
 		return err
 	}
-	if err := demoCraigctl(ctx, in, rulesURL, dir, keep); err != nil {
+	pids := fmt.Sprintf("RULES_PID=%d\nSECURITY_PID=%d\n", rules.cmd.Process.Pid, sec.cmd.Process.Pid)
+	if err := demoCraigctl(ctx, in, idp, rulesURL, dir, pids, keep); err != nil {
 		return err
 	}
 	rules.stop()
@@ -98,13 +102,6 @@ func demoKeys(dir string) ([]string, error) {
 			return nil, err
 		}
 		lines, ids = append(lines, line), append(ids, id)
-	}
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "api.secret"), []byte(hex.EncodeToString(secret)), 0o600); err != nil {
-		return nil, err
 	}
 	return ids, os.WriteFile(filepath.Join(dir, "trusted"), []byte(strings.Join(lines, "\n")+"\n"), 0o600)
 }
@@ -132,7 +129,8 @@ func demoServe(in Instance, service, dbURL, addr, keyDir string) (*demoProcess, 
 		e("events.signing_key_file", filepath.Join(keyDir, service+"-demo.pem")), e("events.signing_key_id", service+"-demo"),
 		e("events.trusted_keys_file", filepath.Join(keyDir, "trusted")),
 		// The archive API, for craigctl; the archiver serves it, its scheduled passes stay off.
-		e("auth.jwt_hs256_secret_file", filepath.Join(keyDir, "api.secret")), e("archive.interval_seconds", "0"))
+		e("auth.jwks_file", filepath.Join(keyDir, idpJWKSFile)), e("auth.issuer", readIssuer(keyDir)), e("auth.audience", demoAudience),
+		e("archive.interval_seconds", "0"))
 	if service == "rules" {
 		cmd.Env = append(cmd.Env, e("archive.purge.approvals_required", "1"))
 	}

@@ -30,6 +30,8 @@ const (
 	// (KEY=value lines: the service URLs, both operators' tokens, the
 	// fleet file) while its serves run; removed when they stop.
 	EnvStateFile = "CRAIG_DEMO_STATE_FILE"
+	// EnvConsoleAddr is where demoUp's records console listens.
+	EnvConsoleAddr = "CRAIG_DEMO_CONSOLE_ADDR"
 )
 
 // Defaults of the demo everyone runs by hand.
@@ -37,6 +39,7 @@ const (
 	defaultName         = "craig_demo"
 	defaultRulesAddr    = "127.0.0.1:18083"
 	defaultSecurityAddr = "127.0.0.1:18084"
+	defaultConsoleAddr  = "127.0.0.1:18090"
 )
 
 // demoName is a database prefix PostgreSQL takes unquoted.
@@ -47,6 +50,7 @@ type Instance struct {
 	Name                    string
 	StoreURL                string
 	RulesAddr, SecurityAddr string
+	ConsoleAddr             string
 	StateFile               string
 }
 
@@ -58,6 +62,7 @@ func InstanceFromEnv() (Instance, error) {
 		StoreURL:     workspace.EnvOr(EnvStoreURL, versitygw.BucketURL()),
 		RulesAddr:    workspace.EnvOr(EnvRulesAddr, defaultRulesAddr),
 		SecurityAddr: workspace.EnvOr(EnvSecurityAddr, defaultSecurityAddr),
+		ConsoleAddr:  workspace.EnvOr(EnvConsoleAddr, defaultConsoleAddr),
 		StateFile:    os.Getenv(EnvStateFile),
 	}
 	if !demoName.MatchString(in.Name) {

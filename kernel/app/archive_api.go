@@ -71,6 +71,7 @@ type ArchiveAPI struct {
 var journalExempt = map[string]bool{
 	"GET /admin/archive/records": true, "GET /admin/archive/holds": true, "GET /admin/archive/purges/{id}": true,
 	"POST /admin/archive/verify": true, "GET /admin/subjects/orders": true, "GET /admin/retention/schedule": true,
+	"GET /admin/archive/purges": true, "GET /admin/archive/certificates": true,
 }
 
 // routes registers the archive API on mux.
@@ -92,6 +93,7 @@ func (a *ArchiveAPI) routes(mux *http.ServeMux) {
 	a.courtOrderRoutes(mux)
 	a.scheduleRoutes(mux)
 	a.dispositionRoutes(mux)
+	a.actsRoutes(mux)
 }
 
 // handlerFunc is an archive API handler with its authenticated principal.
