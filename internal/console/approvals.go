@@ -66,6 +66,30 @@ func (c *Console) pendingOf(ctx context.Context, cl caller, s *session) ([]pendi
 		return nil, err
 	}
 	out = append(out, ps...)
+	es, err := c.pendingExpungements(ctx, cl, s, byID)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, es...)
+	vs, err := c.pendingSchedules(ctx, cl, s)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, vs...)
+	if s.has("records:review") {
+		ds, err := c.pendingDispositions(ctx, cl, s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ds...)
+	}
+	return out, nil
+}
+
+// pendingExpungements are the court orders awaiting approval, with the
+// archives each rewrites.
+func (c *Console) pendingExpungements(ctx context.Context, cl caller, s *session, byID map[string]record) ([]pending, error) {
+	var out []pending
 	var orders struct {
 		Expungements []struct {
 			ExpungeID   string    `json:"expunge_id"`
@@ -93,6 +117,12 @@ func (c *Console) pendingOf(ctx context.Context, cl caller, s *session) ([]pendi
 		}
 		out = append(out, p)
 	}
+	return out, nil
+}
+
+// pendingSchedules are the schedule versions awaiting approval.
+func (c *Console) pendingSchedules(ctx context.Context, cl caller, s *session) ([]pending, error) {
+	var out []pending
 	var sched struct {
 		History []struct {
 			Version    string    `json:"version"`
@@ -111,13 +141,6 @@ func (c *Console) pendingOf(ctx context.Context, cl caller, s *session) ([]pendi
 				What: fmt.Sprintf("Records schedule version %s comes in force: %d row(s) could fall due earlier than under the version in force.", v.Version, v.Nearer),
 				Mine: mine(s, v.ProposedBy)})
 		}
-	}
-	if s.has("records:review") {
-		ds, err := c.pendingDispositions(ctx, cl, s)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ds...)
 	}
 	return out, nil
 }
@@ -267,12 +290,12 @@ func approvedLines(kind string, res map[string]any) []string {
 }
 
 type dueService struct {
-	Name     string
-	Version  string
-	Items    []dueItem
-	Batches  []batch
+	Name      string
+	Version   string
+	Items     []dueItem
+	Batches   []batch
 	Unindexed int64
-	Err      *apiError
+	Err       *apiError
 }
 
 type dueItem struct {

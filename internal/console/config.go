@@ -36,14 +36,14 @@ const (
 
 // The environment keys of the console's configuration.
 const (
-	EnvAddr          = "CRAIG_CONSOLE_ADDR"
-	EnvPublicURL     = "CRAIG_CONSOLE_PUBLIC_URL"
-	EnvIssuer        = "CRAIG_CONSOLE_OIDC_ISSUER"
-	EnvClientID      = "CRAIG_CONSOLE_OIDC_CLIENT_ID"
-	EnvScopes        = "CRAIG_CONSOLE_OIDC_SCOPES"
-	EnvFleetFile     = "CRAIG_CONSOLE_FLEET_FILE"
-	EnvIdleTimeout   = "CRAIG_CONSOLE_IDLE_TIMEOUT"
-	EnvAPITimeout    = "CRAIG_CONSOLE_API_TIMEOUT"
+	EnvAddr        = "CRAIG_CONSOLE_ADDR"
+	EnvPublicURL   = "CRAIG_CONSOLE_PUBLIC_URL"
+	EnvIssuer      = "CRAIG_CONSOLE_OIDC_ISSUER"
+	EnvClientID    = "CRAIG_CONSOLE_OIDC_CLIENT_ID"
+	EnvScopes      = "CRAIG_CONSOLE_OIDC_SCOPES"
+	EnvFleetFile   = "CRAIG_CONSOLE_FLEET_FILE"
+	EnvIdleTimeout = "CRAIG_CONSOLE_IDLE_TIMEOUT"
+	EnvAPITimeout  = "CRAIG_CONSOLE_API_TIMEOUT"
 )
 
 // Config is the console's validated configuration.

@@ -73,9 +73,9 @@ func (cl caller) ledger(ctx context.Context) ([]record, bool, error) {
 
 // tableState is one table of the fleet page.
 type tableState struct {
-	Table                              string
-	Kept, Held, Due, Undated, Purged   int
-	LastArchived                       *time.Time
+	Table                            string
+	Kept, Held, Due, Undated, Purged int
+	LastArchived                     *time.Time
 }
 
 type fleetService struct {
