@@ -163,47 +163,40 @@ func refusal(svc string, status int, raw []byte) *apiError {
 	return e
 }
 
-// explain is the words for each refusal the services answer.
+// explanations are the words for each refusal the services answer and
+// what to do, with {svc}, {required} and {code} filled in.
+var explanations = map[string][2]string{
+	"invalid_token":              {"{svc} did not accept your sign-in", "Sign out and sign in again."},
+	"insufficient_scope":         {"Your role does not allow this on {svc}", "It needs the permission {required}. Ask your administrator, or a colleague who has it."},
+	"self_approval":              {"You cannot approve your own request", "A second person must approve it: ask a colleague with the approval role."},
+	"held":                       {"A legal hold keeps records of this case on {svc}", "Release the hold (Holds page) or name it in the order, then request again."},
+	"already_requested":          {"An order about this case already awaits approval on {svc}", "Approve or wait for that one (Approvals page)."},
+	"already_running":            {"{svc} is busy with an archive pass or a purge", "Nothing was changed. Try again in a minute."},
+	"not_awaiting_approval":      {"This request was already decided", "Reload the page: someone else approved or rejected it."},
+	"not_awaiting_decision":      {"This request was already decided", "Reload the page: someone else approved or rejected it."},
+	"subjects_not_indexed":       {"{svc} has archives not yet indexed by case", "Ask an administrator to run the subject index backfill, then try again."},
+	"no_longer_purgeable":        {"The archives changed since this page was shown", "Reload the page and review again."},
+	"purged":                     {"The archives changed since this page was shown", "Reload the page and review again."},
+	"nothing_due":                {"Nothing is due for disposition on {svc}", "There is nothing to review today."},
+	"no_schedule_in_force":       {"No records schedule is in force on {svc}", "A schedule version must be proposed and approved first."},
+	"schedule_changed":           {"The records schedule changed since this batch was prepared", "Reject it and prepare a new batch."},
+	"order_ref_mismatch":         {"That order reference does not open this record", "Check the court order's reference and type it exactly."},
+	"restored_behind_journal":    {"{svc} was restored from a backup and is catching up", "Nothing was changed. An administrator must run its reconcile before records can be changed."},
+	"store_not_configured":       {"{svc} is not set up for this", "Tell your administrator ({code})."},
+	"subject_key_not_configured": {"{svc} is not set up for this", "Tell your administrator ({code})."},
+	"schedule_not_configured":    {"{svc} is not set up for this", "Tell your administrator ({code})."},
+	"orphan_uploads_left":        {"{svc} has unfinished uploads to clear first", "Nothing was destroyed. Try the approval again later."},
+	"journal_not_stored":         {"Done, but its copy in the archive store is not written yet", "The act is recorded; the copy is written by the next act. No need to repeat it."},
+	"not_found":                  {"Not found on {svc}", "It may have been removed, or belongs to another service. Reload the page."},
+	"invalid_request":            {"{svc} refused the request as malformed", "Check what you typed (dates as YYYY-MM-DD, case numbers as case:17) and try again."},
+	"invalid_schedule":           {"{svc} refused the request as malformed", "Check what you typed (dates as YYYY-MM-DD, case numbers as case:17) and try again."},
+}
+
+// explain is the words for a refusal and what to do.
 func explain(svc string, status int, code, required string) (string, string) {
-	switch code {
-	case "invalid_token":
-		return svc + " did not accept your sign-in", "Sign out and sign in again."
-	case "insufficient_scope":
-		return "Your role does not allow this on " + svc, "It needs the permission " + required + ". Ask your administrator, or a colleague who has it."
-	case "self_approval":
-		return "You cannot approve your own request", "A second person must approve it: ask a colleague with the approval role."
-	case "held":
-		return "A legal hold keeps records of this case on " + svc, "Release the hold (Holds page) or name it in the order, then request again."
-	case "already_requested":
-		return "An order about this case already awaits approval on " + svc, "Approve or wait for that one (Approvals page)."
-	case "already_running":
-		return svc + " is busy with an archive pass or a purge", "Nothing was changed. Try again in a minute."
-	case "not_awaiting_approval", "not_awaiting_decision":
-		return "This request was already decided", "Reload the page: someone else approved or rejected it."
-	case "subjects_not_indexed":
-		return svc + " has archives not yet indexed by case", "Ask an administrator to run the subject index backfill, then try again."
-	case "no_longer_purgeable", "purged":
-		return "The archives changed since this page was shown", "Reload the page and review again."
-	case "nothing_due":
-		return "Nothing is due for disposition on " + svc, "There is nothing to review today."
-	case "no_schedule_in_force":
-		return "No records schedule is in force on " + svc, "A schedule version must be proposed and approved first."
-	case "schedule_changed":
-		return "The records schedule changed since this batch was prepared", "Reject it and prepare a new batch."
-	case "order_ref_mismatch":
-		return "That order reference does not open this record", "Check the court order's reference and type it exactly."
-	case "restored_behind_journal":
-		return svc + " was restored from a backup and is catching up", "Nothing was changed. An administrator must run its reconcile before records can be changed."
-	case "store_not_configured", "subject_key_not_configured", "schedule_not_configured":
-		return svc + " is not set up for this", "Tell your administrator (" + code + ")."
-	case "orphan_uploads_left":
-		return svc + " has unfinished uploads to clear first", "Nothing was destroyed. Try the approval again later."
-	case "journal_not_stored":
-		return "Done, but its copy in the archive store is not written yet", "The act is recorded; the copy is written by the next act. No need to repeat it."
-	case "not_found":
-		return "Not found on " + svc, "It may have been removed, or belongs to another service. Reload the page."
-	case "invalid_request", "invalid_schedule":
-		return svc + " refused the request as malformed", "Check what you typed (dates as YYYY-MM-DD, case numbers as case:17) and try again."
+	if e, ok := explanations[code]; ok {
+		r := strings.NewReplacer("{svc}", svc, "{required}", required, "{code}", code)
+		return r.Replace(e[0]), r.Replace(e[1])
 	}
 	switch {
 	case status == http.StatusNotFound:

@@ -85,7 +85,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	default:
 		return c, invalid(EnvPublicURL, public, "https, or http on a loopback address only (session cookies are Secure outside loopback)")
 	}
-	if u, err := url.Parse(c.Issuer); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopback(u.Hostname()))) {
+	if u, err := url.Parse(c.Issuer); err != nil || u.Host == "" || !httpsOrLoopback(u) {
 		return c, invalid(EnvIssuer, c.Issuer, "the OpenID provider's issuer URL (https; http only on loopback)")
 	}
 	if strings.TrimSpace(c.ClientID) == "" {
@@ -140,4 +140,9 @@ func loopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// httpsOrLoopback: an https URL, or plain http to a loopback host.
+func httpsOrLoopback(u *url.URL) bool {
+	return u.Scheme == "https" || u.Scheme == "http" && loopback(u.Hostname())
 }

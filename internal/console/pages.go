@@ -113,35 +113,42 @@ func (c *Console) fleet(ctx context.Context, s *session) []fleetService {
 			continue
 		}
 		fs.Truncated = truncated
-		byTable := map[string]*tableState{}
-		for _, rec := range recs {
-			t := byTable[rec.Table]
-			if t == nil {
-				t = &tableState{Table: rec.Table}
-				byTable[rec.Table] = t
-			}
-			if t.LastArchived == nil || rec.ArchivedAt.After(*t.LastArchived) {
-				at := rec.ArchivedAt
-				t.LastArchived = &at
-			}
-			switch {
-			case rec.PurgedAt != nil:
-				t.Purged++
-				continue
-			case rec.LegalHold:
-				t.Held++
-			case rec.RetentionUntil == nil:
-				t.Undated++
-			case *rec.RetentionUntil <= today:
-				t.Due++
-			}
-			t.Kept++
-		}
-		for _, t := range byTable {
-			fs.Tables = append(fs.Tables, *t)
-		}
+		fs.Tables = tally(recs, today)
 		sort.Slice(fs.Tables, func(i, j int) bool { return fs.Tables[i].Table < fs.Tables[j].Table })
 		out = append(out, fs)
+	}
+	return out
+}
+
+// tally counts a ledger's archives per table.
+func tally(recs []record, today string) []tableState {
+	byTable := map[string]*tableState{}
+	for _, rec := range recs {
+		t := byTable[rec.Table]
+		if t == nil {
+			t = &tableState{Table: rec.Table}
+			byTable[rec.Table] = t
+		}
+		if t.LastArchived == nil || rec.ArchivedAt.After(*t.LastArchived) {
+			at := rec.ArchivedAt
+			t.LastArchived = &at
+		}
+		switch {
+		case rec.PurgedAt != nil:
+			t.Purged++
+			continue
+		case rec.LegalHold:
+			t.Held++
+		case rec.RetentionUntil == nil:
+			t.Undated++
+		case *rec.RetentionUntil <= today:
+			t.Due++
+		}
+		t.Kept++
+	}
+	out := make([]tableState, 0, len(byTable))
+	for _, t := range byTable {
+		out = append(out, *t)
 	}
 	return out
 }
