@@ -64,6 +64,21 @@ func Run(ctx context.Context, server string, in Instance, keep bool) error {
 		return err
 	}
 	defer rules.stop()
+	if err := bookedFleet(ctx, secURL, rulesURL); err != nil {
+		return err
+	}
+	pids := fmt.Sprintf("RULES_PID=%d\nSECURITY_PID=%d\n", rules.cmd.Process.Pid, sec.cmd.Process.Pid)
+	if err := demoCraigctl(ctx, in, idp, rulesURL, dir, pids, keep); err != nil {
+		return err
+	}
+	rules.stop()
+	sec.stop()
+	return nil
+}
+
+// bookedFleet waits until security's fleet ledger has booked every archive
+// of rules, then prints it.
+func bookedFleet(ctx context.Context, secURL, rulesURL string) error {
 	conn, err := pgx.Connect(ctx, secURL)
 	if err != nil {
 		return fmt.Errorf("connect %s: %w", settings.Redact(secURL), err)
@@ -76,16 +91,7 @@ func Run(ctx context.Context, server string, in Instance, keep bool) error {
 	if err := waitFleet(ctx, conn, want); err != nil {
 		return err
 	}
-	if err := printFleet(ctx, conn); err != nil {
-		return err
-	}
-	pids := fmt.Sprintf("RULES_PID=%d\nSECURITY_PID=%d\n", rules.cmd.Process.Pid, sec.cmd.Process.Pid)
-	if err := demoCraigctl(ctx, in, idp, rulesURL, dir, pids, keep); err != nil {
-		return err
-	}
-	rules.stop()
-	sec.stop()
-	return nil
+	return printFleet(ctx, conn)
 }
 
 // demoKeys writes each producer's private key and security's trust file;

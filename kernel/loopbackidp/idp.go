@@ -133,10 +133,10 @@ func (p *Provider) client(id string) (Client, bool) {
 
 // JWKS is the public key set (what a service's auth.jwks_file holds).
 func (p *Provider) JWKS() []byte {
-	pub := p.key.PublicKey
+	point, _ := p.key.PublicKey.Bytes() // 0x04 || X || Y, 32 bytes each on P-256
 	b, _ := json.Marshal(map[string]any{"keys": []map[string]string{{
 		"kty": "EC", "crv": "P-256", "kid": keyID, "alg": "ES256", "use": "sig",
-		"x": b64(pub.X.FillBytes(make([]byte, 32))), "y": b64(pub.Y.FillBytes(make([]byte, 32))),
+		"x": b64(point[1:33]), "y": b64(point[33:65]),
 	}}})
 	return b
 }
