@@ -9,9 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -205,13 +203,11 @@ func withoutArchiveIDs(t *testing.T, lines []string) []string {
 // neither the subject nor the canary.
 func sealedReadMatrix(t *testing.T, d *runbookDemo, aRows []string) {
 	t.Helper()
-	secret, err := os.ReadFile(filepath.Join(filepath.Dir(d.state["FLEET_FILE"]), "api.secret"))
-	require.NoError(t, err)
+	// demoUp's readers, minted by its identity provider.
 	tok := func(scope string) string {
-		s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "ops:reader", "scope": scope,
-			"exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
-		require.NoError(t, err)
-		return s
+		name := map[string]string{"archive:read": "READER_TOKEN", "archive:read archive:sealed-read": "SEALED_READER_TOKEN"}[scope]
+		require.NotEmpty(t, d.state[name], "demoUp writes %s", name)
+		return d.state[name]
 	}
 	var ids []string // rules' rows of case 7, archived and hot
 	for _, l := range aRows {

@@ -154,6 +154,16 @@ func demoWait(ctx context.Context, in Instance, idp *demoIdP, env map[string]str
 	if err != nil {
 		return err
 	}
+	// Two readers for tests of sealed access: read only, and read with
+	// the sealed-read role.
+	var readers string
+	for name, scopes := range map[string][]string{"READER_TOKEN": {"archive:read"}, "SEALED_READER_TOKEN": {"archive:read", "archive:sealed-read"}} {
+		tok, err := idp.p.Mint("ops:reader", scopes, demoTokenTTL)
+		if err != nil {
+			return err
+		}
+		readers += name + "=" + tok + "\n"
+	}
 	console, err := demoConsole(in, idp, fleet)
 	if err != nil {
 		return err
@@ -168,7 +178,7 @@ func demoWait(ctx context.Context, in Instance, idp *demoIdP, env map[string]str
 	for file, content := range map[string]string{
 		tokenFile: env["CRAIG_TOKEN"] + "\n", approverFile: approver + "\n",
 		state: fmt.Sprintf("CRAIG_RULES_URL=%s\nCRAIG_SECURITY_URL=%s\nCRAIG_TOKEN=%s\nSECOND_OPERATOR_TOKEN=%s\nFLEET_FILE=%s\nCONSOLE_URL=%s\n",
-			env["CRAIG_RULES_URL"], env["CRAIG_SECURITY_URL"], env["CRAIG_TOKEN"], approver, fleet, "http://"+in.ConsoleAddr) + pids,
+			env["CRAIG_RULES_URL"], env["CRAIG_SECURITY_URL"], env["CRAIG_TOKEN"], approver, fleet, "http://"+in.ConsoleAddr) + pids + readers,
 	} {
 		if err := os.WriteFile(file, []byte(content), 0o600); err != nil {
 			return err
