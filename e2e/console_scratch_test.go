@@ -235,8 +235,6 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Contains(t, b.text("main"), "sealed under order Seal 2026-JV-3")
 	b.run(chromedp.Navigate(base+"/case?subject="+consoleSealedCase), chromedp.WaitVisible(chromedp.CSS("#unknown")))
 	b.screenshot("case-sealed")
-	b.run(chromedp.Navigate(base+"/dispositions"), chromedp.WaitVisible(chromedp.CSS("h1")))
-	b.screenshot("dispositions")
 
 	// Counsel signs in, sees exactly the archives and their rows, approves.
 	b.run(chromedp.Click(chromedp.CSS("#sign-out")), chromedp.WaitVisible(chromedp.CSS("#sign-in")))
@@ -249,11 +247,11 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	b.labelled()
 	b.screenshot("approvals")
-	b.run(chromedp.SendKeys(chromedp.CSS("#confirm-"+expID), "wrong"), chromedp.Submit(chromedp.CSS("#confirm-"+expID)), chromedp.WaitVisible(chromedp.CSS("#problem")))
+	b.run(chromedp.SendKeys(chromedp.CSS(confirmSel("security", expID)), "wrong"), chromedp.Submit(chromedp.CSS(confirmSel("security", expID))), chromedp.WaitVisible(chromedp.CSS("#problem")))
 	require.Contains(t, b.text("main"), "The confirmation did not match")
 	require.Equal(t, expID, pendingExpungement(t, d, "security"))
-	b.run(chromedp.Navigate(base+"/approvals"), chromedp.WaitVisible(chromedp.CSS("#confirm-"+expID)),
-		chromedp.SendKeys(chromedp.CSS("#confirm-"+expID), expID[:8]), chromedp.Submit(chromedp.CSS("#confirm-"+expID)), chromedp.WaitVisible(chromedp.CSS("#back")))
+	b.run(chromedp.Navigate(base+"/approvals"), chromedp.WaitVisible(chromedp.CSS(confirmSel("security", expID))),
+		chromedp.SendKeys(chromedp.CSS(confirmSel("security", expID)), expID[:8]), chromedp.Submit(chromedp.CSS(confirmSel("security", expID))), chromedp.WaitVisible(chromedp.CSS("#back")))
 	require.Contains(t, b.text("main"), "executed:")
 	b.screenshot("approved")
 
@@ -273,6 +271,12 @@ func TestConsoleInABrowser(t *testing.T) {
 	sum := sha256.Sum256(body)
 	require.Contains(t, shown, hex.EncodeToString(sum[:]), "the download is the certificate as stored")
 
+	// The records schedule: proposed by craigctl's operator, approved by
+	// counsel here; five cases closed six years ago fall due on security;
+	// counsel prepares a batch, the officer approves it, its certificate
+	// verifies.
+	version := consoleDisposition(t, b, d, root)
+
 	// A service stopped mid-session is named; the rest of the page works.
 	pid, err := strconv.Atoi(d.state["SECURITY_PID"])
 	require.NoError(t, err)
@@ -282,6 +286,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	fleet := b.text("main")
 	require.Contains(t, fleet, "security does not answer")
 	require.Contains(t, fleet, "rule_evaluations", "rules still shown")
+	require.Contains(t, fleet, version, "the schedule in force")
 	b.screenshot("service-down")
 	_ = ctx
 }
@@ -375,4 +380,77 @@ func requireStoreHeld(t *testing.T, d *runbookDemo, service string) {
 	held, err := st.LegalHold(ctx, key)
 	require.NoError(t, err)
 	require.True(t, held, "the store's lock holds %s", key)
+}
+
+// confirmSel is the typed confirmation's field of a request on a service.
+func confirmSel(service, id string) string { return `[id="confirm-` + service + "-" + id + `"]` }
+
+// callAs calls a demo serve's API with a token of the demo's operators.
+func callAs(t *testing.T, base, token, method, path, body string, want int) {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	raw, _ := io.ReadAll(resp.Body)
+	require.Equal(t, want, resp.StatusCode, "%s %s: %s", method, path, raw)
+}
+
+func consoleDisposition(t *testing.T, b *browser, d *runbookDemo, root string) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(root, "deploy", "records-schedule", "example.yaml"))
+	require.NoError(t, err) // its version, approved below
+	var version string
+	for _, line := range strings.Split(string(doc), "\n") {
+		if v, ok := strings.CutPrefix(line, "version:"); ok {
+			version = strings.Trim(strings.TrimSpace(v), `"'`)
+		}
+	}
+	require.NotEmpty(t, version)
+	op := d.state["CRAIG_TOKEN"]
+	closed := time.Now().UTC().AddDate(-6, 0, 0).Format(time.RFC3339)
+	schedule := filepath.Join(root, "deploy", "records-schedule", "example.yaml")
+	ctl{t: t, env: d.state}.ok("schedule", "propose", schedule, "--fleet", d.state["FLEET_FILE"])
+	for _, svc := range []string{"rules", "security"} {
+		base := d.state["CRAIG_"+strings.ToUpper(svc)+"_URL"]
+		for c := 1; c <= 5; c++ {
+			callAs(t, base, op, http.MethodPost, "/admin/subjects/case:"+strconv.Itoa(c)+"/events",
+				`{"type": "case.closed", "at": "`+closed+`", "classification": "Unsubstantiated"}`, http.StatusOK)
+		}
+	}
+	code := strings.ToLower(version[:min(8, len(version))])
+	for _, svc := range []string{"rules", "security"} {
+		b.run(chromedp.Navigate(b.base+"/approvals"), chromedp.WaitVisible(chromedp.CSS(confirmSel(svc, version))),
+			chromedp.SendKeys(chromedp.CSS(confirmSel(svc, version)), code), chromedp.Submit(chromedp.CSS(confirmSel(svc, version))),
+			chromedp.WaitVisible(chromedp.CSS("#back")))
+		require.Contains(t, b.text("main"), "in force: "+version)
+	}
+	b.run(chromedp.Navigate(b.base+"/dispositions"), chromedp.WaitVisible(chromedp.CSS("#freeze-security")))
+	due := b.text("main")
+	require.Contains(t, due, "Authority:")
+	require.Contains(t, due, "case:1")
+	b.labelled()
+	b.screenshot("dispositions")
+	b.run(chromedp.Click(chromedp.CSS("#freeze-security")), chromedp.WaitVisible(chromedp.CSS("#back")))
+	require.Contains(t, b.text("main"), "prepared")
+	var batch string
+	require.NoError(t, demoConn(t, d, "security").QueryRow(context.Background(),
+		`SELECT disposition_id::text FROM dispositions WHERE status = 'proposed'`).Scan(&batch))
+	b.run(chromedp.Navigate(b.base+"/approvals"), chromedp.WaitVisible(chromedp.CSS("h1")))
+	require.Contains(t, b.text("main"), "Waiting for a second person", "counsel prepared the batch")
+	b.run(chromedp.Click(chromedp.CSS("#sign-out")), chromedp.WaitVisible(chromedp.CSS("#sign-in")))
+	b.signIn("/approvals", "records-officer")
+	b.screenshot("approvals-disposition")
+	b.run(chromedp.SendKeys(chromedp.CSS(confirmSel("security", batch)), batch[:8]), chromedp.Submit(chromedp.CSS(confirmSel("security", batch))),
+		chromedp.WaitVisible(chromedp.CSS("#back")))
+	require.Contains(t, b.text("main"), "executed:")
+	var status string
+	require.NoError(t, demoConn(t, d, "security").QueryRow(context.Background(),
+		`SELECT status FROM dispositions WHERE disposition_id = $1`, batch).Scan(&status))
+	require.Equal(t, "executed", status)
+	b.run(chromedp.Navigate(b.base+"/certificates/view?service=security&kind=disposition&id="+batch), chromedp.WaitVisible(chromedp.CSS("#verified")))
+	require.NotContains(t, b.text("pre"), "case:1", "a certificate names no case")
+	return version
 }

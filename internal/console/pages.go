@@ -96,7 +96,9 @@ func (c *Console) fleet(ctx context.Context, s *session) []fleetService {
 	for _, cl := range c.callers(s) {
 		fs := fleetService{Name: cl.svc.Name, InForce: "none (table settings)"}
 		var sched struct {
-			InForce *string `json:"in_force"`
+			InForce *struct {
+				Version string `json:"version"`
+			} `json:"in_force"`
 		}
 		if err := cl.do(ctx, http.MethodGet, "/admin/retention/schedule", nil, nil, &sched); err != nil {
 			fs.Err = asAPIError(err)
@@ -104,7 +106,7 @@ func (c *Console) fleet(ctx context.Context, s *session) []fleetService {
 			continue
 		}
 		if sched.InForce != nil {
-			fs.InForce = *sched.InForce
+			fs.InForce = sched.InForce.Version
 		}
 		recs, truncated, err := cl.ledger(ctx)
 		if err != nil {
