@@ -127,6 +127,18 @@ func (b *browser) labelled() {
 	require.Empty(b.t, unlabelled, "controls without a label on %s", b.base)
 }
 
+// reflows checks the page at 200 % zoom (a 1280-pixel window at twice the
+// scale: 640 CSS pixels wide): nothing is wider than the window (wide
+// tables scroll in their own box).
+func (b *browser) reflows(shot string) {
+	b.t.Helper()
+	b.run(chromedp.EmulateViewport(640, 450, chromedp.EmulateScale(2)))
+	defer b.run(chromedp.EmulateReset())
+	over := value(b, chromedp.Evaluate[bool](`document.documentElement.scrollWidth > document.documentElement.clientWidth + 1`))
+	require.False(b.t, over, "the page is wider than the window at 200 %% zoom")
+	b.screenshot(shot)
+}
+
 // post submits a form the page did not offer (a forged or replayed post):
 // fields as given, with or without the page's CSRF token.
 func (b *browser) post(action string, fields map[string]string, withToken bool) {
@@ -176,6 +188,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#place-hold")))
 	b.labelled()
 	b.screenshot("case")
+	b.reflows("case-zoom-200")
 	caseText := b.text("main")
 	for _, svc := range []string{"rules", "security"} {
 		require.Contains(t, caseText, "Download "+svc+"'s rows as NDJSON")
@@ -247,6 +260,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	b.labelled()
 	b.screenshot("approvals")
+	b.reflows("approvals-zoom-200")
 	b.run(chromedp.SendKeys(chromedp.CSS(confirmSel("security", expID)), "wrong"), chromedp.Submit(chromedp.CSS(confirmSel("security", expID))), chromedp.WaitVisible(chromedp.CSS("#problem")))
 	require.Contains(t, b.text("main"), "The confirmation did not match")
 	require.Equal(t, expID, pendingExpungement(t, d, "security"))
