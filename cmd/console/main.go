@@ -41,7 +41,9 @@ func run(logger *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	srv := &http.Server{Addr: cfg.Addr, Handler: c, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute,
-		WriteTimeout: cfg.APITimeout + time.Minute, IdleTimeout: 2 * time.Minute}
+		// A page waits at most APITimeout for its services; an approval or a
+		// download at most ActTimeout.
+		WriteTimeout: max(cfg.APITimeout, console.ActTimeout) + time.Minute, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	logger.Info("console serving", slog.String("addr", cfg.Addr), slog.String("url", cfg.PublicURL.String()), slog.Int("services", len(cfg.Services)))

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 )
 
 // maxAnswer bounds an answer the console reads whole (a listing, a
@@ -45,6 +46,32 @@ func (c *Console) callers(s *session) []caller {
 		out = append(out, caller{svc: svc, token: s.token, client: c.client})
 	}
 	return out
+}
+
+// perService runs fn for every service of the fleet side by side, each
+// bounded by the API timeout, and answers in the fleet file's order: a
+// slow service costs a page at most one timeout, and the others answer.
+func perService[T any](c *Console, ctx context.Context, s *session, fn func(context.Context, caller) T) []T {
+	cls := c.callers(s)
+	out := make([]T, len(cls))
+	var wg sync.WaitGroup
+	for i, cl := range cls {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, c.cfg.APITimeout)
+			defer cancel()
+			out[i] = fn(cctx, cl)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// bounded is a request's context bounded by the API timeout (its cancel
+// runs when the request ends).
+func (c *Console) bounded(r *http.Request) context.Context {
+	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.APITimeout)
+	context.AfterFunc(r.Context(), cancel)
+	return ctx
 }
 
 func (c *Console) caller(s *session, name string) (caller, bool) {
@@ -112,6 +139,24 @@ func (cl caller) do(ctx context.Context, method, path string, q url.Values, body
 			Advice: "Tell your administrator: the console and " + cl.svc.Name + " may be of different versions."}
 	}
 	return nil
+}
+
+// whole calls and reads the whole answer, refusing one larger than limit
+// or cut short.
+func (cl caller) whole(ctx context.Context, path string, limit int64) ([]byte, error) {
+	resp, err := cl.request(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	switch {
+	case err != nil:
+		return nil, &apiError{Service: cl.svc.Name, Title: "The download was cut short", Advice: cl.svc.Name + " stopped answering (" + cause(err) + "). Nothing was saved; download again."}
+	case int64(len(body)) > limit:
+		return nil, &apiError{Service: cl.svc.Name, Title: "Too large for the console", Advice: fmt.Sprintf("The answer is larger than %d MiB: export it with craigctl (subject fetch) instead.", limit>>20)}
+	}
+	return body, nil
 }
 
 // lines calls and reads an NDJSON answer line by line.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -34,16 +33,15 @@ type approvalsService struct {
 }
 
 func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request, s *session, _ string) {
-	var out []approvalsService
-	for _, cl := range c.callers(s) {
+	out := perService(c, r.Context(), s, func(ctx context.Context, cl caller) approvalsService {
 		as := approvalsService{Name: cl.svc.Name}
-		ps, err := c.pendingOf(r.Context(), cl, s)
+		ps, err := c.pendingOf(ctx, cl, s)
 		if err != nil {
 			as.Err = asAPIError(err)
 		}
 		as.Pending = ps
-		out = append(out, as)
-	}
+		return as
+	})
 	c.render(w, r, http.StatusOK, "approvals", s, map[string]any{"Services": out})
 }
 
@@ -258,7 +256,11 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request, s *session, _ 
 	}
 	var res map[string]any
 	o := outcome{Service: cl.svc.Name}
-	if err := cl.do(r.Context(), http.MethodPost, fmt.Sprintf(path, url.PathEscape(id)), nil, map[string]any{}, &res); err != nil {
+	// An approval may execute a destruction: bounded by ActTimeout, not a
+	// page's; a call cut short is finished by the next approval.
+	ctx, cancel := context.WithTimeout(r.Context(), ActTimeout)
+	defer cancel()
+	if err := cl.do(ctx, http.MethodPost, fmt.Sprintf(path, url.PathEscape(id)), nil, map[string]any{}, &res); err != nil {
 		o.Err = asAPIError(err)
 	} else {
 		o.Lines = approvedLines(kind, res)
@@ -315,22 +317,20 @@ type dueItem struct {
 }
 
 func (c *Console) dispositionsPage(w http.ResponseWriter, r *http.Request, s *session, _ string) {
-	var out []dueService
-	for _, cl := range c.callers(s) {
+	out := perService(c, r.Context(), s, func(ctx context.Context, cl caller) dueService {
 		ds := dueService{Name: cl.svc.Name}
 		var due struct {
 			Version   string    `json:"version"`
 			Unindexed int64     `json:"unindexed_archives"`
 			Items     []dueItem `json:"items"`
 		}
-		if err := cl.do(r.Context(), http.MethodGet, "/admin/dispositions/due", nil, nil, &due); err != nil {
+		if err := cl.do(ctx, http.MethodGet, "/admin/dispositions/due", nil, nil, &due); err != nil {
 			ds.Err = asAPIError(err)
-			out = append(out, ds)
-			continue
+			return ds
 		}
 		ds.Version, ds.Items, ds.Unindexed = due.Version, due.Items, due.Unindexed
-		out = append(out, ds)
-	}
+		return ds
+	})
 	c.render(w, r, http.StatusOK, "dispositions", s, map[string]any{"Services": out})
 }
 
@@ -346,7 +346,7 @@ func (c *Console) dispositionFreeze(w http.ResponseWriter, r *http.Request, s *s
 	}
 	var b batch
 	o := outcome{Service: cl.svc.Name}
-	if err := cl.do(r.Context(), http.MethodPost, "/admin/dispositions", nil, body, &b); err != nil {
+	if err := cl.do(c.bounded(r), http.MethodPost, "/admin/dispositions", nil, body, &b); err != nil {
 		o.Err = asAPIError(err)
 	} else {
 		o.Lines = []string{fmt.Sprintf("batch %s prepared: %d row(s); a second person approves or rejects it on the Approvals page", b.DispositionID, b.Rows)}
@@ -366,7 +366,7 @@ func (c *Console) dispositionReject(w http.ResponseWriter, r *http.Request, s *s
 		body["extend_until"] = d
 	}
 	o := outcome{Service: cl.svc.Name}
-	if err := cl.do(r.Context(), http.MethodPost, "/admin/dispositions/"+url.PathEscape(f.Get("id"))+"/reject", nil, body, nil); err != nil {
+	if err := cl.do(c.bounded(r), http.MethodPost, "/admin/dispositions/"+url.PathEscape(f.Get("id"))+"/reject", nil, body, nil); err != nil {
 		o.Err = asAPIError(err)
 	} else {
 		o.Lines = []string{"batch rejected: its cases return to the schedule" + map[bool]string{true: ", kept until " + f.Get("extend_until"), false: ""}[body["extend_until"] != nil]}
@@ -385,19 +385,27 @@ type certificateRow struct {
 }
 
 func (c *Console) certificatesPage(w http.ResponseWriter, r *http.Request, s *session, _ string) {
+	type listed struct {
+		rows []certificateRow
+		err  *outcome
+	}
 	var rows []certificateRow
 	var outs []outcome
-	for _, cl := range c.callers(s) {
+	for _, l := range perService(c, r.Context(), s, func(ctx context.Context, cl caller) listed {
 		var res struct {
 			Certificates []certificateRow `json:"certificates"`
 		}
-		if err := cl.do(r.Context(), http.MethodGet, "/admin/archive/certificates", nil, nil, &res); err != nil {
-			outs = append(outs, outcome{Service: cl.svc.Name, Err: asAPIError(err)})
-			continue
+		if err := cl.do(ctx, http.MethodGet, "/admin/archive/certificates", nil, nil, &res); err != nil {
+			return listed{err: &outcome{Service: cl.svc.Name, Err: asAPIError(err)}}
 		}
-		for _, cr := range res.Certificates {
-			cr.Service = cl.svc.Name
-			rows = append(rows, cr)
+		for i := range res.Certificates {
+			res.Certificates[i].Service = cl.svc.Name
+		}
+		return listed{rows: res.Certificates}
+	}) {
+		rows = append(rows, l.rows...)
+		if l.err != nil {
+			outs = append(outs, *l.err)
 		}
 	}
 	c.render(w, r, http.StatusOK, "certificates", s, map[string]any{"Certificates": rows, "Errors": outs})
@@ -433,7 +441,7 @@ func (c *Console) certificateView(w http.ResponseWriter, r *http.Request, s *ses
 			Remaining   []string  `json:"remaining"`
 		} `json:"verification"`
 	}
-	if err := cl.do(r.Context(), http.MethodGet, "/admin/archive/certificates/"+kind+"/"+url.PathEscape(id), nil, nil, &res); err != nil {
+	if err := cl.do(c.bounded(r), http.MethodGet, "/admin/archive/certificates/"+kind+"/"+url.PathEscape(id), nil, nil, &res); err != nil {
 		ae := asAPIError(err)
 		c.problem(w, r, http.StatusBadGateway, ae.Title, ae.Advice)
 		return
@@ -450,14 +458,13 @@ func (c *Console) certificateDownload(w http.ResponseWriter, r *http.Request, s 
 		c.problem(w, r, http.StatusBadRequest, ae.Title, ae.Advice)
 		return
 	}
-	resp, err := cl.request(r.Context(), http.MethodGet, "/admin/archive/certificates/"+kind+"/"+url.PathEscape(id)+"/object", nil, nil)
+	body, err := cl.whole(c.bounded(r), "/admin/archive/certificates/"+kind+"/"+url.PathEscape(id)+"/object", maxAnswer)
 	if err != nil {
 		ae := asAPIError(err)
 		c.problem(w, r, http.StatusBadGateway, ae.Title, ae.Advice)
 		return
 	}
-	defer func() { _ = resp.Body.Close() }()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", cl.svc.Name+"-"+kind+"-"+id+".json"))
-	_, _ = io.Copy(w, io.LimitReader(resp.Body, maxAnswer))
+	_, _ = w.Write(body)
 }

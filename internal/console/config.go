@@ -25,10 +25,17 @@ const (
 	// request (NIST SP 800-63B asks at most 30 for AAL2; records work
 	// is done in short sessions at shared desks).
 	DefaultIdleTimeout = 15 * time.Minute
-	// DefaultAPITimeout bounds each call to a service: a deep read of a
+	// DefaultAPITimeout bounds what a page asks of each service (its
+	// calls run side by side, one service per goroutine): a deep read of a
 	// case across a year of archives answers in seconds; a service that
 	// does not answer in 30 is named on the page and the rest still works.
 	DefaultAPITimeout = 30 * time.Second
+	// ActTimeout bounds an act that may execute a destruction (an
+	// approval, a download of a case): a disposition batch of 10,000 rows
+	// executes in seconds, a large one in minutes; a call cut short leaves
+	// it for the next approval to finish (ADR-073), so the bound is
+	// generous.
+	ActTimeout = 10 * time.Minute
 	// DefaultScopes are the scopes the console asks the provider for; the
 	// provider grants each person those of their role.
 	DefaultScopes = "openid profile archive:read archive:hold archive:seal archive:sealed-read archive:purge records:schedule records:events records:review"
@@ -77,6 +84,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	public := or(getenv(EnvPublicURL), "http://"+c.Addr)
 	if c.PublicURL, err = url.Parse(public); err != nil || c.PublicURL.Host == "" || c.PublicURL.Path != "" && c.PublicURL.Path != "/" {
 		return c, invalid(EnvPublicURL, public, "an absolute URL with no path, such as https://records.agency.example")
+	}
+	if c.PublicURL.RawQuery != "" || c.PublicURL.Fragment != "" || c.PublicURL.User != nil || strings.HasSuffix(public, "?") || strings.HasSuffix(public, "#") {
+		return c, invalid(EnvPublicURL, public, "no query, fragment or user info: the redirect URI is <public URL>/auth/callback")
 	}
 	c.PublicURL.Path = ""
 	switch {

@@ -36,9 +36,13 @@ type Console struct {
 // New builds the console. Nothing is called at construction: the provider
 // is discovered at the first sign-in, the services at each page.
 func New(cfg Config, logger *slog.Logger) (*Console, error) {
-	client := &http.Client{Timeout: cfg.APITimeout}
+	// Calls to the services are bounded by their context (a page's
+	// APITimeout, an approval's ActTimeout) and never follow a redirect:
+	// the person's token goes to the fleet file's URLs and nowhere else.
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	c := &Console{cfg: cfg, logger: logger, sessions: newSessions(cfg.IdleTimeout), client: client,
-		idp: &provider{cfg: cfg, client: client}, secure: cfg.PublicURL.Scheme == "https", pages: map[string]*template.Template{}}
+		idp: &provider{cfg: cfg, client: &http.Client{Timeout: cfg.APITimeout}}, secure: cfg.PublicURL.Scheme == "https",
+		pages: map[string]*template.Template{}}
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, err

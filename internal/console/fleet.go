@@ -45,6 +45,10 @@ func ReadFleet(path string) ([]Service, error) {
 	if err := dec.Decode(&ff); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%w (the console holds no service credentials: a token_file is refused)", err)
 	}
+	var more any
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more than one YAML document: the fleet file is one")
+	}
 	if len(ff.Services) == 0 {
 		return nil, errors.New("no services (services: [{name, url}])")
 	}
@@ -56,8 +60,8 @@ func ReadFleet(path string) ([]Service, error) {
 			return nil, fmt.Errorf("services[%d].name %q: a service name", i, s.Name)
 		case seen[s.Name]:
 			return nil, fmt.Errorf("service %s is listed twice", s.Name)
-		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			return nil, fmt.Errorf("services[%d].url %q: an http(s) URL", i, s.URL)
+		case err != nil || u.Host == "" || u.User != nil || !httpsOrLoopback(u):
+			return nil, fmt.Errorf("services[%d].url %q: https, or http on a loopback address only (each call carries a person's token)", i, s.URL)
 		}
 		seen[s.Name] = true
 	}

@@ -1,11 +1,11 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -92,8 +92,7 @@ func (c *Console) fleetPage(w http.ResponseWriter, r *http.Request, s *session, 
 
 func (c *Console) fleet(ctx context.Context, s *session) []fleetService {
 	today := time.Now().UTC().Format(time.DateOnly)
-	var out []fleetService
-	for _, cl := range c.callers(s) {
+	return perService(c, ctx, s, func(ctx context.Context, cl caller) fleetService {
 		fs := fleetService{Name: cl.svc.Name, InForce: "none (table settings)"}
 		var sched struct {
 			InForce *struct {
@@ -102,8 +101,7 @@ func (c *Console) fleet(ctx context.Context, s *session) []fleetService {
 		}
 		if err := cl.do(ctx, http.MethodGet, "/admin/retention/schedule", nil, nil, &sched); err != nil {
 			fs.Err = asAPIError(err)
-			out = append(out, fs)
-			continue
+			return fs
 		}
 		if sched.InForce != nil {
 			fs.InForce = sched.InForce.Version
@@ -111,15 +109,13 @@ func (c *Console) fleet(ctx context.Context, s *session) []fleetService {
 		recs, truncated, err := cl.ledger(ctx)
 		if err != nil {
 			fs.Err = asAPIError(err)
-			out = append(out, fs)
-			continue
+			return fs
 		}
 		fs.Truncated = truncated
 		fs.Tables = tally(recs, today)
 		sort.Slice(fs.Tables, func(i, j int) bool { return fs.Tables[i].Table < fs.Tables[j].Table })
-		out = append(out, fs)
-	}
-	return out
+		return fs
+	})
 }
 
 // tally counts a ledger's archives per table.
@@ -159,21 +155,20 @@ func tally(recs []record, today string) []tableState {
 // store (a read: nothing changes) and shows it.
 func (c *Console) fleetVerify(w http.ResponseWriter, r *http.Request, s *session, _ string) {
 	deep := r.PostForm.Get("deep") == "on"
-	var outs []outcome
-	for _, cl := range c.callers(s) {
+	outs := perService(c, r.Context(), s, func(ctx context.Context, cl caller) outcome {
 		o := outcome{Service: cl.svc.Name}
 		var rep struct {
 			Checked     int `json:"checked"`
 			Failed      int `json:"failed"`
 			OrphanCount int `json:"orphan_count"`
 		}
-		if err := cl.do(r.Context(), http.MethodPost, "/admin/archive/verify", nil, map[string]any{"deep": deep}, &rep); err != nil {
+		if err := cl.do(ctx, http.MethodPost, "/admin/archive/verify", nil, map[string]any{"deep": deep}, &rep); err != nil {
 			o.Err = asAPIError(err)
 		} else {
 			o.Lines = append(o.Lines, fmt.Sprintf("%d archives checked, %d failed, %d objects no ledger row names", rep.Checked, rep.Failed, rep.OrphanCount))
 		}
-		outs = append(outs, o)
-	}
+		return o
+	})
 	title := "Verification of every ledger against the store"
 	if deep {
 		title = "Deep verification (every archive's content) of every ledger"
@@ -216,9 +211,7 @@ func (c *Console) casePage(w http.ResponseWriter, r *http.Request, s *session, _
 }
 
 func (c *Console) caseRows(ctx context.Context, s *session, subject, orderRef string) ([]caseService, int) {
-	var out []caseService
-	total := 0
-	for _, cl := range c.callers(s) {
+	out := perService(c, ctx, s, func(ctx context.Context, cl caller) caseService {
 		if orderRef != "" {
 			cl.header = http.Header{"X-Craig-Order-Ref": {orderRef}}
 		}
@@ -267,8 +260,11 @@ func (c *Console) caseRows(ctx context.Context, s *session, subject, orderRef st
 		if err != nil {
 			cs.Err = asAPIError(err)
 		}
+		return cs
+	})
+	total := 0
+	for _, cs := range out {
 		total += len(cs.Rows)
-		out = append(out, cs)
 	}
 	return out, total
 }
@@ -286,16 +282,33 @@ func (c *Console) caseDownload(w http.ResponseWriter, r *http.Request, s *sessio
 	if ref := strings.TrimSpace(q.Get("order_ref")); ref != "" {
 		cl.header = http.Header{"X-Craig-Order-Ref": {ref}}
 	}
-	resp, err := cl.request(r.Context(), http.MethodGet, "/admin/subjects/"+url.PathEscape(subject)+"/rows", nil, nil)
+	ctx, cancel := context.WithTimeout(r.Context(), ActTimeout)
+	defer cancel()
+	body, err := cl.whole(ctx, "/admin/subjects/"+url.PathEscape(subject)+"/rows", maxDownload)
+	if err == nil && !bytes.Contains(lastLine(body), []byte(`"summary"`)) {
+		err = &apiError{Service: cl.svc.Name, Title: "The download was cut short", Advice: cl.svc.Name + " did not finish its answer. Nothing was saved; download again."}
+	}
 	if err != nil {
 		ae := asAPIError(err)
 		c.problem(w, r, http.StatusBadGateway, ae.Title, ae.Advice)
 		return
 	}
-	defer func() { _ = resp.Body.Close() }()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", cl.svc.Name+"-"+strings.ReplaceAll(strings.ToLower(subject), ":", "-")+".ndjson"))
-	_, _ = io.Copy(w, resp.Body)
+	_, _ = w.Write(body)
+}
+
+// maxDownload bounds a case's NDJSON the console relays: it reads it whole
+// first, so that a download is complete or refused, never cut short after
+// its first bytes were sent. A larger case is exported with craigctl.
+const maxDownload = 256 << 20
+
+func lastLine(b []byte) []byte {
+	b = bytes.TrimRight(b, "\n")
+	if i := bytes.LastIndexByte(b, '\n'); i >= 0 {
+		return b[i+1:]
+	}
+	return b
 }
 
 // caseAct runs one act about a case on every service and shows what each
@@ -307,16 +320,15 @@ func (c *Console) caseAct(w http.ResponseWriter, r *http.Request, s *session, ti
 		c.problem(w, r, http.StatusBadRequest, "That is not a case", "Type a case as case:17 (or a person as person:4). Nothing was changed.")
 		return
 	}
-	var outs []outcome
-	for _, cl := range c.callers(s) {
+	outs := perService(c, r.Context(), s, func(ctx context.Context, cl caller) outcome {
 		o := outcome{Service: cl.svc.Name}
-		lines, err := act(r.Context(), cl, subject)
+		lines, err := act(ctx, cl, subject)
 		if err != nil {
 			o.Err = asAPIError(err)
 		}
 		o.Lines = lines
-		outs = append(outs, o)
-	}
+		return o
+	})
 	c.render(w, r, http.StatusOK, "result", s, map[string]any{"Title": title + " " + subject, "Outcomes": outs,
 		"Back": "/case?subject=" + url.QueryEscape(subject)})
 }
@@ -398,21 +410,22 @@ type holdsService struct {
 }
 
 func (c *Console) holdsPage(w http.ResponseWriter, r *http.Request, s *session, _ string) {
-	var out []holdsService
 	var names []string
-	for _, cl := range c.callers(s) {
+	for _, svc := range c.cfg.Services {
+		names = append(names, svc.Name)
+	}
+	out := perService(c, r.Context(), s, func(ctx context.Context, cl caller) holdsService {
 		hs := holdsService{Name: cl.svc.Name}
-		names = append(names, cl.svc.Name)
 		var res struct {
 			Holds []hold `json:"holds"`
 		}
-		if err := cl.do(r.Context(), http.MethodGet, "/admin/archive/holds", nil, nil, &res); err != nil {
+		if err := cl.do(ctx, http.MethodGet, "/admin/archive/holds", nil, nil, &res); err != nil {
 			hs.Err = asAPIError(err)
 		}
 		sort.SliceStable(res.Holds, func(i, j int) bool { return res.Holds[i].Active && !res.Holds[j].Active })
 		hs.Holds = res.Holds
-		out = append(out, hs)
-	}
+		return hs
+	})
 	c.render(w, r, http.StatusOK, "holds", s, map[string]any{"Services": out, "Names": names})
 }
 
@@ -445,7 +458,7 @@ func (c *Console) holdCreate(w http.ResponseWriter, r *http.Request, s *session,
 	}
 	o := outcome{Service: cl.svc.Name}
 	var h hold
-	if err := cl.do(r.Context(), http.MethodPost, "/admin/archive/holds", nil, body, &h); err != nil {
+	if err := cl.do(c.bounded(r), http.MethodPost, "/admin/archive/holds", nil, body, &h); err != nil {
 		o.Err = asAPIError(err)
 	} else {
 		o.Lines = []string{fmt.Sprintf("hold %s placed: it keeps %d archive(s) now", h.ID, len(h.Covers))}
@@ -461,7 +474,7 @@ func (c *Console) holdRelease(w http.ResponseWriter, r *http.Request, s *session
 		return
 	}
 	o := outcome{Service: cl.svc.Name}
-	if err := cl.do(r.Context(), http.MethodPost, "/admin/archive/holds/"+url.PathEscape(f.Get("id"))+"/release", nil,
+	if err := cl.do(c.bounded(r), http.MethodPost, "/admin/archive/holds/"+url.PathEscape(f.Get("id"))+"/release", nil,
 		map[string]any{"reason": f.Get("reason")}, nil); err != nil {
 		o.Err = asAPIError(err)
 	} else {

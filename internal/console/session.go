@@ -17,6 +17,10 @@ const (
 	loginCookie   = "craig_console_login"
 	// loginTTL bounds a sign-in in progress.
 	loginTTL = 10 * time.Minute
+	// maxLogins bounds the sign-ins in progress held in memory: an
+	// agency's staff sign in a few at a time; a flood of unfinished ones
+	// is refused rather than held.
+	maxLogins = 10_000
 )
 
 // session is a signed-in person, kept server-side: the browser holds only
@@ -43,6 +47,8 @@ type login struct {
 type sessions struct {
 	idle time.Duration
 	now  func() time.Time
+	// maxLogins bounds the sign-ins in progress (maxLogins by default).
+	maxLogins int
 
 	mu     sync.Mutex
 	byID   map[string]*session
@@ -50,7 +56,7 @@ type sessions struct {
 }
 
 func newSessions(idle time.Duration) *sessions {
-	return &sessions{idle: idle, now: time.Now, byID: map[string]*session{}, logins: map[string]login{}}
+	return &sessions{idle: idle, now: time.Now, maxLogins: maxLogins, byID: map[string]*session{}, logins: map[string]login{}}
 }
 
 func randomID() string {
@@ -96,19 +102,24 @@ func (ss *sessions) end(id string) {
 	delete(ss.byID, id)
 }
 
-func (ss *sessions) startLogin(l login) string {
+func (ss *sessions) startLogin(l login) (string, bool) {
 	state := randomID()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	now := ss.now()
-	for k, v := range ss.logins { // sign-ins never finished
-		if now.Sub(v.created) > loginTTL {
-			delete(ss.logins, k)
+	if len(ss.logins) >= ss.maxLogins {
+		for k, v := range ss.logins { // sign-ins never finished
+			if now.Sub(v.created) > loginTTL {
+				delete(ss.logins, k)
+			}
+		}
+		if len(ss.logins) >= ss.maxLogins {
+			return "", false
 		}
 	}
 	l.created = now
 	ss.logins[state] = l
-	return state
+	return state, true
 }
 
 func (ss *sessions) takeLogin(state string) (login, bool) {

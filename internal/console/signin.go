@@ -53,12 +53,13 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 			"The console could not reach "+c.cfg.Issuer+" to sign you in. Try again in a minute; if it persists, tell your administrator.")
 		return
 	}
-	returnTo := r.URL.Query().Get("return")
-	if !strings.HasPrefix(returnTo, "/") || strings.HasPrefix(returnTo, "//") {
-		returnTo = "/"
-	}
 	verifier, nonce := oauth2.GenerateVerifier(), randomID()
-	state := c.sessions.startLogin(login{verifier: verifier, nonce: nonce, returnTo: returnTo})
+	state, ok := c.sessions.startLogin(login{verifier: verifier, nonce: nonce, returnTo: safeReturn(r.URL.Query().Get("return"))})
+	if !ok {
+		c.problem(w, r, http.StatusServiceUnavailable, "Too many sign-ins in progress",
+			"The console is refusing new sign-ins for a few minutes (too many were started and not finished). Try again shortly.")
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: state, Path: "/auth/", HttpOnly: true, Secure: c.secure,
 		SameSite: http.SameSiteLaxMode, MaxAge: int(loginTTL.Seconds())})
 	http.Redirect(w, r, c.idp.oauth.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oidc.Nonce(nonce)), http.StatusFound)
@@ -93,7 +94,7 @@ func (c *Console) callback(w http.ResponseWriter, r *http.Request) {
 	c.logger.InfoContext(ctx, "signed in", slog.String("actor", s.subject))
 	// A page of the console's own, not a redirect: a SameSite=Strict
 	// cookie is not sent on a redirect chain that began at the provider.
-	c.render(w, r, http.StatusOK, "continue", nil, map[string]any{"ReturnTo": l.returnTo})
+	c.render(w, r, http.StatusOK, "continue", nil, map[string]any{"ReturnTo": safeReturn(l.returnTo)})
 }
 
 func (c *Console) exchange(ctx context.Context, code string, l login) (*session, error) {
@@ -155,4 +156,33 @@ func (c *Console) requireSession(next func(http.ResponseWriter, *http.Request, *
 		}
 		next(w, r, s, id)
 	}
+}
+
+// maxReturn bounds the page a sign-in returns to.
+const maxReturn = 2048
+
+// safeReturn is a page of the console to return to after sign-in: a path
+// (with its query) on the console itself, or "/". Anything a browser could
+// read as another origin (a scheme, a host, "//", a backslash, a control
+// character or a space) is refused: it would make the sign-in an open
+// redirect.
+func safeReturn(raw string) string {
+	if raw == "" || len(raw) > maxReturn || !strings.HasPrefix(raw, "/") || strings.HasPrefix(raw, "//") {
+		return "/"
+	}
+	for _, r := range raw {
+		if r <= ' ' || r == 0x7f || r == '\\' {
+			return "/"
+		}
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+		return "/"
+	}
+	out := u.EscapedPath()
+	if u.RawQuery != "" {
+		out += "?" + u.Query().Encode()
+	}
+	return out
 }

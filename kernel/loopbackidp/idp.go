@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -74,6 +75,10 @@ type grant struct {
 	scopes                             []string
 	expires                            time.Time
 }
+
+// pkceChallenge is an S256 challenge: base64url of a SHA-256, 43
+// characters (RFC 7636 allows 43 to 128 of the unreserved set).
+var pkceChallenge = regexp.MustCompile(`^[A-Za-z0-9._~-]{43,128}$`)
 
 // ErrNotLoopback refuses an address that is not a loopback one.
 var ErrNotLoopback = errors.New("loopbackidp: serves on a loopback address only")
@@ -199,7 +204,7 @@ func (p *Provider) checkRequest(get func(string) string) (request, error) {
 		return r, errors.New("redirect_uri is not registered for this client")
 	case get("response_type") != "code":
 		return r, errors.New("response_type must be code")
-	case get("code_challenge_method") != "S256" || len(r.challenge) < 43:
+	case get("code_challenge_method") != "S256" || !pkceChallenge.MatchString(r.challenge):
 		return r, errors.New("PKCE with code_challenge_method S256 is required")
 	case r.state == "":
 		return r, errors.New("state is required")

@@ -102,3 +102,15 @@ func TestGetCutMidBody(t *testing.T) {
 	require.NotErrorIs(t, err, store.ErrNotFound)
 	require.NotErrorIs(t, err, store.ErrTimeout)
 }
+
+// TestOpenRefusesPrefix: with gocloud's prefix option, reads went through
+// the prefix and the versioned calls did not, so a put-back object of a
+// destroyed archive was readable while VersionCount said none was left.
+func TestOpenRefusesPrefix(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{"s3://bucket?region=us-east-1&prefix=tenant/", "file:///tmp/x?prefix=a/", "mem://b?prefix=p"} {
+		_, err := store.Open(t.Context(), u)
+		require.ErrorIs(t, err, store.ErrBadURL, u)
+		require.ErrorContains(t, err, "prefix")
+	}
+}

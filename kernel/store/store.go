@@ -288,6 +288,14 @@ func CheckURL(bucketURL string) error {
 	if u.User != nil {
 		return fmt.Errorf("%w: the bucket URL carries user info (user:password@); give credentials with AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY instead", ErrBadURL)
 	}
+	if u.Query().Has("prefix") {
+		// gocloud would prefix the keys its own calls use, not those the
+		// versioned calls (VersionCount, DestroyAllVersions) make with the
+		// S3 client: a destroyed archive could then be read while the
+		// versions said none were left. Archives live under their own
+		// prefix already.
+		return fmt.Errorf("%w: the bucket URL has a prefix option; name the bucket alone (archives are kept under %s<service>/)", ErrBadURL, Prefix)
+	}
 	if ep := u.Query().Get("endpoint"); ep != "" {
 		e, err := url.Parse(ep)
 		if err != nil {
