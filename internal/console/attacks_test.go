@@ -158,28 +158,20 @@ func TestAttackPublicURLRefusesQueryFragmentUserinfo(t *testing.T) {
 // A case download is complete or refused: one cut short (a service that
 // stops mid-answer) is a page naming it, never a truncated 200.
 func TestAttackDownloadCutShortIsRefused(t *testing.T) {
-	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	svc := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/x-ndjson")
-		for i := 0; i < 30; i++ {
+		for i := range 10 {
 			fmt.Fprintf(w, "{\"table\":\"t\",\"source\":\"hot\",\"row\":{\"id\":\"%d\"}}\n", i)
-			w.(http.Flusher).Flush()
-			select {
-			case <-r.Context().Done():
-				return
-			case <-time.After(100 * time.Millisecond):
-			}
 		}
-		fmt.Fprintln(w, `{"summary":{"purged_archives":0,"disposed":[]}}`)
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // the service dies mid-answer: no summary line
 	}))
 	defer svc.Close()
-	e := hostileSetup(t, map[string]string{"rules": svc.URL}, func(c *Config) { c.APITimeout = time.Second; c.Services[0].URL = svc.URL })
-	e.console.client.Timeout = time.Second
+	e := hostileSetup(t, map[string]string{"rules": svc.URL}, nil)
 	resp, body := e.get(t, "/case/download?service=rules&subject=case:7")
-	lines := strings.Count(body, "\n")
-	t.Logf("status %d, %d of 31 lines, ends with summary: %v", resp.StatusCode, lines, strings.Contains(body, "summary"))
-	if resp.StatusCode == http.StatusOK {
-		require.Contains(t, body, `"summary"`, "a 200 download must be complete (it has %d of 31 lines)", lines)
-	}
+	require.Equal(t, http.StatusBadGateway, resp.StatusCode)
+	require.Contains(t, body, "cut short")
+	require.NotContains(t, resp.Header.Get("Content-Disposition"), "attachment")
 }
 
 // A page waits at most about one API timeout for a slow service, however
@@ -213,13 +205,13 @@ func TestAttackPageBoundedBySlowService(t *testing.T) {
 	}))
 	defer svc.Close()
 	e := hostileSetup(t, map[string]string{"rules": svc.URL}, nil)
-	e.console.client.Timeout = time.Second
 	e.console.cfg.APITimeout = time.Second
-	start := time.Now()
-	resp, _ := e.get(t, "/approvals")
-	took := time.Since(start)
-	t.Logf("status %d after %v and %d calls with a 1s API timeout", resp.StatusCode, took, calls.Load())
-	require.Less(t, took, 3*time.Second, "one slow service held the approvals page for %v (%d calls, each under the 1s timeout)", took, calls.Load())
+	_, body := e.get(t, "/approvals")
+	// Each call takes 0.7 s: within the service's 1 s budget at most two
+	// start (at 0 and 0.7 s); the rest are never made, and the page says
+	// the service did not answer in time instead of waiting 13 × 0.7 s.
+	require.LessOrEqual(t, calls.Load(), int32(2), "the page kept calling past its budget for the service")
+	require.Contains(t, body, "rules does not answer")
 }
 
 // User-controlled text from a service (hold titles, reasons, error codes)
