@@ -269,11 +269,17 @@ func TestConsoleInABrowser(t *testing.T) {
 	require.Contains(t, b.text("main"), "executed:")
 	b.screenshot("approved")
 
+	// A purge requested by craigctl's operator on rules (dual control):
+	// counsel sees the archive and approves it here.
+	purgeID := consolePurge(t, b, d)
+
 	// With the role and the order, counsel reads the sealed case.
 	b.run(chromedp.Navigate(base+"/case?subject="+consoleSealedCase+"&order_ref=Seal+2026-JV-3"), chromedp.WaitVisible(chromedp.CSS("h1")))
 	require.NotContains(t, b.text("main"), "is known to any service")
 
 	// The certificate is listed, verifies against the store, downloads as stored.
+	b.run(chromedp.Navigate(base+"/certificates/view?service=rules&kind=purge&id="+purgeID), chromedp.WaitVisible(chromedp.CSS("#verified")))
+	require.Contains(t, b.text("#verified"), "none of the 1 archive(s) it destroyed has any version left")
 	b.run(chromedp.Navigate(base+"/certificates"), chromedp.WaitVisible(chromedp.CSS(".certificate")))
 	b.screenshot("certificates")
 	b.run(chromedp.Click(chromedp.CSS(`.certificate a`)), chromedp.WaitVisible(chromedp.CSS("#verified")))
@@ -467,4 +473,35 @@ func consoleDisposition(t *testing.T, b *browser, d *runbookDemo, root string) s
 	b.run(chromedp.Navigate(b.base+"/certificates/view?service=security&kind=disposition&id="+batch), chromedp.WaitVisible(chromedp.CSS("#verified")))
 	require.NotContains(t, b.text("pre"), "case:1", "a certificate names no case")
 	return version
+}
+
+// consolePurge has craigctl's operator date one rules archive yesterday
+// and request its purge (rules needs a second person); counsel, signed
+// in, sees it on the Approvals page and approves it. It answers the
+// purge's id.
+func consolePurge(t *testing.T, b *browser, d *runbookDemo) string {
+	t.Helper()
+	ctx := context.Background()
+	conn := demoConn(t, d, "rules")
+	var archive string
+	var records int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT archive_id::text, record_count FROM archive_ledger
+		WHERE purged_at IS NULL AND NOT legal_hold ORDER BY archived_at, archive_id LIMIT 1`).Scan(&archive, &records))
+	base, op := d.state["CRAIG_RULES_URL"], d.state["CRAIG_TOKEN"]
+	yesterday := time.Now().UTC().AddDate(0, 0, -1).Format(time.DateOnly)
+	callAs(t, base, op, http.MethodPut, "/admin/archive/records/"+archive+"/retention", `{"retention_until": "`+yesterday+`"}`, http.StatusOK)
+	callAs(t, base, op, http.MethodPost, "/admin/archive/purge", `{"archive_ids": ["`+archive+`"]}`, http.StatusOK)
+	var purgeID string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT purge_id::text FROM purges WHERE status = 'awaiting_approval'`).Scan(&purgeID))
+	b.run(chromedp.Navigate(b.base+"/approvals"), chromedp.WaitVisible(chromedp.CSS(confirmSel("rules", purgeID))))
+	page := b.text("main")
+	require.Contains(t, page, archive)
+	require.Contains(t, page, strconv.Itoa(records))
+	b.run(chromedp.SendKeys(chromedp.CSS(confirmSel("rules", purgeID)), purgeID[:8]), chromedp.Submit(chromedp.CSS(confirmSel("rules", purgeID))),
+		chromedp.WaitVisible(chromedp.CSS("#back")))
+	require.Contains(t, b.text("main"), "executed")
+	var purged bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT purged_at IS NOT NULL FROM archive_ledger WHERE archive_id = $1`, archive).Scan(&purged))
+	require.True(t, purged, "the approved purge destroyed the archive")
+	return purgeID
 }
