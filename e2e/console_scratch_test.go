@@ -119,13 +119,34 @@ func (b *browser) signIn(path, role string) {
 }
 
 // labelled fails when a visible control has no label (every control is
-// labelled and reachable by keyboard).
+// labelled and reachable by keyboard) or some text is below AA contrast.
 func (b *browser) labelled() {
 	b.t.Helper()
 	unlabelled := value(b, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('input:not([type=hidden]), select, textarea'))
 		.filter(e => !e.labels || e.labels.length === 0).map(e => e.name || e.id)`))
 	require.Empty(b.t, unlabelled, "controls without a label on %s", b.base)
+	// WCAG 2.1 AA contrast of every element with text of its own, against
+	// the background it is drawn on: 4.5:1, 3:1 for large text.
+	low := value(b, chromedp.Evaluate[[]string](contrastCheck))
+	require.Empty(b.t, low, "text below WCAG 2.1 AA contrast")
 }
+
+// contrastCheck answers the elements whose text contrast is below AA.
+const contrastCheck = `(() => {
+	const lum = c => { const [r, g, b] = c.match(/[\d.]+/g).slice(0, 3).map(Number).map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); }); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+	const bg = e => { for (; e; e = e.parentElement) { const c = getComputedStyle(e).backgroundColor; const m = c.match(/[\d.]+/g); if (m && (m.length < 4 || Number(m[3]) > 0)) return c; } return 'rgb(255, 255, 255)'; };
+	const low = [];
+	for (const e of document.querySelectorAll('body *')) {
+		if (![...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())) continue;
+		const s = getComputedStyle(e);
+		if (s.display === 'none' || s.visibility === 'hidden') continue;
+		const a = lum(s.color), b = lum(bg(e));
+		const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+		const size = parseFloat(s.fontSize), bold = Number(s.fontWeight) >= 700;
+		if (ratio < ((size >= 24 || (bold && size >= 18.66)) ? 3 : 4.5)) low.push(e.tagName + ' ' + ratio.toFixed(2) + ': ' + e.textContent.trim().slice(0, 40));
+	}
+	return low;
+})()`
 
 // reflows checks the page at 200 % zoom (a 1280-pixel window at twice the
 // scale: 640 CSS pixels wide): nothing is wider than the window (wide
