@@ -295,8 +295,9 @@ func ensureTemplate(ctx context.Context, server, tplPrefix string, sets []migrat
 	case err == nil && isTemplate != nil && *isTemplate:
 		return tpl, nil
 	case err == nil:
-		// A half-built template from an interrupted run: rebuild it.
-		if _, err := admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{tpl}.Sanitize()+" WITH (FORCE)"); err != nil {
+		// A half-built template from an interrupted run: rebuild it (IF
+		// EXISTS: a sweep of a dead run's databases may drop it first).
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{tpl}.Sanitize()+" WITH (FORCE)"); err != nil {
 			return "", fmt.Errorf("drop stale template: %w", err)
 		}
 	case !errors.Is(err, pgx.ErrNoRows):
