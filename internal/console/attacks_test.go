@@ -114,9 +114,7 @@ func TestAttackReturnStaysOnTheConsole(t *testing.T) {
 // The same in a real browser: after signing in with
 // return=/\127.0.0.1:<other port>/phish, Chromium stays on the console.
 func TestAttackReturnStaysOnTheConsoleInABrowser(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
-		t.Skip("no chromium")
-	}
+	// runChromium fails under CI=true without a browser, skips elsewhere.
 	var hit atomic.Bool
 	attacker := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hit.Store(true)
