@@ -51,7 +51,7 @@ func Render(services []Service) []byte {
 				transport[t.Table], svc = true, "every service"
 			}
 			fmt.Fprintf(&b, "| `%s` | %s | `%s` | %d days | %s | %s | `%s` | %s (%d days) |\n", t.Table, svc, t.AgeColumn, t.Days, code(t.Eligible), code(t.Keep),
-				app.WindowKey(t.Table), code(t.Invariant), t.Days+invariants.OverrunGraceDays)
+				t.Key, code(t.Invariant), t.Days+invariants.OverrunGraceDays)
 		}
 	}
 	b.WriteString("\n## Archived tables\n\nA pass archives a row once its age column is older than the hot window (to the object store, with a ledger row), then deletes it; nothing is deleted before it is archived and booked. An archive becomes purgeable the retention after its newest record (none: never, until the records officer sets a date).\n\n")

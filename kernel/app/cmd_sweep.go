@@ -97,11 +97,7 @@ type vacuumReport struct {
 
 // vacuumAfterSweep reads the vacuum watchdog over the swept tables.
 func (r *runtime[T]) vacuumAfterSweep(ctx context.Context, pool *pgxpool.Pool) vacuumReport {
-	var tables []string
-	for _, p := range sweep.Policies(Groups(r.spec, r.cfg)) {
-		tables = append(tables, p.Table)
-	}
-	rep, err := vacuumwatch.Read(ctx, pool, tables)
+	rep, err := vacuumwatch.Read(ctx, pool, sweptTables(sweep.Policies(Groups(r.spec, r.cfg))))
 	if err != nil {
 		return vacuumReport{Findings: []vacuumwatch.Finding{}, DeadTuples: map[string]int64{}, Error: err.Error()}
 	}

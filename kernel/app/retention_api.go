@@ -64,7 +64,7 @@ func (r *runtime[T]) retention() Retention {
 		Tables: map[string]int{},
 	}
 	for _, p := range sweep.Policies(Groups(r.spec, r.cfg)) {
-		out.Tables[p.Table] = p.WindowDays
+		out.Tables[p.Label()] = p.WindowDays
 	}
 	if as, ok := r.archiveSettings(); ok {
 		days := retentionSchedule(r.spec, r.cfg) // every archived table, 0 when unscheduled

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -93,9 +94,10 @@ func OpenPool(ctx context.Context, databaseURL string, connectTimeout time.Durat
 func Groups[T any](spec Spec[T], cfg T) []sweep.Group {
 	tr := spec.Transport(cfg)
 	groups := []sweep.Group{sweep.Transport(sweep.TransportConfig{
-		OutboxWindowDays: tr.EventOutboxRetentionDays,
-		InboxWindowDays:  tr.EventInboxRetentionDays,
-		YieldToWriters:   tr.PruneYieldToWriters,
+		OutboxWindowDays:     tr.EventOutboxRetentionDays,
+		InboxWindowDays:      tr.EventInboxRetentionDays,
+		DeadLetterWindowDays: tr.Outbox.DeadLetterRetentionDays,
+		YieldToWriters:       tr.PruneYieldToWriters,
 	})}
 	for _, l := range spec.Locals {
 		groups = append(groups, sweep.Group{
@@ -211,11 +213,19 @@ func (c *cycleRuns) group(name string, ran bool) bool {
 	return c.ranAny
 }
 
-// groupTables are the tables a sweep group prunes.
+// groupTables are the tables a sweep group prunes, each once (the outbox
+// has two policies).
 func groupTables(g sweep.Group) []string {
-	tables := make([]string, 0, len(g.Policies))
-	for _, p := range g.Policies {
-		tables = append(tables, p.Table)
+	return sweptTables(g.Policies)
+}
+
+// sweptTables are the policies' tables, each once, in order.
+func sweptTables(ps []prune.Policy) []string {
+	tables := make([]string, 0, len(ps))
+	for _, p := range ps {
+		if !slices.Contains(tables, p.Table) {
+			tables = append(tables, p.Table)
+		}
 	}
 	return tables
 }
@@ -271,7 +281,7 @@ func (r *runtime[T]) sweeper(pool *pgxpool.Pool, reg prometheus.Registerer) (*sw
 			names = append(names, g.Name)
 		}
 		for _, p := range g.Policies {
-			tables = append(tables, p.Table)
+			tables = append(tables, p.Label())
 		}
 	}
 	m.Known(tables, names, []string{prune.PauseReplicaLag, prune.PauseWALRate})

@@ -1,14 +1,30 @@
 package app
 
 import (
+	"github.com/craig/retention/kernel/prune"
+	"github.com/craig/retention/kernel/settings"
 	"github.com/craig/retention/kernel/sweep"
 )
+
+// WindowKeyOf is the settings key of a swept policy's window: the outbox's
+// dead letters have their own (outbox.dead_letter_retention_days), every
+// other policy its table's WindowKey.
+func WindowKeyOf(p prune.Policy) string {
+	if p.Label() == sweep.OutboxDeadLetters {
+		return settings.OutboxDeadLetterRetentionKey
+	}
+	return WindowKey(p.Table)
+}
 
 // TableInfo is one table a service's sweeps or archiver reach, as its
 // registration and its default settings declare it: docs/tables.md is
 // generated from it (cmd/tablesdoc), so no document lists tables by hand.
 type TableInfo struct {
+	// Table is the table, or a swept table's second policy's label
+	// (event_outbox_dead_letters).
 	Table string
+	// Key is a swept table's window settings key.
+	Key string
 	// Archived: archived, then deleted (else swept: hard deleted).
 	Archived  bool
 	AgeColumn string
@@ -35,7 +51,7 @@ func (s Spec[T]) Tables() []TableInfo {
 	var out []TableInfo
 	for _, g := range Groups(s, s.Defaults) {
 		for _, p := range g.Policies {
-			out = append(out, TableInfo{Table: p.Table, AgeColumn: p.AgeColumn, Eligible: p.Eligible, Keep: p.Keep, Invariant: p.Invariant,
+			out = append(out, TableInfo{Table: p.Label(), Key: WindowKeyOf(p), AgeColumn: p.AgeColumn, Eligible: p.Eligible, Keep: p.Keep, Invariant: p.Invariant,
 				Days: p.WindowDays, Transport: g.Name == sweep.TransportGroupName})
 		}
 	}

@@ -104,9 +104,14 @@ func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
 		})
 	}
 	for _, p := range sweep.Policies(tables.Groups) {
-		seed, ok := seeds[p.Table]
-		if !ok || p.WindowDays == 0 {
+		seed, ok := seeds[p.Label()]
+		if !ok {
 			continue
+		}
+		if p.WindowDays == 0 {
+			// Off by default (the outbox's dead letters): its queries are
+			// proved at a window an operator may set.
+			p.WindowDays = disabledPolicyWindow
 		}
 		for _, b := range []struct {
 			name     string
@@ -114,7 +119,7 @@ func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
 			cycleCap int64
 			window   int
 		}{{"Uncapped", 3, 0, p.WindowDays}, {"Capped", 2, 4, p.WindowDays}, {"OtherWindow", 3, 0, otherWindow(p.WindowDays)}} {
-			t.Run(p.Table+"/"+b.name, func(t *testing.T) {
+			t.Run(p.Label()+"/"+b.name, func(t *testing.T) {
 				t.Parallel()
 				require.NotEmpty(t, p.Keep, "%s: declare the policy's Keep, the rows that must never be deleted: it is what this suite proves", p.Table)
 				db := tables.DB(t)
@@ -127,7 +132,7 @@ func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
 				rows.requireKept(t, db, q)
 			})
 		}
-		t.Run(p.Table+"/Generated", func(t *testing.T) {
+		t.Run(p.Label()+"/Generated", func(t *testing.T) {
 			t.Parallel()
 			q := p
 			q.BatchSize = 7 // several batches over the generated rows
@@ -136,13 +141,17 @@ func CheckSpec(t *testing.T, tables Tables, seeds map[string]string) {
 	}
 }
 
+// disabledPolicyWindow is the window a policy that is off by default is
+// proved at.
+const disabledPolicyWindow = 30
+
 // checkSeedsCover fails for every registered table without a seed and
 // every seed of a table the service does not register.
 func checkSeedsCover(t *testing.T, tables Tables, seeds map[string]string) {
 	t.Helper()
 	registered := map[string]bool{}
 	for _, p := range sweep.Policies(tables.Groups) {
-		registered[p.Table] = true
+		registered[p.Label()] = true
 	}
 	for _, a := range tables.Archived {
 		registered[a.Table] = true
@@ -273,13 +282,22 @@ func (r sweptRows) requireKept(t *testing.T, db *DB, p prune.Policy) {
 }
 
 // TransportSeeds returns the conformance seeds of event_outbox (keep rows:
-// unpublished, whatever their age) and event_inbox (nothing to keep past
-// its window).
+// unpublished, whatever their age, every other one a dead letter), its dead
+// letters (keep rows: published ones carrying a dead-letter stamp of the
+// same age, so that only the predicate keeps them; pending rows, which carry
+// no stamp, are the generated rows' part) and
+// event_inbox (nothing to keep past its window).
 func TransportSeeds() map[string]string {
 	return map[string]string{
-		sweep.OutboxTable: `INSERT INTO event_outbox (event_type, payload, created_at, published_at)
+		sweep.OutboxTable: `INSERT INTO event_outbox (event_type, payload, created_at, published_at, dead_lettered_at)
   SELECT 'conformance', '{}', now() - make_interval(secs => age),
-         CASE WHEN keep THEN NULL ELSE now() - make_interval(secs => age) END
+         CASE WHEN keep THEN NULL ELSE now() - make_interval(secs => age) END,
+         CASE WHEN keep AND n % 2 = 0 THEN now() - make_interval(secs => age) END
+  FROM unnest($1::float8[], $2::bool[]) WITH ORDINALITY AS s(age, keep, n)`,
+		sweep.OutboxDeadLetters: `INSERT INTO event_outbox (event_type, payload, created_at, published_at, dead_lettered_at, attempts)
+  SELECT 'conformance', '{}', now() - make_interval(secs => age) - interval '1 day',
+         CASE WHEN keep THEN now() - make_interval(secs => age) END,
+         now() - make_interval(secs => age), 3
   FROM unnest($1::float8[], $2::bool[]) AS s(age, keep)`,
 		sweep.InboxTable: `INSERT INTO event_inbox (event_id, event_type, received_at)
   SELECT gen_random_uuid(), 'conformance', now() - make_interval(secs => age)

@@ -156,6 +156,14 @@ type Outbox struct {
 	// refused because the broker is unreachable
 	// (outbox_publish_failures_total).
 	PublishFailures prometheus.Counter
+	// DeadLettered counts outbox rows dead-lettered by the drain: a
+	// malformed envelope at once, a row the broker kept refusing after
+	// outbox.max_attempts (event_outbox_dead_lettered_total).
+	DeadLettered prometheus.Counter
+	// DeadLetters is the number of dead-lettered outbox rows at the last
+	// check (event_outbox_dead_letter_rows): evidence of events that never
+	// left, waiting for an operator.
+	DeadLetters prometheus.Gauge
 }
 
 // NewOutbox creates the outbox instruments and registers them on reg.
@@ -173,8 +181,16 @@ func NewOutbox(reg prometheus.Registerer) (*Outbox, error) {
 			Name: "outbox_publish_failures_total",
 			Help: "Outbox publish attempts that failed, including those refused while the broker is unreachable.",
 		}),
+		DeadLettered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "event_outbox_dead_lettered_total",
+			Help: "Outbox rows dead-lettered by the drain: malformed at once, or refused outbox.max_attempts times. Never published, never swept as published.",
+		}),
+		DeadLetters: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "event_outbox_dead_letter_rows",
+			Help: "Dead-lettered outbox rows at the last check: events that never left, kept until outbox.dead_letter_retention_days (0: forever).",
+		}),
 	}
-	if err := register(reg, m.Pending, m.OldestPendingAge, m.PublishFailures); err != nil {
+	if err := register(reg, m.Pending, m.OldestPendingAge, m.PublishFailures, m.DeadLettered, m.DeadLetters); err != nil {
 		return nil, err
 	}
 	return m, nil

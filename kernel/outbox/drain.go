@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,16 @@ const (
 	// the drain's context was cancelled mid-batch: confirms already received
 	// are worth recording so shutdown does not publish them again.
 	finishTimeout = 5 * time.Second
+
+	// DefaultRetryBackoff and DefaultMaxRetryBackoff space the attempts of
+	// a row the broker refused (ADR-075): after its n-th failure a row
+	// waits DefaultRetryBackoff * 2^(n-1), at most DefaultMaxRetryBackoff,
+	// before the drain claims it again. A second doubling to an hour: a
+	// refusal that clears in seconds (a queue at its length limit) is
+	// retried at once, one that lasts (a missing binding under mandatory
+	// publishing) costs the drain one publish an hour, not one a second.
+	DefaultRetryBackoff    = time.Second
+	DefaultMaxRetryBackoff = time.Hour
 )
 
 // ErrInvalidDrainer is returned (wrapped) by DrainOnce for a Drainer that
@@ -58,32 +69,44 @@ type Drainer struct {
 	// when a drain published something; nil means slog.Default().
 	Logger *slog.Logger
 	// Metrics, when set, counts failed publish attempts
-	// (outbox_publish_failures_total).
+	// (outbox_publish_failures_total) and dead letters
+	// (event_outbox_dead_lettered_total).
 	Metrics *metrics.Outbox
+	// MaxAttempts is how many failed publications dead-letter a row
+	// (outbox.max_attempts); 0 retries it forever.
+	MaxAttempts int
+	// RetryBackoff and MaxRetryBackoff space a failed row's attempts; 0
+	// means DefaultRetryBackoff and DefaultMaxRetryBackoff.
+	RetryBackoff, MaxRetryBackoff time.Duration
 }
 
 // DrainReport is the outcome of one DrainOnce.
 type DrainReport struct {
 	// Published rows were confirmed by the broker and stamped.
 	Published int
-	// Failed rows could not be published; they stay pending with last_error.
+	// Failed rows could not be published; they stay pending with last_error
+	// and one more attempt counted (or are dead-lettered: DeadLettered).
 	Failed int
-	// Malformed rows can never be published; they were stamped published_at
-	// with last_error holding the reason, and were NOT delivered.
+	// Malformed rows can never be published; they were dead-lettered at
+	// once with last_error holding the reason, and were NOT delivered.
 	Malformed int
+	// DeadLettered counts the rows this drain dead-lettered: the malformed
+	// ones and the failed ones that reached MaxAttempts.
+	DeadLettered int
 }
 
 // DrainOnce claims up to BatchSize pending rows (oldest first, rows that
-// failed before after fresh ones, rows locked by another drainer skipped) in
-// one transaction and publishes each:
+// failed before after fresh ones and only once past their backoff, rows
+// locked by another drainer skipped, dead letters never) in one transaction
+// and publishes each:
 //
 //   - confirmed: published_at is stamped and last_error cleared;
-//   - failed: the row stays pending and last_error records why (WARN);
+//   - failed: one more attempt is counted with last_error and its time
+//     (WARN); at MaxAttempts the row is dead-lettered (ERROR);
 //   - malformed (an invalid routing key, or the publisher's ErrMalformed):
-//     published_at is stamped with last_error, so the drain stops retrying
-//     a row that can never go out (WARN). Such a row is then swept like a
-//     published one: its last_error and the WARN are
-//     the record that it was never delivered.
+//     the row is dead-lettered at once (ERROR). A dead letter is never
+//     stamped published, so the published sweep never deletes it: it is
+//     the evidence of an event that never left (ADR-075).
 //
 // A publish that times out ends the batch (the broker is not confirming). If
 // ctx is cancelled mid-batch, the marks made so far are committed and the
@@ -96,6 +119,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (DrainReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	base, most := d.backoff()
 	tx, err := d.Pool.Begin(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("outbox drain: begin: %w", err)
@@ -108,7 +132,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (DrainReport, error) {
 		_ = tx.Rollback(rctx)
 	}()
 	q := queries.New(tx)
-	rows, err := q.ClaimPending(ctx, limit)
+	rows, err := q.ClaimPending(ctx, queries.ClaimPendingParams{BatchLimit: limit, BackoffBaseSeconds: base, BackoffMaxSeconds: most})
 	if err != nil {
 		return rep, fmt.Errorf("outbox drain: claim: %w", err)
 	}
@@ -127,9 +151,12 @@ func (d *Drainer) DrainOnce(ctx context.Context) (DrainReport, error) {
 	if err := tx.Commit(cctx); err != nil {
 		return rep, errors.Join(fmt.Errorf("outbox drain: commit: %w", err), stop)
 	}
-	if rep.Published > 0 {
-		d.logger().InfoContext(ctx, "outbox drained",
-			slog.Int("published", rep.Published), slog.Int("failed", rep.Failed), slog.Int("malformed", rep.Malformed))
+	if rep.Published > 0 || rep.DeadLettered > 0 {
+		d.logger().InfoContext(ctx, "outbox drained", slog.Int("published", rep.Published), slog.Int("failed", rep.Failed),
+			slog.Int("malformed", rep.Malformed), slog.Int("dead_lettered", rep.DeadLettered))
+	}
+	if d.Metrics != nil {
+		d.Metrics.DeadLettered.Add(float64(rep.DeadLettered))
 	}
 	if stop != nil && (ctx.Err() != nil || errors.Is(stop, ErrUnavailable)) {
 		return rep, stop
@@ -180,29 +207,51 @@ func (d *Drainer) drainOne(ctx context.Context, q *queries.Queries, m Message, r
 		// of the batch would fail the same way. End the batch unmarked.
 		return fmt.Errorf("outbox drain: %w", perr), nil
 	}
-	reason := lastError(perr)
-	mctx, mcancel := markContext(ctx)
-	defer mcancel()
-	if err := q.RecordPublishFailure(mctx, queries.RecordPublishFailureParams{ID: pgUUID(m.ID), LastError: &reason}); err != nil {
-		return nil, fmt.Errorf("outbox drain: record failure of %s: %w", m.ID, err)
+	if err := d.recordFailure(ctx, q, m, perr, rep, attrs); err != nil {
+		return nil, err
 	}
-	rep.Failed++
-	d.logger().WarnContext(ctx, "outbox publish failed; the event stays pending", attrs(perr)...)
 	if timedOut {
 		return fmt.Errorf("outbox drain: publish of %s timed out: %w", m.ID, perr), nil
 	}
 	return nil, nil
 }
 
+// recordFailure counts one failed publication of a claimed row, and
+// dead-letters it when that was its MaxAttempts-th.
+func (d *Drainer) recordFailure(ctx context.Context, q *queries.Queries, m Message, perr error, rep *DrainReport, attrs func(error) []any) error {
+	reason := lastError(perr)
+	maxAttempts, err := toInt32(d.MaxAttempts)
+	if err != nil {
+		return fmt.Errorf("%w: max attempts: %w", ErrInvalidDrainer, err)
+	}
+	mctx, mcancel := markContext(ctx)
+	defer mcancel()
+	out, err := q.RecordPublishFailure(mctx, queries.RecordPublishFailureParams{ID: pgUUID(m.ID), LastError: &reason, MaxAttempts: maxAttempts})
+	if err != nil {
+		return fmt.Errorf("outbox drain: record failure of %s: %w", m.ID, err)
+	}
+	rep.Failed++
+	if out.DeadLettered {
+		rep.DeadLettered++
+		d.logger().ErrorContext(ctx, "outbox event dead-lettered after its last attempt: it stays as evidence and an operator may retry it",
+			append(attrs(perr), slog.Int("attempts", int(out.Attempts)))...)
+		return nil
+	}
+	d.logger().WarnContext(ctx, "outbox publish failed; the event stays pending", append(attrs(perr), slog.Int("attempts", int(out.Attempts)))...)
+	return nil
+}
+
 func (d *Drainer) markMalformed(ctx context.Context, q *queries.Queries, m Message, cause error, rep *DrainReport, attrs func(error) []any) error {
 	reason := lastError(cause)
 	mctx, cancel := markContext(ctx)
 	defer cancel()
-	if err := q.MarkMalformed(mctx, queries.MarkMalformedParams{ID: pgUUID(m.ID), LastError: &reason}); err != nil {
-		return fmt.Errorf("outbox drain: mark %s malformed: %w", m.ID, err)
+	n, err := q.DeadLetter(mctx, queries.DeadLetterParams{ID: pgUUID(m.ID), LastError: &reason})
+	if err != nil {
+		return fmt.Errorf("outbox drain: dead-letter malformed %s: %w", m.ID, err)
 	}
 	rep.Malformed++
-	d.logger().WarnContext(ctx, "outbox event is malformed and can never be published; stamped published_at without delivery", attrs(cause)...)
+	rep.DeadLettered += int(n)
+	d.logger().ErrorContext(ctx, "outbox event is malformed and can never be published; dead-lettered, never delivered", attrs(cause)...)
 	return nil
 }
 
@@ -229,6 +278,10 @@ func (d *Drainer) batchLimit() (int32, error) {
 		return 0, fmt.Errorf("%w: negative batch size %d", ErrInvalidDrainer, d.BatchSize)
 	case d.PublishTimeout < 0:
 		return 0, fmt.Errorf("%w: negative publish timeout %s", ErrInvalidDrainer, d.PublishTimeout)
+	case d.MaxAttempts < 0:
+		return 0, fmt.Errorf("%w: negative max attempts %d", ErrInvalidDrainer, d.MaxAttempts)
+	case d.RetryBackoff < 0 || d.MaxRetryBackoff < 0:
+		return 0, fmt.Errorf("%w: negative retry backoff", ErrInvalidDrainer)
 	case d.BatchSize == 0:
 		return DefaultDrainBatch, nil
 	}
@@ -237,6 +290,11 @@ func (d *Drainer) batchLimit() (int32, error) {
 		return 0, fmt.Errorf("%w: batch size: %w", ErrInvalidDrainer, err)
 	}
 	return n, nil
+}
+
+// backoff is the retry backoff's base and ceiling in seconds.
+func (d *Drainer) backoff() (base, most float64) {
+	return cmp.Or(d.RetryBackoff, DefaultRetryBackoff).Seconds(), cmp.Or(d.MaxRetryBackoff, DefaultMaxRetryBackoff).Seconds()
 }
 
 func (d *Drainer) publishTimeout() time.Duration {
@@ -254,14 +312,21 @@ func (d *Drainer) logger() *slog.Logger {
 }
 
 // PendingGauge refreshes outbox_pending_rows and
-// outbox_oldest_pending_age_seconds from the database (the drain's partial
-// index on pending rows): they show a drain that has stopped.
+// outbox_oldest_pending_age_seconds (they show a drain that has stopped; a
+// dead letter is not pending) and event_outbox_dead_letter_rows from the
+// database, through the drain's partial index on unpublished rows.
 func PendingGauge(ctx context.Context, db queries.DBTX, m *metrics.Outbox) error {
-	st, err := queries.New(db).PendingStats(ctx)
+	q := queries.New(db)
+	st, err := q.PendingStats(ctx)
 	if err != nil {
 		return fmt.Errorf("outbox pending gauge: %w", err)
 	}
+	dead, err := q.DeadLetterStats(ctx)
+	if err != nil {
+		return fmt.Errorf("outbox dead-letter gauge: %w", err)
+	}
 	m.Pending.Set(float64(st.Pending))
 	m.OldestPendingAge.Set(st.OldestAgeSeconds)
+	m.DeadLetters.Set(float64(dead))
 	return nil
 }

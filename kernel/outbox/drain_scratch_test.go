@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -77,6 +78,7 @@ func TestDrainOnceOutcomes(t *testing.T) {
 		wantPublished bool
 		wantLastError string // "" means NULL
 		wantWarn      string
+		wantLevel     slog.Level // of wantWarn: WARN unless set
 	}{
 		{
 			name:          "confirmed: stamped, last_error cleared",
@@ -91,12 +93,12 @@ func TestDrainOnceOutcomes(t *testing.T) {
 			wantWarn:      "outbox publish failed; the event stays pending",
 		},
 		{
-			name:          "malformed: stamped with last_error",
+			name:          "malformed: dead-lettered with last_error, never published",
 			fail:          fmt.Errorf("body too large: %w", outbox.ErrMalformed),
-			wantReport:    outbox.DrainReport{Malformed: 1},
-			wantPublished: true,
+			wantReport:    outbox.DrainReport{Malformed: 1, DeadLettered: 1},
 			wantLastError: "body too large: outbox: malformed message",
-			wantWarn:      "outbox event is malformed and can never be published; stamped published_at without delivery",
+			wantWarn:      "outbox event is malformed and can never be published; dead-lettered, never delivered",
+			wantLevel:     slog.LevelError,
 		},
 	}
 	for _, tc := range tests {
@@ -125,7 +127,7 @@ func TestDrainOnceOutcomes(t *testing.T) {
 				require.Equal(t, tc.wantLastError, *got.LastError)
 			}
 
-			warns := rec.attrsAt(slog.LevelWarn)
+			warns := rec.attrsAt(cmp.Or(tc.wantLevel, slog.LevelWarn))
 			if tc.wantWarn == "" {
 				require.Empty(t, warns)
 				require.Equal(t, []string{"outbox drained"}, rec.at(slog.LevelInfo))
@@ -135,7 +137,9 @@ func TestDrainOnceOutcomes(t *testing.T) {
 			require.Equal(t, tc.wantWarn, warns[0]["msg"])
 			require.Equal(t, id.String(), warns[0]["event_id"])
 			require.Equal(t, "rules.evaluated", warns[0]["event_type"])
-			require.Empty(t, rec.at(slog.LevelInfo), "INFO only when something was published")
+			if rep.DeadLettered == 0 {
+				require.Empty(t, rec.at(slog.LevelInfo), "INFO only when something was published or dead-lettered")
+			}
 		})
 	}
 }
@@ -167,7 +171,7 @@ func TestDrainOncePublishesTheRow(t *testing.T) {
 	require.Len(t, pub.calls, 1)
 }
 
-func TestDrainOnceStampsAnInvalidRoutingKeyWithoutPublishing(t *testing.T) {
+func TestDrainOnceDeadLettersAnInvalidRoutingKeyWithoutPublishing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := kerneltest.NewDB(t, migrations.Transport())
@@ -181,14 +185,15 @@ func TestDrainOnceStampsAnInvalidRoutingKeyWithoutPublishing(t *testing.T) {
 	pub := &fakePublisher{}
 	rep, err := (&outbox.Drainer{Pool: db.Pool, Publisher: pub, Logger: logger}).DrainOnce(ctx)
 	require.NoError(t, err)
-	require.Equal(t, outbox.DrainReport{Published: 1, Malformed: 1}, rep)
+	require.Equal(t, outbox.DrainReport{Published: 1, Malformed: 1, DeadLettered: 1}, rep)
 	require.Equal(t, []uuid.UUID{good}, pub.ids(), "the malformed row never reaches the publisher")
 
 	got := rowState(t, db, bad)
-	require.True(t, got.Published)
+	require.False(t, got.Published, "a malformed row is never stamped published")
+	require.Equal(t, int64(1), db.Count(t, "SELECT count(*) FROM event_outbox WHERE id = $1 AND dead_lettered_at IS NOT NULL", bad))
 	require.NotNil(t, got.LastError)
 	require.Contains(t, *got.LastError, "invalid routing key")
-	require.Len(t, rec.at(slog.LevelWarn), 1)
+	require.Len(t, rec.at(slog.LevelError), 1)
 }
 
 func TestDrainOnceSkipsRowsLockedByAnotherTransaction(t *testing.T) {
@@ -233,7 +238,7 @@ func TestDrainOnceClaimsFreshRowsBeforeFailedOnes(t *testing.T) {
 
 	fresh := stage(t, db, "rules.evaluated") // newer, never failed
 	pub := &fakePublisher{}
-	d := &outbox.Drainer{Pool: db.Pool, Publisher: pub, BatchSize: 1, Logger: logger}
+	d := &outbox.Drainer{Pool: db.Pool, Publisher: pub, BatchSize: 1, Logger: logger, RetryBackoff: time.Nanosecond}
 	_, err = d.DrainOnce(ctx)
 	require.NoError(t, err)
 	_, err = d.DrainOnce(ctx)

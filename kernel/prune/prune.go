@@ -157,8 +157,13 @@ type Policy struct {
 // column its age is read from, which rows may go and which must stay, and
 // its batch delete.
 type Declaration struct {
-	// Table is the table name; it is also the metric and report label.
+	// Table is the table name; it is also the metric and report label
+	// unless Name is set.
 	Table string
+	// Name labels the policy in metrics, reports and logs when its table
+	// has more than one policy (the outbox's published rows and its dead
+	// letters, ADR-075); empty means Table. Label returns it.
+	Name string
 	// DeleteBatch is the table's batch delete.
 	DeleteBatch DeleteBatchFunc
 	// AgeColumn is the timestamp column the window applies to, as in the
@@ -271,7 +276,7 @@ type Bounds struct {
 
 // Report is the outcome of one PruneTable call.
 type Report struct {
-	// Table is the policy's table.
+	// Table is the policy's label (its table, or its Name).
 	Table string
 	// Disabled is true when the window is 0 and nothing was attempted.
 	Disabled bool
@@ -366,6 +371,15 @@ func (p Policy) reducedBatchSize() int64 {
 	return max(1, p.batchSize()/reducedBatchDivisor)
 }
 
+// Label names the policy in metrics, reports and logs: Name, or Table when
+// Name is empty.
+func (d Declaration) Label() string {
+	if d.Name != "" {
+		return d.Name
+	}
+	return d.Table
+}
+
 // InvariantName is the name of the policy's overrun watchdog.
 func (p Policy) InvariantName() string {
 	if p.Invariant != "" {
@@ -394,7 +408,7 @@ func (p Policy) cycleCap() int64 {
 // statement. The count in the report is exact: the sum of rows affected.
 func PruneTable(ctx context.Context, db DB, p Policy) (rep Report, err error) {
 	start := time.Now()
-	rep.Table = p.Table
+	rep.Table = p.Label()
 	defer func() { rep.Duration = time.Since(start) }()
 	if err := p.Validate(); err != nil {
 		return rep, err

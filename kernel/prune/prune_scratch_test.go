@@ -47,7 +47,7 @@ func setup(t *testing.T, cfg sweep.TransportConfig) (context.Context, *testBundl
 		cfg.OutboxWindowDays, cfg.InboxWindowDays = 30, 31
 	}
 	g := sweep.Transport(cfg)
-	require.Len(t, g.Policies, 2)
+	require.Len(t, g.Policies, 3, "outbox, inbox, the outbox's dead letters")
 	require.Equal(t, sweep.OutboxTable, g.Policies[0].Table)
 	require.Equal(t, sweep.InboxTable, g.Policies[1].Table)
 

@@ -29,10 +29,16 @@ var (
 	ErrNacked = errors.New("rabbitmq: broker nacked the message")
 	// ErrPublisherClosed is returned by Publish after Close.
 	ErrPublisherClosed = errors.New("rabbitmq: publisher closed")
-	// ErrBlocked is returned (wrapped) while the broker has blocked the
-	// connection (a memory or disk alarm): a publish would stall in the
-	// socket write where no context can interrupt it.
+	// ErrBlocked is returned (wrapped, with outbox.ErrUnavailable) while
+	// the broker has blocked the connection (a memory or disk alarm): a
+	// publish would stall in the socket write where no context can
+	// interrupt it. It says nothing about the message, so the drain counts
+	// no attempt against it.
 	ErrBlocked = errors.New("rabbitmq: connection blocked by the broker")
+	// ErrUnroutable is returned (wrapped) by a mandatory publisher
+	// (Mandatory) when the broker returned the message: no queue is bound
+	// for its routing key. The drain counts it as a failed attempt.
+	ErrUnroutable = errors.New("rabbitmq: the broker returned the message: no queue is bound for its routing key")
 )
 
 // Publisher publishes outbox messages to a topic exchange with publisher
@@ -61,6 +67,21 @@ type Publisher struct {
 	now func() time.Time
 	// signer signs every body (nil: unsigned); set before the first publish.
 	signer *eventsig.Signer
+	// mandatory publishes with the mandatory flag; returned receives the
+	// current channel's returned messages.
+	mandatory bool
+	returned  chan amqp.Return
+}
+
+// Mandatory makes every later Publish set the mandatory flag: a message no
+// queue is bound for is returned by the broker and Publish fails with
+// ErrUnroutable, instead of the broker confirming and dropping it
+// (outbox.mandatory). Call it before publishing.
+func (p *Publisher) Mandatory(on bool) *Publisher {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mandatory = on
+	return p
 }
 
 // SignWith makes every later Publish sign its body with s (the
@@ -191,9 +212,10 @@ func (p *Publisher) scheduleRetryLocked(ctx context.Context, err error) {
 // wrapping outbox.ErrMalformed. A nack wraps ErrNacked. If the connection or
 // channel has closed since the last call, Publish reconnects first.
 //
-// Messages are published without the mandatory flag: an event no queue is
-// bound for is confirmed and dropped, as a topic exchange does for events
-// nobody subscribes to.
+// Messages are published without the mandatory flag unless Mandatory was
+// set: an event no queue is bound for is then confirmed and dropped, as a
+// topic exchange does for events nobody subscribes to. With it, such an
+// event fails with ErrUnroutable.
 func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 	body, err := outbox.EncodeMessage(m) // validates the routing key too
 	if err != nil {
@@ -214,13 +236,13 @@ func (p *Publisher) Publish(ctx context.Context, m outbox.Message) error {
 		return fmt.Errorf("rabbitmq publish %s: %w", m.ID, err)
 	}
 	if reason := p.blocked.Load(); reason != nil {
-		return fmt.Errorf("rabbitmq publish %s: %w: %s", m.ID, ErrBlocked, *reason)
+		return fmt.Errorf("rabbitmq publish %s: %w: %w: %s", m.ID, outbox.ErrUnavailable, ErrBlocked, *reason)
 	}
 	var headers amqp.Table
 	if p.signer != nil {
 		headers = p.signer.Headers(body)
 	}
-	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, p.exchange, m.EventType, false, false, amqp.Publishing{
+	dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, p.exchange, m.EventType, p.mandatory, false, amqp.Publishing{
 		Headers:      headers,
 		ContentType:  contentType,
 		DeliveryMode: amqp.Persistent,
@@ -248,7 +270,7 @@ func (p *Publisher) confirmLocked(ctx context.Context, m outbox.Message, dc *amq
 	case err != nil:
 		return fmt.Errorf("rabbitmq publish %s: waiting for the broker's confirm: %w", m.ID, err)
 	case acked:
-		return nil
+		return p.returnedLocked(m)
 	case p.ch.IsClosed():
 		// The channel died before the confirm (the library then settles
 		// outstanding confirmations as not acked), e.g. the exchange was
@@ -265,6 +287,26 @@ func (p *Publisher) confirmLocked(ctx context.Context, m outbox.Message, dc *amq
 		return fmt.Errorf("rabbitmq publish %s: channel closed before the broker confirmed: %s", m.ID, reason)
 	}
 	return fmt.Errorf("rabbitmq publish %s: %w", m.ID, ErrNacked)
+}
+
+// returnedLocked is ErrUnroutable when the broker returned m. A return is
+// sent before the confirm of the same publish, and publishes are serialised,
+// so it is already queued once the confirm arrived; returns of earlier
+// messages (none: each was read after its own confirm) are discarded.
+func (p *Publisher) returnedLocked(m outbox.Message) error {
+	for {
+		select {
+		case r, ok := <-p.returned:
+			if !ok {
+				return nil
+			}
+			if r.MessageId == m.ID.String() {
+				return fmt.Errorf("rabbitmq publish %s: %w (exchange %q, routing key %q, %d %s)", m.ID, ErrUnroutable, r.Exchange, r.RoutingKey, r.ReplyCode, r.ReplyText)
+			}
+		default:
+			return nil
+		}
+	}
 }
 
 // Close closes the connection. Publish returns ErrPublisherClosed
@@ -313,6 +355,9 @@ func (p *Publisher) connectLocked(ctx context.Context) error {
 	}()
 	p.conn, p.ch, p.blocked = conn, ch, blocked
 	p.chClosed = ch.NotifyClose(make(chan *amqp.Error, 1))
+	// Buffered beyond the one publish in flight: the library's reader
+	// must never block on a return nobody reads yet.
+	p.returned = ch.NotifyReturn(make(chan amqp.Return, 16))
 	return nil
 }
 

@@ -134,6 +134,19 @@ const (
 	DefaultAMQPExchange = "craig.events"
 	// DefaultLogLevel logs work done and problems, not idle cycles.
 	DefaultLogLevel = "info"
+	// DefaultOutboxMaxAttempts dead-letters a row after 25 refused
+	// publications (ADR-075). With the drain's backoff (1 s doubling to an
+	// hour) the 25th comes about 13 hours after the first: a refusal that
+	// outlasts a night is the row's, or an outage someone must see, and the
+	// first dead letter alerts. A broker that is unreachable or blocked
+	// costs no attempt at all.
+	DefaultOutboxMaxAttempts = 25
+	// MaxOutboxMaxAttempts bounds outbox.max_attempts: a larger count is
+	// "forever" spelled as a typo; 0 says forever.
+	MaxOutboxMaxAttempts = 10_000
+	// DefaultOutboxDeadLetterRetentionDays keeps dead letters forever: they
+	// are the only evidence of an event that never left.
+	DefaultOutboxDeadLetterRetentionDays = 0
 )
 
 // Transport holds the keys every service shares: where its database and
@@ -216,6 +229,36 @@ type Transport struct {
 	Events Events `koanf:"events"`
 	// Auth configures the JWT verification of the archive API (auth.*).
 	Auth Auth `koanf:"auth"`
+	// Outbox configures the drain's dead letters (outbox.*).
+	Outbox Outbox `koanf:"outbox"`
+}
+
+// OutboxDeadLetterRetentionKey is the dead letters' window key.
+const OutboxDeadLetterRetentionKey = "outbox.dead_letter_retention_days"
+
+// Outbox holds the drain's dead-letter keys (ADR-075).
+type Outbox struct {
+	// MaxAttempts is how many refused publications dead-letter an outbox
+	// row; 0 retries it forever (the transport specification's behaviour).
+	// A malformed envelope is dead-lettered at once whatever it is.
+	MaxAttempts int `koanf:"max_attempts"`
+	// DeadLetterRetentionDays sweeps a dead letter this many days after it
+	// was dead-lettered; 0 keeps dead letters forever.
+	DeadLetterRetentionDays int `koanf:"dead_letter_retention_days"`
+	// Mandatory publishes with the mandatory flag: an event no queue is
+	// bound for is refused (and dead-lettered after its attempts) instead
+	// of being confirmed and dropped by the broker.
+	Mandatory bool `koanf:"mandatory"`
+}
+
+// Problems checks the outbox keys.
+func (o Outbox) Problems() []Problem {
+	var ps []Problem
+	if o.MaxAttempts < 0 || o.MaxAttempts > MaxOutboxMaxAttempts {
+		ps = append(ps, Problem{Key: "outbox.max_attempts", Value: o.MaxAttempts,
+			Reason: fmt.Sprintf("must be between 0 (retry forever) and %d", MaxOutboxMaxAttempts)})
+	}
+	return append(ps, WindowProblems(OutboxDeadLetterRetentionKey, o.DeadLetterRetentionDays)...)
 }
 
 // Auth names the key the archive API's bearer tokens are verified with (at
@@ -341,6 +384,7 @@ func DefaultTransport(databaseURL string) Transport {
 		VacuumDeadTuplesMax:           DefaultVacuumDeadTuplesMax,
 		PlanCheckSeqScanRows:          DefaultPlanCheckSeqScanRows,
 		LogLevel:                      DefaultLogLevel,
+		Outbox:                        Outbox{MaxAttempts: DefaultOutboxMaxAttempts, DeadLetterRetentionDays: DefaultOutboxDeadLetterRetentionDays},
 	}
 }
 
@@ -353,6 +397,7 @@ func (t Transport) Problems() []Problem {
 	ps = append(ps, t.pruneProblems()...)
 	ps = append(ps, t.Events.Problems()...)
 	ps = append(ps, t.Auth.Problems()...)
+	ps = append(ps, t.Outbox.Problems()...)
 	switch t.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -30,6 +30,9 @@ import (
 const (
 	OutboxTable = "event_outbox"
 	InboxTable  = "event_inbox"
+	// OutboxDeadLetters labels the outbox's dead-letter policy (its table
+	// is OutboxTable): the sweep of the rows the drain gave up on.
+	OutboxDeadLetters = "event_outbox_dead_letters"
 )
 
 // TransportGroupName names the transport group in reports and metrics.
@@ -55,6 +58,9 @@ func (g Group) Enabled() bool {
 type TransportConfig struct {
 	OutboxWindowDays int
 	InboxWindowDays  int
+	// DeadLetterWindowDays sweeps the outbox's dead letters this many days
+	// after they were dead-lettered; 0 keeps them (ADR-075).
+	DeadLetterWindowDays int
 	BatchSize        int
 	CycleCap         int64
 	// YieldToWriters sets prune.Policy.YieldToWriters on both policies.
@@ -62,7 +68,12 @@ type TransportConfig struct {
 }
 
 // Transport returns the transport group: the published-only outbox policy,
-// THEN the inbox policy.
+// THEN the inbox policy, then the outbox's dead letters (ADR-075: rows the
+// drain gave up on, never published, aged by dead_lettered_at; disabled at
+// window 0, which keeps them forever). A dead letter is never eligible for
+// the published policy, and a partition holding one is never retired by it
+// (its Keep, published_at IS NULL, holds for it); the dead-letter policy
+// retires no partition of its own.
 //
 // The order is load-bearing: if the cycle fails between the
 // two, the outbox is pruned and the inbox kept, so every consumer's dedup
@@ -87,6 +98,14 @@ func Transport(c TransportConfig) Group {
 					Invariant: "inbox_retention_overrun", GenericPlans: true, DeleteBatch: inboxKeyset.batch,
 				},
 				Bounds: c.bounds(c.InboxWindowDays),
+			},
+			{
+				Declaration: prune.Declaration{
+					Table: OutboxTable, Name: OutboxDeadLetters, AgeColumn: "dead_lettered_at",
+					Eligible: "published_at IS NULL AND dead_lettered_at IS NOT NULL", Keep: "published_at IS NOT NULL OR dead_lettered_at IS NULL",
+					Invariant: "outbox_dead_letter_retention_overrun", GenericPlans: true, DeleteBatch: deadLetterKeyset.batch,
+				},
+				Bounds: prune.Bounds{WindowDays: c.DeadLetterWindowDays, BatchSize: c.BatchSize, CycleCap: c.CycleCap, YieldToWriters: c.YieldToWriters},
 			},
 		},
 	}
@@ -145,6 +164,23 @@ var outboxKeyset = keyset{
 	del: func(ctx context.Context, q *queries.Queries, w int32, afterAt pgtype.Timestamptz, afterID pgtype.UUID, throughAt pgtype.Timestamptz, throughID pgtype.UUID, lim int32) (int64, error) {
 		return q.DeletePublishedOutboxBatch(ctx, queries.DeletePublishedOutboxBatchParams{
 			WindowDays: w, AfterCreatedAt: afterAt, AfterID: afterID, ThroughCreatedAt: throughAt, ThroughID: throughID, BatchLimit: lim,
+		})
+	},
+}
+
+// deadLetterKeyset deletes the outbox's aged dead letters in
+// (dead_lettered_at, id) order.
+//
+//nolint:dupl // the tables' sqlc adapters
+var deadLetterKeyset = keyset{
+	name: "outbox dead letters",
+	bound: func(ctx context.Context, q *queries.Queries, w int32, afterAt pgtype.Timestamptz, afterID pgtype.UUID, lim int32) (pgtype.Timestamptz, pgtype.UUID, error) {
+		b, err := q.OutboxDeadLetterSweepBound(ctx, queries.OutboxDeadLetterSweepBoundParams{WindowDays: w, AfterAt: afterAt, AfterID: afterID, BatchLimit: lim})
+		return b.DeadLetteredAt, b.ID, err
+	},
+	del: func(ctx context.Context, q *queries.Queries, w int32, afterAt pgtype.Timestamptz, afterID pgtype.UUID, throughAt pgtype.Timestamptz, throughID pgtype.UUID, lim int32) (int64, error) {
+		return q.DeleteDeadLetterOutboxBatch(ctx, queries.DeleteDeadLetterOutboxBatchParams{
+			WindowDays: w, AfterAt: afterAt, AfterID: afterID, ThroughAt: throughAt, ThroughID: throughID, BatchLimit: lim,
 		})
 	},
 }
@@ -342,7 +378,7 @@ func New(pool *pgxpool.Pool, groups []Group, logger *slog.Logger, m *metrics.Pru
 	if err := pgsession.CheckPinned(pool); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidGroups, err)
 	}
-	tables, keys := map[string]bool{}, map[int64]string{}
+	tables, labels, keys := map[string]string{}, map[string]bool{}, map[int64]string{}
 	for _, g := range groups {
 		if g.Name == "" || len(g.Policies) == 0 {
 			return nil, fmt.Errorf("%w: group %q needs a name and at least one policy", ErrInvalidGroups, g.Name)
@@ -355,10 +391,12 @@ func New(pool *pgxpool.Pool, groups []Group, logger *slog.Logger, m *metrics.Pru
 			if err := p.Validate(); err != nil {
 				return nil, fmt.Errorf("%w: group %q: %w", ErrInvalidGroups, g.Name, err)
 			}
-			if tables[p.Table] {
-				return nil, fmt.Errorf("%w: table %q registered twice", ErrInvalidGroups, p.Table)
+			// A table's policies share one group (one lease, so two
+			// replicas never prune it at once); each has its own label.
+			if other, ok := tables[p.Table]; (ok && other != g.Name) || labels[p.Label()] {
+				return nil, fmt.Errorf("%w: table %q registered twice", ErrInvalidGroups, p.Label())
 			}
-			tables[p.Table] = true
+			tables[p.Table], labels[p.Label()] = g.Name, true
 		}
 	}
 	return &Sweeper{pool: pool, groups: groups, logger: logger, metrics: m}, nil
@@ -430,10 +468,10 @@ func (s *Sweeper) runGroup(ctx context.Context, g Group) (out []TableReport, acq
 func (s *Sweeper) groupReport(g Group) (out []TableReport, enabled bool) {
 	out = make([]TableReport, len(g.Policies))
 	for i, p := range g.Policies {
-		out[i] = TableReport{Table: p.Table, Group: g.Name}
+		out[i] = TableReport{Table: p.Label(), Group: g.Name}
 		if p.WindowDays == 0 {
 			out[i].Skipped = SkipDisabled
-			s.metrics.OldestEligibleAge.WithLabelValues(p.Table).Set(0)
+			s.metrics.OldestEligibleAge.WithLabelValues(p.Label()).Set(0)
 		} else {
 			enabled = true
 		}
@@ -449,7 +487,7 @@ func (s *Sweeper) pruneGroup(ctx context.Context, conn *pgx.Conn, g Group, out [
 		if p.WindowDays == 0 {
 			continue
 		}
-		table := p.Table
+		table := p.Label()
 		p.Pacing.Paused = func(reason string, d time.Duration) {
 			s.metrics.Paused.WithLabelValues(table, reason).Add(d.Seconds())
 		}
@@ -493,10 +531,10 @@ func (s *Sweeper) observeBacklog(ctx context.Context, db prune.DB, p prune.Polic
 	}
 	age, err := prune.OldestEligibleAge(ctx, db, p)
 	if err != nil {
-		s.logError(ctx, "backlog gauge not updated", err, slog.String("table", p.Table))
+		s.logError(ctx, "backlog gauge not updated", err, slog.String("table", p.Label()))
 		return
 	}
-	s.metrics.OldestEligibleAge.WithLabelValues(p.Table).Set(age.Seconds())
+	s.metrics.OldestEligibleAge.WithLabelValues(p.Label()).Set(age.Seconds())
 }
 
 // DryRun reports what a cycle would do now without deleting anything: per
@@ -516,7 +554,7 @@ func (s *Sweeper) DryRun(ctx context.Context) (Report, error) {
 			rep.LockAcquired = rep.LockAcquired && !held
 		}
 		for _, p := range g.Policies {
-			tr := TableReport{Table: p.Table, Group: g.Name}
+			tr := TableReport{Table: p.Label(), Group: g.Name}
 			if p.WindowDays == 0 {
 				tr.Skipped = SkipDisabled
 				rep.Tables = append(rep.Tables, tr)
@@ -620,7 +658,7 @@ func (s *Sweeper) logError(ctx context.Context, msg string, err error, attrs ...
 
 func capOf(g Group, table string) int64 {
 	for _, p := range g.Policies {
-		if p.Table == table {
+		if p.Label() == table {
 			if p.CycleCap == 0 {
 				return prune.DefaultCycleCap
 			}

@@ -150,7 +150,16 @@ func withoutDurations(tables []sweep.TableReport) []sweep.TableReport {
 }
 
 func transport(batch int, cycleCap int64) sweep.Group {
-	return sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 31, BatchSize: batch, CycleCap: cycleCap})
+	return outboxAndInbox(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 31, BatchSize: batch, CycleCap: cycleCap})
+}
+
+// outboxAndInbox is the transport group without its third policy, the
+// outbox's dead letters (their own tests: TestDeadLettersInTheTransportCycle
+// and kernel/outbox): these tests pin the two tables' report lines exactly.
+func outboxAndInbox(c sweep.TransportConfig) sweep.Group {
+	g := sweep.Transport(c)
+	g.Policies = slices.DeleteFunc(g.Policies, func(p prune.Policy) bool { return p.Label() == sweep.OutboxDeadLetters })
+	return g
 }
 
 // fakeGroup is a local group over tables that need not exist: its policies'
@@ -308,7 +317,7 @@ func TestSweeperRunOnce(t *testing.T) {
 		insertOutbox(t, db, "aged_published", 3, 400, true)
 		insertInbox(t, db, "aged", 4, 32)
 
-		g := sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 0, InboxWindowDays: 31})
+		g := outboxAndInbox(sweep.TransportConfig{OutboxWindowDays: 0, InboxWindowDays: 31})
 		rep, err := bundle.sweeper(t, g).RunOnce(ctx)
 		require.NoError(t, err)
 		require.True(t, rep.LockAcquired)
@@ -329,7 +338,7 @@ func TestSweeperRunOnce(t *testing.T) {
 		ctx, bundle := setup(t)
 		holdLock(ctx, t, bundle.db, lease.TransportKey)
 
-		g := sweep.Transport(sweep.TransportConfig{})
+		g := outboxAndInbox(sweep.TransportConfig{})
 		rep, err := bundle.sweeper(t, g).RunOnce(ctx)
 		require.NoError(t, err)
 		require.True(t, rep.LockAcquired, "nothing to do is not a skipped lease")
@@ -604,13 +613,18 @@ func TestTransportPoliciesConform(t *testing.T) {
 	insertOutbox(t, b.db, "new.pending", 3, 1, false)
 	insertInbox(t, b.db, "old", 20, 40)
 	insertInbox(t, b.db, "new", 4, 1)
-	policies := sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 30, BatchSize: 7}).Policies
-	require.Len(t, policies, 2)
+	// Dead letters: 6 dead-lettered 40 days ago (swept at 30 days), 2
+	// dead-lettered yesterday (kept), whatever their created_at.
+	b.db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, dead_lettered_at, attempts)
+		SELECT 'dead', '{}', now() - interval '50 days', now() - make_interval(days => CASE WHEN g <= 6 THEN 40 ELSE 1 END), 3
+		FROM generate_series(1, 8) AS g`)
+	policies := sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 30, DeadLetterWindowDays: 30, BatchSize: 7}).Policies
+	require.Len(t, policies, 3)
 	for _, p := range policies {
-		require.NotEmpty(t, p.Keep, p.Table)
+		require.NotEmpty(t, p.Keep, p.Label())
 		kerneltest.CheckPolicy(t, b.db, p)
 	}
-	require.Equal(t, int64(15), countOutbox(t, b.db), "the pending rows and the new rows stay")
+	require.Equal(t, int64(17), countOutbox(t, b.db), "the pending rows, the new rows and the young dead letters stay")
 	require.Equal(t, int64(4), countInbox(t, b.db))
 }
 
@@ -641,4 +655,29 @@ func TestSweeperReportsPauses(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(raw), `"paused_seconds":{"wal_rate":`)
 	require.Contains(t, string(raw), `"pause_exhausted":"wal_rate"`)
+}
+
+// TestDeadLettersInTheTransportCycle: the transport cycle sweeps the
+// outbox's dead letters under their own label, after the inbox, by their own
+// window, and reports them disabled (kept) at window 0.
+func TestDeadLettersInTheTransportCycle(t *testing.T) {
+	t.Parallel()
+	ctx, bundle := setup(t)
+	db := bundle.db
+	insertOutbox(t, db, "aged_published", 2, 31, true)
+	db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at, dead_lettered_at, attempts)
+		SELECT 'dead', '{}', now() - interval '90 days', now() - make_interval(days => d), 25 FROM unnest(ARRAY[60, 40, 2]) AS d`)
+
+	off, err := bundle.sweeper(t, sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 31})).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Len(t, off.Tables, 3)
+	require.Equal(t, sweep.TableReport{Table: sweep.OutboxDeadLetters, Group: "transport", Skipped: sweep.SkipDisabled}, withoutDurations(off.Tables)[2])
+	require.Equal(t, int64(3), countOutbox(t, db), "the published rows went; every dead letter stays at window 0")
+
+	on, err := bundle.sweeper(t, sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 31, DeadLetterWindowDays: 30})).RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, sweep.OutboxDeadLetters, on.Tables[2].Table)
+	require.Equal(t, int64(2), on.Tables[2].Deleted)
+	require.Equal(t, int64(1), countOutbox(t, db), "the dead letter of two days stays")
+	require.InDelta(t, 2, testutil.ToFloat64(bundle.metrics.RowsPruned.WithLabelValues(sweep.OutboxDeadLetters)), 0, "its own counter")
 }

@@ -30,7 +30,16 @@ func TestTransportGroup(t *testing.T) {
 	require.Equal(t, sweep.TransportGroupName, g.Name)
 	require.Equal(t, "transport", g.Name)
 	require.Equal(t, lease.TransportKey, g.LockKey)
-	require.Len(t, g.Policies, 2)
+	require.Len(t, g.Policies, 3)
+
+	// The dead letters: the outbox table under their own label, off
+	// (kept forever) at window 0, never retiring partitions.
+	dead := g.Policies[2]
+	require.Equal(t, sweep.OutboxTable, dead.Table)
+	require.Equal(t, sweep.OutboxDeadLetters, dead.Label())
+	require.Equal(t, "dead_lettered_at", dead.AgeColumn)
+	require.Zero(t, dead.WindowDays)
+	require.False(t, dead.RetirePartitions)
 
 	// Outbox THEN inbox: if a cycle dies between the two, the inbox dedup
 	// records outlive the outbox rows that could still be replayed.

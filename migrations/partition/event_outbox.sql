@@ -20,13 +20,11 @@ ALTER INDEX event_outbox_pkey RENAME TO event_outbox_unpartitioned_pkey;
 ALTER INDEX event_outbox_pending_idx RENAME TO event_outbox_unpartitioned_pending_idx;
 ALTER INDEX event_outbox_published_created_idx RENAME TO event_outbox_unpartitioned_published_created_idx;
 
+-- Every column of the table as the transport migrations left it (its
+-- defaults and NOT NULLs included), so a column a later migration adds
+-- (the dead letters' attempts, dead_lettered_at, ...) is carried over.
 CREATE TABLE event_outbox (
-    id           uuid        NOT NULL DEFAULT gen_random_uuid(),
-    event_type   text        NOT NULL,
-    payload      jsonb       NOT NULL,
-    created_at   timestamptz NOT NULL DEFAULT now(),
-    published_at timestamptz,
-    last_error   text,
+    LIKE event_outbox_unpartitioned INCLUDING DEFAULTS,
     PRIMARY KEY (id, created_at)
 ) PARTITION BY RANGE (created_at);
 CREATE INDEX event_outbox_pending_idx ON event_outbox (created_at) WHERE published_at IS NULL;
@@ -40,8 +38,7 @@ SELECT partman.create_parent('public.event_outbox', 'created_at', 'native', 'dai
                           FROM event_outbox_unpartitioned));
 UPDATE partman.part_config SET retention = NULL, infinite_time_partitions = true WHERE parent_table = 'public.event_outbox';
 
-INSERT INTO event_outbox (id, event_type, payload, created_at, published_at, last_error)
-SELECT id, event_type, payload, created_at, published_at, last_error FROM event_outbox_unpartitioned;
+INSERT INTO event_outbox SELECT * FROM event_outbox_unpartitioned;
 
 DO $$
 BEGIN

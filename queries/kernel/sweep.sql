@@ -47,6 +47,37 @@ WHERE published_at IS NOT NULL
             OFFSET sqlc.arg(batch_limit)::int - 1
             LIMIT 1) AS b ON true);
 
+-- The outbox's dead letters (ADR-075): unpublished rows the drain gave up
+-- on, aged by dead_lettered_at, swept after
+-- outbox.dead_letter_retention_days. Their keyset is (dead_lettered_at, id),
+-- read through the pending partial index (every dead letter is unpublished).
+-- name: OutboxDeadLetterSweepBound :one
+SELECT o.dead_lettered_at, o.id FROM event_outbox AS o
+WHERE o.published_at IS NULL AND o.dead_lettered_at IS NOT NULL
+  AND o.dead_lettered_at < now() - make_interval(days => sqlc.arg(window_days)::int)
+  AND (o.dead_lettered_at, o.id) > (sqlc.arg(after_at)::timestamptz, sqlc.arg(after_id)::uuid)
+ORDER BY o.dead_lettered_at, o.id
+OFFSET sqlc.arg(batch_limit)::int - 1
+LIMIT 1;
+
+-- name: DeleteDeadLetterOutboxBatch :execrows
+DELETE FROM event_outbox
+WHERE published_at IS NULL AND dead_lettered_at IS NOT NULL
+  AND dead_lettered_at < now() - make_interval(days => sqlc.arg(window_days)::int)
+  AND (dead_lettered_at, id) > (sqlc.arg(after_at)::timestamptz, sqlc.arg(after_id)::uuid)
+  AND (dead_lettered_at, id) <= (sqlc.arg(through_at)::timestamptz, sqlc.arg(through_id)::uuid)
+  AND (dead_lettered_at, id) <= (
+        SELECT coalesce(b.dead_lettered_at, 'infinity'::timestamptz), coalesce(b.id, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+        FROM (SELECT 1) AS one
+        LEFT JOIN LATERAL (
+            SELECT o.dead_lettered_at, o.id FROM event_outbox AS o
+            WHERE o.published_at IS NULL AND o.dead_lettered_at IS NOT NULL
+              AND o.dead_lettered_at < now() - make_interval(days => sqlc.arg(window_days)::int)
+              AND (o.dead_lettered_at, o.id) > (sqlc.arg(after_at)::timestamptz, sqlc.arg(after_id)::uuid)
+            ORDER BY o.dead_lettered_at, o.id
+            OFFSET sqlc.arg(batch_limit)::int - 1
+            LIMIT 1) AS b ON true);
+
 -- name: InboxSweepBound :one
 SELECT i.received_at, i.event_id FROM event_inbox AS i
 WHERE i.received_at < now() - make_interval(days => sqlc.arg(window_days)::int)

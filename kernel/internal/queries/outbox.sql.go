@@ -12,26 +12,42 @@ import (
 )
 
 const claimPending = `-- name: ClaimPending :many
-SELECT id, event_type, payload, created_at
+SELECT id, event_type, payload, created_at, attempts
 FROM event_outbox
 WHERE published_at IS NULL
+  AND dead_lettered_at IS NULL
+  AND (last_attempt_at IS NULL
+       OR last_attempt_at <= now() - make_interval(secs => least(
+              $1::float8 * power(2, least(greatest(attempts, 1), 40) - 1),
+              $2::float8)))
 ORDER BY (last_error IS NOT NULL), created_at
-LIMIT $1::int
+LIMIT $3::int
 FOR UPDATE SKIP LOCKED
 `
+
+type ClaimPendingParams struct {
+	BackoffBaseSeconds float64
+	BackoffMaxSeconds  float64
+	BatchLimit         int32
+}
 
 type ClaimPendingRow struct {
 	ID        pgtype.UUID
 	EventType string
 	Payload   []byte
 	CreatedAt pgtype.Timestamptz
+	Attempts  int32
 }
 
-// ClaimPending locks up to batch_limit pending rows, oldest first, skipping
-// rows another drainer holds. Rows that failed before go after fresh ones so a
-// persistently failing event cannot starve the rest.
-func (q *Queries) ClaimPending(ctx context.Context, batchLimit int32) ([]ClaimPendingRow, error) {
-	rows, err := q.db.Query(ctx, claimPending, batchLimit)
+// ClaimPending locks up to batch_limit rows the drain may publish now, oldest
+// first, skipping rows another drainer holds: unpublished, not
+// dead-lettered, and, for a row that failed before, past its backoff
+// (backoff_base_seconds * 2^(attempts-1), at most backoff_max_seconds, after
+// its last attempt). Rows that failed before go after fresh ones so a
+// persistently failing event cannot starve the rest. The pending partial
+// index holds every candidate.
+func (q *Queries) ClaimPending(ctx context.Context, arg ClaimPendingParams) ([]ClaimPendingRow, error) {
+	rows, err := q.db.Query(ctx, claimPending, arg.BackoffBaseSeconds, arg.BackoffMaxSeconds, arg.BatchLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -44,6 +60,7 @@ func (q *Queries) ClaimPending(ctx context.Context, batchLimit int32) ([]ClaimPe
 			&i.EventType,
 			&i.Payload,
 			&i.CreatedAt,
+			&i.Attempts,
 		); err != nil {
 			return nil, err
 		}
@@ -79,28 +96,118 @@ func (q *Queries) CountReplayable(ctx context.Context, arg CountReplayableParams
 	return n, err
 }
 
-const markMalformed = `-- name: MarkMalformed :exec
+const deadLetter = `-- name: DeadLetter :execrows
 UPDATE event_outbox
-SET published_at = now(), last_error = $1
-WHERE id = $2 AND published_at IS NULL
+SET last_error = $1, attempts = attempts + 1, last_attempt_at = now(), dead_lettered_at = now()
+WHERE id = $2 AND published_at IS NULL AND dead_lettered_at IS NULL
 `
 
-type MarkMalformedParams struct {
+type DeadLetterParams struct {
 	LastError *string
 	ID        pgtype.UUID
 }
 
-// MarkMalformed stamps an envelope that can never be published so the drain
-// stops retrying it; last_error keeps the reason.
-func (q *Queries) MarkMalformed(ctx context.Context, arg MarkMalformedParams) error {
-	_, err := q.db.Exec(ctx, markMalformed, arg.LastError, arg.ID)
-	return err
+// DeadLetter dead-letters a claimed row that can never be published (a
+// malformed envelope) at once: it is counted as an attempt, keeps the
+// reason, and is never stamped published.
+func (q *Queries) DeadLetter(ctx context.Context, arg DeadLetterParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deadLetter, arg.LastError, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deadLetterStats = `-- name: DeadLetterStats :one
+SELECT count(*)::bigint AS dead_letters
+FROM event_outbox
+WHERE published_at IS NULL AND dead_lettered_at IS NOT NULL
+`
+
+// DeadLetterStats is what the dead-letter gauge shows: the dead-lettered
+// rows (a subset of the unpublished ones, read through the pending index).
+func (q *Queries) DeadLetterStats(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, deadLetterStats)
+	var dead_letters int64
+	err := row.Scan(&dead_letters)
+	return dead_letters, err
+}
+
+const listDeadLetters = `-- name: ListDeadLetters :many
+SELECT id, event_type, created_at, attempts, last_error, last_attempt_at, dead_lettered_at,
+       retried_by, retried_at,
+       octet_length(payload::text)::bigint AS payload_bytes,
+       (extract(epoch FROM now()) - extract(epoch FROM created_at))::float8 AS age_seconds,
+       (extract(epoch FROM now()) - extract(epoch FROM dead_lettered_at))::float8 AS dead_seconds
+FROM event_outbox
+WHERE published_at IS NULL AND dead_lettered_at IS NOT NULL
+  AND (dead_lettered_at, id) > ($1::timestamptz, $2::uuid)
+ORDER BY dead_lettered_at, id
+LIMIT $3::int
+`
+
+type ListDeadLettersParams struct {
+	AfterAt  pgtype.Timestamptz
+	AfterID  pgtype.UUID
+	RowLimit int32
+}
+
+type ListDeadLettersRow struct {
+	ID             pgtype.UUID
+	EventType      string
+	CreatedAt      pgtype.Timestamptz
+	Attempts       int32
+	LastError      *string
+	LastAttemptAt  pgtype.Timestamptz
+	DeadLetteredAt pgtype.Timestamptz
+	RetriedBy      *string
+	RetriedAt      pgtype.Timestamptz
+	PayloadBytes   int64
+	AgeSeconds     float64
+	DeadSeconds    float64
+}
+
+// ListDeadLetters lists up to row_limit dead letters after the
+// (dead_lettered_at, id) cursor, oldest dead letter first, with their ages
+// by the database clock. The payload is not listed (it may name a person):
+// only its size.
+func (q *Queries) ListDeadLetters(ctx context.Context, arg ListDeadLettersParams) ([]ListDeadLettersRow, error) {
+	rows, err := q.db.Query(ctx, listDeadLetters, arg.AfterAt, arg.AfterID, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListDeadLettersRow
+	for rows.Next() {
+		var i ListDeadLettersRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.EventType,
+			&i.CreatedAt,
+			&i.Attempts,
+			&i.LastError,
+			&i.LastAttemptAt,
+			&i.DeadLetteredAt,
+			&i.RetriedBy,
+			&i.RetriedAt,
+			&i.PayloadBytes,
+			&i.AgeSeconds,
+			&i.DeadSeconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const markPublished = `-- name: MarkPublished :exec
 UPDATE event_outbox
 SET published_at = now(), last_error = NULL
-WHERE id = $1 AND published_at IS NULL
+WHERE id = $1 AND published_at IS NULL AND dead_lettered_at IS NULL
 `
 
 func (q *Queries) MarkPublished(ctx context.Context, id pgtype.UUID) error {
@@ -108,11 +215,31 @@ func (q *Queries) MarkPublished(ctx context.Context, id pgtype.UUID) error {
 	return err
 }
 
+const outboxRowState = `-- name: OutboxRowState :one
+SELECT (published_at IS NOT NULL)::bool AS published, (dead_lettered_at IS NOT NULL)::bool AS dead_lettered
+FROM event_outbox
+WHERE id = $1
+`
+
+type OutboxRowStateRow struct {
+	Published    bool
+	DeadLettered bool
+}
+
+// OutboxRowState says where an outbox row is: published, dead-lettered or
+// pending (no row: it does not exist, or was swept).
+func (q *Queries) OutboxRowState(ctx context.Context, id pgtype.UUID) (OutboxRowStateRow, error) {
+	row := q.db.QueryRow(ctx, outboxRowState, id)
+	var i OutboxRowStateRow
+	err := row.Scan(&i.Published, &i.DeadLettered)
+	return i, err
+}
+
 const pendingStats = `-- name: PendingStats :one
 SELECT count(*)::bigint AS pending,
        COALESCE(extract(epoch FROM now()) - extract(epoch FROM min(created_at)), 0)::float8 AS oldest_age_seconds
 FROM event_outbox
-WHERE published_at IS NULL
+WHERE published_at IS NULL AND dead_lettered_at IS NULL
 `
 
 type PendingStatsRow struct {
@@ -120,9 +247,10 @@ type PendingStatsRow struct {
 	OldestAgeSeconds float64
 }
 
-// PendingStats is what the outbox gauges show: unpublished rows and the age
-// of the oldest one (0 when none), by the database clock, read through the
-// drain's partial index on pending rows.
+// PendingStats is what the outbox gauges show: the rows the drain still
+// publishes (unpublished, not dead-lettered: a dead letter is never backlog)
+// and the age of the oldest one (0 when none), by the database clock, read
+// through the drain's partial index on unpublished rows.
 func (q *Queries) PendingStats(ctx context.Context) (PendingStatsRow, error) {
 	row := q.db.QueryRow(ctx, pendingStats)
 	var i PendingStatsRow
@@ -130,25 +258,42 @@ func (q *Queries) PendingStats(ctx context.Context) (PendingStatsRow, error) {
 	return i, err
 }
 
-const recordPublishFailure = `-- name: RecordPublishFailure :exec
+const recordPublishFailure = `-- name: RecordPublishFailure :one
 UPDATE event_outbox
-SET last_error = $1
-WHERE id = $2 AND published_at IS NULL
+SET last_error = $1,
+    attempts = attempts + 1,
+    last_attempt_at = now(),
+    dead_lettered_at = CASE WHEN $2::int > 0 AND attempts + 1 >= $2::int
+                            THEN now() END
+WHERE id = $3 AND published_at IS NULL AND dead_lettered_at IS NULL
+RETURNING attempts, (dead_lettered_at IS NOT NULL)::bool AS dead_lettered
 `
 
 type RecordPublishFailureParams struct {
-	LastError *string
-	ID        pgtype.UUID
+	LastError   *string
+	MaxAttempts int32
+	ID          pgtype.UUID
 }
 
-func (q *Queries) RecordPublishFailure(ctx context.Context, arg RecordPublishFailureParams) error {
-	_, err := q.db.Exec(ctx, recordPublishFailure, arg.LastError, arg.ID)
-	return err
+type RecordPublishFailureRow struct {
+	Attempts     int32
+	DeadLettered bool
+}
+
+// RecordPublishFailure counts one failed publication of a claimed row with
+// its reason and time, and dead-letters it when this was attempt
+// max_attempts (0: never). It answers the row's attempts and whether it is
+// now dead-lettered.
+func (q *Queries) RecordPublishFailure(ctx context.Context, arg RecordPublishFailureParams) (RecordPublishFailureRow, error) {
+	row := q.db.QueryRow(ctx, recordPublishFailure, arg.LastError, arg.MaxAttempts, arg.ID)
+	var i RecordPublishFailureRow
+	err := row.Scan(&i.Attempts, &i.DeadLettered)
+	return i, err
 }
 
 const replayBatch = `-- name: ReplayBatch :many
 UPDATE event_outbox AS o
-SET published_at = NULL, last_error = NULL
+SET published_at = NULL, last_error = NULL, attempts = 0, last_attempt_at = NULL
 WHERE o.id IN (
         SELECT i.id FROM event_outbox AS i
         WHERE i.created_at >= $1::timestamptz
@@ -223,6 +368,45 @@ func (q *Queries) ReplayCutoff(ctx context.Context, windowDays int32) (pgtype.Ti
 	var cutoff pgtype.Timestamptz
 	err := row.Scan(&cutoff)
 	return cutoff, err
+}
+
+const retryDeadLetter = `-- name: RetryDeadLetter :one
+UPDATE event_outbox
+SET dead_lettered_at = NULL, attempts = 0, last_attempt_at = NULL,
+    retried_by = $1, retried_at = now()
+WHERE id = $2 AND published_at IS NULL AND dead_lettered_at IS NOT NULL
+RETURNING id, event_type, created_at, last_error, retried_at
+`
+
+type RetryDeadLetterParams struct {
+	Actor *string
+	ID    pgtype.UUID
+}
+
+type RetryDeadLetterRow struct {
+	ID        pgtype.UUID
+	EventType string
+	CreatedAt pgtype.Timestamptz
+	LastError *string
+	RetriedAt pgtype.Timestamptz
+}
+
+// RetryDeadLetter returns one dead letter to the drain: attempts reset,
+// the dead-letter stamp cleared, who and when recorded. last_error stays
+// (the row then waits behind fresh rows, as a failed one does). The
+// predicate is repeated here, at the statement that acts: a row that is no
+// longer a dead letter is not touched.
+func (q *Queries) RetryDeadLetter(ctx context.Context, arg RetryDeadLetterParams) (RetryDeadLetterRow, error) {
+	row := q.db.QueryRow(ctx, retryDeadLetter, arg.Actor, arg.ID)
+	var i RetryDeadLetterRow
+	err := row.Scan(
+		&i.ID,
+		&i.EventType,
+		&i.CreatedAt,
+		&i.LastError,
+		&i.RetriedAt,
+	)
+	return i, err
 }
 
 const stageEvent = `-- name: StageEvent :exec

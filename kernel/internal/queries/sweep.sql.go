@@ -11,6 +11,49 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const deleteDeadLetterOutboxBatch = `-- name: DeleteDeadLetterOutboxBatch :execrows
+DELETE FROM event_outbox
+WHERE published_at IS NULL AND dead_lettered_at IS NOT NULL
+  AND dead_lettered_at < now() - make_interval(days => $1::int)
+  AND (dead_lettered_at, id) > ($2::timestamptz, $3::uuid)
+  AND (dead_lettered_at, id) <= ($4::timestamptz, $5::uuid)
+  AND (dead_lettered_at, id) <= (
+        SELECT coalesce(b.dead_lettered_at, 'infinity'::timestamptz), coalesce(b.id, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid)
+        FROM (SELECT 1) AS one
+        LEFT JOIN LATERAL (
+            SELECT o.dead_lettered_at, o.id FROM event_outbox AS o
+            WHERE o.published_at IS NULL AND o.dead_lettered_at IS NOT NULL
+              AND o.dead_lettered_at < now() - make_interval(days => $1::int)
+              AND (o.dead_lettered_at, o.id) > ($2::timestamptz, $3::uuid)
+            ORDER BY o.dead_lettered_at, o.id
+            OFFSET $6::int - 1
+            LIMIT 1) AS b ON true)
+`
+
+type DeleteDeadLetterOutboxBatchParams struct {
+	WindowDays int32
+	AfterAt    pgtype.Timestamptz
+	AfterID    pgtype.UUID
+	ThroughAt  pgtype.Timestamptz
+	ThroughID  pgtype.UUID
+	BatchLimit int32
+}
+
+func (q *Queries) DeleteDeadLetterOutboxBatch(ctx context.Context, arg DeleteDeadLetterOutboxBatchParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteDeadLetterOutboxBatch,
+		arg.WindowDays,
+		arg.AfterAt,
+		arg.AfterID,
+		arg.ThroughAt,
+		arg.ThroughID,
+		arg.BatchLimit,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const deleteInboxBatch = `-- name: DeleteInboxBatch :execrows
 DELETE FROM event_inbox
 WHERE received_at < now() - make_interval(days => $1::int)
@@ -125,6 +168,44 @@ func (q *Queries) InboxSweepBound(ctx context.Context, arg InboxSweepBoundParams
 	)
 	var i InboxSweepBoundRow
 	err := row.Scan(&i.ReceivedAt, &i.EventID)
+	return i, err
+}
+
+const outboxDeadLetterSweepBound = `-- name: OutboxDeadLetterSweepBound :one
+SELECT o.dead_lettered_at, o.id FROM event_outbox AS o
+WHERE o.published_at IS NULL AND o.dead_lettered_at IS NOT NULL
+  AND o.dead_lettered_at < now() - make_interval(days => $1::int)
+  AND (o.dead_lettered_at, o.id) > ($2::timestamptz, $3::uuid)
+ORDER BY o.dead_lettered_at, o.id
+OFFSET $4::int - 1
+LIMIT 1
+`
+
+type OutboxDeadLetterSweepBoundParams struct {
+	WindowDays int32
+	AfterAt    pgtype.Timestamptz
+	AfterID    pgtype.UUID
+	BatchLimit int32
+}
+
+type OutboxDeadLetterSweepBoundRow struct {
+	DeadLetteredAt pgtype.Timestamptz
+	ID             pgtype.UUID
+}
+
+// The outbox's dead letters (ADR-075): unpublished rows the drain gave up
+// on, aged by dead_lettered_at, swept after
+// outbox.dead_letter_retention_days. Their keyset is (dead_lettered_at, id),
+// read through the pending partial index (every dead letter is unpublished).
+func (q *Queries) OutboxDeadLetterSweepBound(ctx context.Context, arg OutboxDeadLetterSweepBoundParams) (OutboxDeadLetterSweepBoundRow, error) {
+	row := q.db.QueryRow(ctx, outboxDeadLetterSweepBound,
+		arg.WindowDays,
+		arg.AfterAt,
+		arg.AfterID,
+		arg.BatchLimit,
+	)
+	var i OutboxDeadLetterSweepBoundRow
+	err := row.Scan(&i.DeadLetteredAt, &i.ID)
 	return i, err
 }
 

@@ -15,12 +15,17 @@ type EventInbox struct {
 }
 
 type EventOutbox struct {
-	ID          pgtype.UUID
-	EventType   string
-	Payload     []byte
-	CreatedAt   pgtype.Timestamptz
-	PublishedAt pgtype.Timestamptz
-	LastError   *string
+	ID             pgtype.UUID
+	EventType      string
+	Payload        []byte
+	CreatedAt      pgtype.Timestamptz
+	PublishedAt    pgtype.Timestamptz
+	LastError      *string
+	Attempts       int32
+	LastAttemptAt  pgtype.Timestamptz
+	DeadLetteredAt pgtype.Timestamptz
+	RetriedBy      *string
+	RetriedAt      pgtype.Timestamptz
 }
 
 type ExchangeSendJob struct {

@@ -235,12 +235,17 @@ type EventInbox struct {
 }
 
 type EventOutbox struct {
-	ID          uuid.UUID
-	EventType   string
-	Payload     []byte
-	CreatedAt   time.Time
-	PublishedAt pgtype.Timestamptz
-	LastError   *string
+	ID             uuid.UUID
+	EventType      string
+	Payload        []byte
+	CreatedAt      time.Time
+	PublishedAt    pgtype.Timestamptz
+	LastError      *string
+	Attempts       int32
+	LastAttemptAt  pgtype.Timestamptz
+	DeadLetteredAt pgtype.Timestamptz
+	RetriedBy      *string
+	RetriedAt      pgtype.Timestamptz
 }
 
 type Expungement struct {
