@@ -108,7 +108,7 @@ operator, 5 authentication or authorization.`,
 			if len(args) > 0 {
 				return usageErr("unknown command %q for %q", args[0], cmd.CommandPath())
 			}
-			return usageErr("a command is required (archive, fleet, schedule, subject)")
+			return usageErr("a command is required (archive, disposition, fleet, outbox, schedule, subject)")
 		},
 	}
 	root.SetIn(io.In)
@@ -116,6 +116,6 @@ operator, 5 authentication or authorization.`,
 	root.SetErr(io.Err)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%w", err) })
 	o.bindGlobal(root)
-	root.AddCommand(newArchiveCmd(o), newFleetCmd(o), newSubjectCmd(o), newScheduleCmd(o), newDispositionCmd(o))
+	root.AddCommand(newArchiveCmd(o), newFleetCmd(o), newSubjectCmd(o), newScheduleCmd(o), newDispositionCmd(o), newOutboxCmd(o))
 	return root
 }

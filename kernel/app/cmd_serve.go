@@ -90,6 +90,7 @@ func (r *runtime[T]) serve(ctx context.Context) error {
 		Pool: pool, Gatherer: reg, Replay: ReplayLimits(r.tr), Broker: pub,
 		AdminToken: r.tr.AdminToken, Archive: archiveAPI, Logger: r.logger,
 		Retention: &RetentionAPI{Retention: r.retention(), Verifier: keys.verifier, AdminToken: r.tr.AdminToken, Metrics: keys.metrics, Logger: r.logger},
+		Outbox:    &OutboxAPI{Pool: pool, Verifier: keys.verifier, AdminToken: r.tr.AdminToken, Metrics: keys.metrics, Logger: r.logger},
 	}), ln, DefaultServerLimits())
 	r.logger.Info("serving", slog.String("service", r.spec.Name), slog.String("addr", ln.Addr().String()))
 	if err := runServe(ctx, srv, ln, worker, arch.worker, inbound, verifier); err != nil {
@@ -123,7 +124,7 @@ func (r *runtime[T]) publisher(ctx context.Context) (*rabbitmq.Publisher, error)
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	return pub.SignWith(signer), nil
+	return pub.SignWith(signer).Mandatory(r.tr.Outbox.Mandatory), nil
 }
 
 // archiveSide is serve's archive API (nil: not served) and its scheduled
@@ -217,7 +218,7 @@ func (r *runtime[T]) outboxWorker(pool *pgxpool.Pool, pub *rabbitmq.Publisher, r
 	if err != nil {
 		return nil, err
 	}
-	drainer := &outbox.Drainer{Pool: pool, Publisher: pub, Logger: r.logger, Metrics: obm}
+	drainer := &outbox.Drainer{Pool: pool, Publisher: pub, Logger: r.logger, Metrics: obm, MaxAttempts: r.tr.Outbox.MaxAttempts}
 	var gaugedAt time.Time // only the worker's goroutine touches it
 	w := &outbox.Worker{
 		Service: r.spec.Name,

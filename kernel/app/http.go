@@ -42,7 +42,9 @@ type HandlerDeps struct {
 	Archive *ArchiveAPI
 	// Retention, when set, serves GET /admin/retention.
 	Retention *RetentionAPI
-	Logger    *slog.Logger
+	// Outbox, when set, serves the outbox's dead letters.
+	Outbox *OutboxAPI
+	Logger *slog.Logger
 }
 
 // Handler serves /metrics, /healthz, /readyz and the admin API.
@@ -71,6 +73,9 @@ func Handler(d HandlerDeps) http.Handler {
 	}
 	if d.Retention != nil {
 		d.Retention.routes(mux)
+	}
+	if d.Outbox != nil {
+		d.Outbox.routes(mux)
 	}
 	return mux
 }

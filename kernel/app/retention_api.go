@@ -135,50 +135,84 @@ func (a *RetentionAPI) routes(mux *http.ServeMux) {
 }
 
 func (a *RetentionAPI) serve(w http.ResponseWriter, r *http.Request) {
-	if err := a.authenticate(r); err != nil {
-		if a.Metrics != nil {
-			a.Metrics.AuthFailures.WithLabelValues(err.Reason).Inc()
-		}
-		a.Logger.WarnContext(r.Context(), "retention API request refused", slog.String("reason", err.Reason),
-			slog.String("remote", r.RemoteAddr), slog.String("error", err.Error()))
-		if err.Reason == auth.ReasonScope {
-			writeJSON(w, http.StatusForbidden, map[string]string{"error": "insufficient_scope", "required": auth.ScopeRead})
-			return
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_token"})
+	g := tokenGate{Verifier: a.Verifier, AdminToken: a.AdminToken, Metrics: a.Metrics, Logger: a.Logger, What: "retention API"}
+	if _, ok := g.allow(w, r, auth.ScopeRead); !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, a.Retention)
 }
 
-// authenticate returns nil when the request may read the windows.
-func (a *RetentionAPI) authenticate(r *http.Request) *auth.Error {
-	if a.Verifier == nil && a.AdminToken == "" {
-		return nil
+// tokenGate authenticates the admin endpoints every service serves (the
+// windows, the outbox's dead letters): a bearer token that is either a JWT
+// with the endpoint's scope (when a key is configured) or the admin_token
+// (when one is set); with neither configured the service is on loopback
+// only (settings refuse otherwise) and the call is open, like the rest of
+// its admin API.
+type tokenGate struct {
+	Verifier   *auth.Verifier
+	AdminToken string
+	Metrics    *metrics.Admin
+	Logger     *slog.Logger
+	// What names the API in the refusal's log line.
+	What string
+}
+
+// Actors of a call not made with a JWT.
+const (
+	actorAdminToken = "system:admin_token"
+	actorLoopback   = "system:loopback"
+)
+
+// allow answers the refusal (401, or 403 naming scope) and returns false,
+// or returns the caller's identity: the token's normalized subject, or
+// actorAdminToken, or actorLoopback when nothing is configured.
+func (g tokenGate) allow(w http.ResponseWriter, r *http.Request, scope string) (string, bool) {
+	actor, err := g.authenticate(r, scope)
+	if err == nil {
+		return actor, true
+	}
+	if g.Metrics != nil {
+		g.Metrics.AuthFailures.WithLabelValues(err.Reason).Inc()
+	}
+	g.Logger.WarnContext(r.Context(), g.What+" request refused", slog.String("reason", err.Reason),
+		slog.String("remote", r.RemoteAddr), slog.String("error", err.Error()))
+	if err.Reason == auth.ReasonScope {
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": "insufficient_scope", "required": scope})
+		return "", false
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_token"})
+	return "", false
+}
+
+// authenticate returns the caller's identity when the request may call an
+// endpoint needing scope.
+func (g tokenGate) authenticate(r *http.Request, scope string) (string, *auth.Error) {
+	if g.Verifier == nil && g.AdminToken == "" {
+		return actorLoopback, nil
 	}
 	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	raw = strings.TrimSpace(raw)
 	if !ok || raw == "" {
-		return &auth.Error{Reason: auth.ReasonMissing, Err: errors.New("no bearer token")}
+		return "", &auth.Error{Reason: auth.ReasonMissing, Err: errors.New("no bearer token")}
 	}
-	if a.AdminToken != "" && subtle.ConstantTimeCompare([]byte(raw), []byte(a.AdminToken)) == 1 {
-		return nil
+	if g.AdminToken != "" && subtle.ConstantTimeCompare([]byte(raw), []byte(g.AdminToken)) == 1 {
+		return actorAdminToken, nil
 	}
-	if a.Verifier == nil {
-		return &auth.Error{Reason: auth.ReasonSignature, Err: errors.New("the bearer token is not the admin token")}
+	if g.Verifier == nil {
+		return "", &auth.Error{Reason: auth.ReasonSignature, Err: errors.New("the bearer token is not the admin token")}
 	}
-	p, err := a.Verifier.Verify(r.Context(), raw)
+	p, err := g.Verifier.Verify(r.Context(), raw)
 	var ae *auth.Error
 	switch {
 	case errors.As(err, &ae):
-		return ae
+		return "", ae
 	case err != nil:
-		return &auth.Error{Reason: auth.ReasonMalformed, Err: err}
+		return "", &auth.Error{Reason: auth.ReasonMalformed, Err: err}
 	case reservedActor(p.Subject):
-		return &auth.Error{Reason: auth.ReasonClaims, Err: fmt.Errorf("sub %q is reserved", p.Subject)}
-	case !p.Has(auth.ScopeRead):
-		return &auth.Error{Reason: auth.ReasonScope, Err: fmt.Errorf("%s lacks %s", p.Subject, auth.ScopeRead)}
+		return "", &auth.Error{Reason: auth.ReasonClaims, Err: fmt.Errorf("sub %q is reserved", p.Subject)}
+	case !p.Has(scope):
+		return "", &auth.Error{Reason: auth.ReasonScope, Err: fmt.Errorf("%s lacks %s", p.Subject, scope)}
 	}
-	return nil
+	return p.Subject, nil
 }

@@ -52,6 +52,10 @@ const (
 	ScopeEvents = "records:events"
 	// ScopeReview lists what the records schedule makes due (ADR-073).
 	ScopeReview = "records:review"
+	// ScopeOutboxRead lists the outbox's dead letters (ADR-075).
+	ScopeOutboxRead = "outbox:read"
+	// ScopeOutboxRetry returns a dead letter to the drain (ADR-075).
+	ScopeOutboxRetry = "outbox:retry"
 )
 
 // Leeway is the clock skew allowed on exp, nbf and iat.

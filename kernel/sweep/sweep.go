@@ -61,8 +61,8 @@ type TransportConfig struct {
 	// DeadLetterWindowDays sweeps the outbox's dead letters this many days
 	// after they were dead-lettered; 0 keeps them (ADR-075).
 	DeadLetterWindowDays int
-	BatchSize        int
-	CycleCap         int64
+	BatchSize            int
+	CycleCap             int64
 	// YieldToWriters sets prune.Policy.YieldToWriters on both policies.
 	YieldToWriters bool
 }

@@ -58,10 +58,10 @@ SELECT count(*)::bigint AS dead_letters
 FROM event_outbox
 WHERE published_at IS NULL AND dead_lettered_at IS NOT NULL;
 
--- ListDeadLetters lists up to row_limit dead letters after the
--- (dead_lettered_at, id) cursor, oldest dead letter first, with their ages
--- by the database clock. The payload is not listed (it may name a person):
--- only its size.
+-- ListDeadLetters lists up to row_limit dead letters, oldest dead letter
+-- first ((dead_lettered_at, id) order), after the dead letter after_id when
+-- set, with their ages by the database clock. The payload is not listed (it
+-- may name a person): only its size.
 -- name: ListDeadLetters :many
 SELECT id, event_type, created_at, attempts, last_error, last_attempt_at, dead_lettered_at,
        retried_by, retried_at,
@@ -70,7 +70,9 @@ SELECT id, event_type, created_at, attempts, last_error, last_attempt_at, dead_l
        (extract(epoch FROM now()) - extract(epoch FROM dead_lettered_at))::float8 AS dead_seconds
 FROM event_outbox
 WHERE published_at IS NULL AND dead_lettered_at IS NOT NULL
-  AND (dead_lettered_at, id) > (sqlc.arg(after_at)::timestamptz, sqlc.arg(after_id)::uuid)
+  AND (sqlc.narg(after_id)::uuid IS NULL
+       OR (dead_lettered_at, id) > (SELECT a.dead_lettered_at, a.id FROM event_outbox AS a
+                                    WHERE a.id = sqlc.narg(after_id)::uuid AND a.dead_lettered_at IS NOT NULL))
 ORDER BY dead_lettered_at, id
 LIMIT sqlc.arg(row_limit)::int;
 

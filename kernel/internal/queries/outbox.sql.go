@@ -141,13 +141,14 @@ SELECT id, event_type, created_at, attempts, last_error, last_attempt_at, dead_l
        (extract(epoch FROM now()) - extract(epoch FROM dead_lettered_at))::float8 AS dead_seconds
 FROM event_outbox
 WHERE published_at IS NULL AND dead_lettered_at IS NOT NULL
-  AND (dead_lettered_at, id) > ($1::timestamptz, $2::uuid)
+  AND ($1::uuid IS NULL
+       OR (dead_lettered_at, id) > (SELECT a.dead_lettered_at, a.id FROM event_outbox AS a
+                                    WHERE a.id = $1::uuid AND a.dead_lettered_at IS NOT NULL))
 ORDER BY dead_lettered_at, id
-LIMIT $3::int
+LIMIT $2::int
 `
 
 type ListDeadLettersParams struct {
-	AfterAt  pgtype.Timestamptz
 	AfterID  pgtype.UUID
 	RowLimit int32
 }
@@ -167,12 +168,12 @@ type ListDeadLettersRow struct {
 	DeadSeconds    float64
 }
 
-// ListDeadLetters lists up to row_limit dead letters after the
-// (dead_lettered_at, id) cursor, oldest dead letter first, with their ages
-// by the database clock. The payload is not listed (it may name a person):
-// only its size.
+// ListDeadLetters lists up to row_limit dead letters, oldest dead letter
+// first ((dead_lettered_at, id) order), after the dead letter after_id when
+// set, with their ages by the database clock. The payload is not listed (it
+// may name a person): only its size.
 func (q *Queries) ListDeadLetters(ctx context.Context, arg ListDeadLettersParams) ([]ListDeadLettersRow, error) {
-	rows, err := q.db.Query(ctx, listDeadLetters, arg.AfterAt, arg.AfterID, arg.RowLimit)
+	rows, err := q.db.Query(ctx, listDeadLetters, arg.AfterID, arg.RowLimit)
 	if err != nil {
 		return nil, err
 	}
