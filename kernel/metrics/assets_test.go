@@ -315,6 +315,7 @@ func TestAlertRules(t *testing.T) {
 		"RetentionInvariantViolated":  {"retention_invariant_violations"},
 		"RetentionBatchTimeouts":      {"retention_prune_batch_timeouts_total", "retention_prune_batch_reduced_total"},
 		"OutboxNotDraining":           {"outbox_oldest_pending_age_seconds", "outbox_publish_failures_total"},
+		"OutboxDeadLetters":           {"event_outbox_dead_lettered_total", "event_outbox_dead_letter_rows"},
 		"ArchivePassFailing":          {"archive_failures_total", "archive_last_success_timestamp_seconds"},
 		"ArchiveVerifyFailed":         {"archive_verify_failures_total"},
 		"ArchiveVerifyStale":          {"archive_last_verify_timestamp_seconds"},
