@@ -169,6 +169,11 @@ func (r *runner) runScenarios(ctx context.Context, res *Results) error {
 			return err
 		}
 	}
+	if r.cfg.runs(ScenarioOutbox) {
+		if res.Outbox, err = r.runOutbox(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -111,6 +111,15 @@ func TestBenchSmoke(t *testing.T) {
 		require.Positive(t, run.Ratio, "round %d", run.Round)
 	}
 
+	require.NotNil(t, res.Outbox)
+	require.Len(t, res.Outbox.Runs, 2*cfg.Rounds)
+	for _, run := range res.Outbox.Runs {
+		require.Equal(t, res.Outbox.Rows, run.Published, "%s: every deliverable event published", run.Config)
+		if run.Config == "poison_at_head" {
+			require.Positive(t, run.PoisonAttempts, "the poison row was tried")
+		}
+	}
+	require.Positive(t, res.Outbox.Ratio)
 	require.NotNil(t, res.Disposition)
 	require.Equal(t, cfg.ReadArchives, res.Disposition.Archives)
 	require.Positive(t, res.Disposition.DueCases, "the closed cases are listed as due")

@@ -29,7 +29,7 @@ func TestSummaryKeysAreNullWhenNotMeasured(t *testing.T) {
 	require.Equal(t, SummaryKeys(), keys)
 	require.Equal(t, []string{
 		"archive_peak_rss_mib", "archive_vs_copy_ratio", "backlog_drain_ratio", "disposition_batch_rows_per_s", "disposition_due_list_ms",
-		"disposition_vs_expunge_ratio", "fetch_by_id_p99_ms", "fleet_events_per_s",
+		"disposition_vs_expunge_ratio", "fetch_by_id_p99_ms", "fleet_events_per_s", "outbox_drain_rows_per_s", "outbox_poison_drain_ratio",
 		"partition_bloat_ratio", "partition_drain_ratio", "partition_drain_ratio_1m", "partition_drain_ratio_200k", "partition_vs_partman_ratio", "partition_wal_bytes_per_row", "partition_writer_p99_ratio",
 		"purge_archives_per_s", "security_archive_vs_copy_ratio", "steady_idle_cycle_ms", "subject_fetch_p99_ms", "subject_index_archive_cost_ratio",
 		"verify_deep_vs_get_ratio", "worst_batch_ms", "writer_p99_ratio", "writer_p99_ratio_ci", "writer_p99_vs_floor", "writer_p99_vs_floor_ci",

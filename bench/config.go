@@ -63,11 +63,14 @@ const (
 	// ScenarioDisposition is the due listing of the records schedule over
 	// ReadArchives archives (ADR-073).
 	ScenarioDisposition = "disposition"
+	// ScenarioOutbox is the outbox drain through RabbitMQ: a backlog with
+	// one poison row at its head against none (ADR-075).
+	ScenarioOutbox = "outbox"
 )
 
 // AllScenarios lists every scenario in run order.
 var AllScenarios = []string{ScenarioDrain, ScenarioSteady, ScenarioWriter, ScenarioArchive, ScenarioSecurityArchive, ScenarioFleet, ScenarioPurge, ScenarioRead, ScenarioPartition,
-	ScenarioDisposition}
+	ScenarioDisposition, ScenarioOutbox}
 
 // Environment variables of the benchmark (the cmd's flags override them).
 const (

@@ -134,6 +134,9 @@ func summarizeLifecycle(res *Results, s *Summary) {
 			s.DispositionBatchRowsPerS, s.DispositionVsExpungeRatio = ptr(b.RowsPerSec), ptr(b.VsExpungeRatio)
 		}
 	}
+	if res.Outbox != nil {
+		s.OutboxDrainRowsPerS, s.OutboxPoisonDrainRatio = ptr(res.Outbox.CleanRowsPerSec), ptr(res.Outbox.Ratio)
+	}
 	if res.Archive != nil && res.Archive.SubjectIndexCostRatio > 0 {
 		s.SubjectIndexArchiveCostRatio = ptr(res.Archive.SubjectIndexCostRatio)
 	}

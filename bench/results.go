@@ -79,6 +79,12 @@ type Summary struct {
 	// DispositionVsExpungeRatio is expunging the batch's cases one court
 	// order at a time ÷ the batch (time).
 	DispositionVsExpungeRatio *float64 `json:"disposition_vs_expunge_ratio"`
+	// OutboxDrainRowsPerS is the outbox drain's events per second through
+	// RabbitMQ (confirms, mandatory) over a clean backlog.
+	OutboxDrainRowsPerS *float64 `json:"outbox_drain_rows_per_s"`
+	// OutboxPoisonDrainRatio is the same drain with one poison row at the
+	// backlog's head ÷ without (median of the rounds, side by side).
+	OutboxPoisonDrainRatio *float64 `json:"outbox_poison_drain_ratio"`
 	// SubjectIndexArchiveCostRatio is rules' archive pass with the subject
 	// index (rows/s) ÷ without it, in the same round.
 	SubjectIndexArchiveCostRatio *float64 `json:"subject_index_archive_cost_ratio"`
@@ -119,7 +125,9 @@ type Results struct {
 	Partition       *PartitionResult `json:"partition"`
 	// Disposition is the due listing of the records schedule.
 	Disposition *DispositionResult `json:"disposition"`
-	Notes       []string           `json:"notes"`
+	// Outbox is the outbox drain with and without a poison row.
+	Outbox *OutboxResult `json:"outbox"`
+	Notes  []string      `json:"notes"`
 }
 
 // DispositionResult is the disposition scenario: the due listing over

@@ -50,8 +50,12 @@ func Render(services []Service) []byte {
 			if t.Transport {
 				transport[t.Table], svc = true, "every service"
 			}
-			fmt.Fprintf(&b, "| `%s` | %s | `%s` | %d days | %s | %s | `%s` | %s (%d days) |\n", t.Table, svc, t.AgeColumn, t.Days, code(t.Eligible), code(t.Keep),
-				t.Key, code(t.Invariant), t.Days+invariants.OverrunGraceDays)
+			window, watch := fmt.Sprintf("%d days", t.Days), fmt.Sprintf("%s (%d days)", code(t.Invariant), t.Days+invariants.OverrunGraceDays)
+			if t.Days == 0 {
+				window, watch = "0: kept, not swept", code(t.Invariant)+" (off while not swept)"
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | `%s` | %s | %s | %s | `%s` | %s |\n", t.Table, svc, t.AgeColumn, window, code(t.Eligible), code(t.Keep),
+				t.Key, watch)
 		}
 	}
 	b.WriteString("\n## Archived tables\n\nA pass archives a row once its age column is older than the hot window (to the object store, with a ledger row), then deletes it; nothing is deleted before it is archived and booked. An archive becomes purgeable the retention after its newest record (none: never, until the records officer sets a date).\n\n")

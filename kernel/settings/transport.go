@@ -243,7 +243,11 @@ type Outbox struct {
 	// A malformed envelope is dead-lettered at once whatever it is.
 	MaxAttempts int `koanf:"max_attempts"`
 	// DeadLetterRetentionDays sweeps a dead letter this many days after it
-	// was dead-lettered; 0 keeps dead letters forever.
+	// was dead-lettered; 0 keeps dead letters forever, since each is the
+	// only evidence of an event that never left. An agency sets it when its
+	// records schedule gives undelivered events a retention of their own
+	// (the audit log's, say), or when a dead letter's payload, which may
+	// name a person, must not outlive the records it was about.
 	DeadLetterRetentionDays int `koanf:"dead_letter_retention_days"`
 	// Mandatory publishes with the mandatory flag: an event no queue is
 	// bound for is refused (and dead-lettered after its attempts) instead
