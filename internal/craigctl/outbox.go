@@ -56,7 +56,7 @@ only). A service that does not answer is reported and the others listed
 (exit 1). Needs outbox:read.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			q, err := listQuery(limit, after, *fleet)
+			q, err := listQuery(limit, cmd.Flags().Changed("limit"), after, *fleet)
 			if err != nil {
 				return err
 			}
@@ -86,9 +86,9 @@ only). A service that does not answer is reported and the others listed
 }
 
 // listQuery checks list's flags and makes its query.
-func listQuery(limit int, after, fleet string) (url.Values, error) {
+func listQuery(limit int, limitSet bool, after, fleet string) (url.Values, error) {
 	q := url.Values{}
-	if limit != 0 {
+	if limitSet {
 		if limit < 1 || limit > 1000 {
 			return nil, usageErr("--limit %d: a number from 1 to 1000", limit)
 		}
