@@ -159,6 +159,13 @@ func (r *runner) runScenarios(ctx context.Context, res *Results) error {
 			return err
 		}
 	}
+	return r.runLaterScenarios(ctx, res)
+}
+
+// runLaterScenarios runs the scenarios after the read side: partition
+// retirement, the records schedule, the outbox drain.
+func (r *runner) runLaterScenarios(ctx context.Context, res *Results) error {
+	var err error
 	if r.cfg.runs(ScenarioPartition) {
 		if res.Partition, err = r.runPartition(ctx); err != nil {
 			return err
