@@ -95,7 +95,8 @@ func TestOnlyTheSweepingReplicaExportsInvariants(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rep.LockAcquired)
 	require.Equal(t, map[string]float64{"outbox_retention_overrun": 0, "inbox_retention_overrun": 0,
-		"outbox_future_dated": 0, "inbox_future_dated": 0}, c.violations(t))
+		"outbox_future_dated": 0, "inbox_future_dated": 0,
+		"outbox_dead_letter_retention_overrun": 0, "outbox_dead_letter_future_dated": 0}, c.violations(t))
 	require.Zero(t, db.Count(t, `SELECT count(*) FROM event_outbox`))
 
 	// c ran last cycle; when it skips the next one it drops its series
@@ -196,7 +197,7 @@ func TestAReplicaThatRanAGroupKeepsItsVacuumReading(t *testing.T) {
 	t.Parallel()
 	transport := sweep.Transport(sweep.TransportConfig{OutboxWindowDays: 30, InboxWindowDays: 31})
 	outbox := sweep.Group{Name: "outbox", LockKey: 9_100_001, Policies: transport.Policies[:1]}
-	inbox := sweep.Group{Name: "inbox", LockKey: 9_100_002, Policies: transport.Policies[1:]}
+	inbox := sweep.Group{Name: "inbox", LockKey: 9_100_002, Policies: transport.Policies[1:2]}
 	db, s, vm := vacuumReplica(t, []sweep.Group{outbox, inbox})
 	lockAsLeader(t, db, inbox.LockKey) // another replica sweeps the inbox
 	for range 2 {                      // two cycles: the second starts with the outbox group seen again
