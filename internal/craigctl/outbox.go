@@ -77,7 +77,7 @@ only). A service that does not answer is reported and the others listed
 			if err := o.printDeadLetters(cls, pages); err != nil {
 				return err
 			}
-			return fleetErr(failed, len(cls))
+			return fleetErr(failed)
 		},
 	}
 	c.Flags().IntVar(&limit, "limit", 0, "the most dead letters per service (1..1000; the service's default: 100)")
@@ -149,7 +149,12 @@ With --fleet each ID is looked for on every service (an event lives in one
 outbox). An ID that is not a dead letter (pending, published, unknown) is
 reported and the rest retried (exit 1). Prints each outcome as a JSON line.
 Needs outbox:retry.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErr("expected at least one ID, got none")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids := make([]uuid.UUID, len(args))
 			for i, a := range args {
@@ -169,30 +174,39 @@ Needs outbox:retry.`,
 					failed = append(failed, err)
 				}
 			}
-			return fleetErr(failed, len(ids))
+			return fleetErr(failed)
 		},
 	}
 }
 
 // retryOne retries id on the first service that has it as a dead letter.
+// With a fleet, a service that answers 404 (another outbox) or does not
+// answer at all is passed over for the next; the id is reported missing
+// only when no service had it, naming those that could not be asked.
 func (o *options) retryOne(ctx context.Context, cls []*client, id uuid.UUID) error {
 	path := "/admin/outbox/dead-letters/" + id.String() + "/retry"
-	var last error
+	var unasked []error
 	for _, cl := range cls {
 		var ans map[string]any
 		_, err := cl.do(ctx, http.MethodPost, path, nil, struct{}{}, &ans)
 		var ae *APIError
-		if errors.As(err, &ae) && ae.Status == http.StatusNotFound && len(cls) > 1 {
-			last = fmt.Errorf("%s: no service of the fleet has it", id)
-			continue // another service's outbox
-		}
-		if err != nil {
+		switch {
+		case err == nil:
+			ans["service"] = cl.service
+			return json.NewEncoder(o.io.Out).Encode(ans)
+		case len(cls) == 1:
 			return fmt.Errorf("%s: %s: %w", cl.service, id, err)
+		case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+			continue // another service's outbox
+		case errors.As(err, &ae):
+			return fmt.Errorf("%s: %s: %w", cl.service, id, err) // it answered: a refusal is the answer
 		}
-		ans["service"] = cl.service
-		return json.NewEncoder(o.io.Out).Encode(ans)
+		unasked = append(unasked, fmt.Errorf("%s: %w", cl.service, err))
 	}
-	return last
+	if len(unasked) > 0 {
+		return fmt.Errorf("%s: no service that answered has it; not asked: %w", id, errors.Join(unasked...))
+	}
+	return fmt.Errorf("%s: no service of the fleet has it", id)
 }
 
 // outboxTargets are the services an outbox command calls: --service, or
@@ -214,16 +228,22 @@ func eventID(s string) (uuid.UUID, error) {
 	return id, nil
 }
 
-// fleetErr is nil when nothing failed, else the failures joined (exit 1, or
-// the one failure's own code when there was one call).
-func fleetErr(failed []error, calls int) error {
-	switch {
-	case len(failed) == 0:
+// fleetErr is nil when nothing failed; else the failures joined, with the
+// exit code they share (every one an authentication refusal: 5), or 1.
+func fleetErr(failed []error) error {
+	if len(failed) == 0 {
 		return nil
-	case len(failed) == 1 && calls == 1:
+	}
+	code := exitCode(failed[0])
+	for _, err := range failed[1:] {
+		if exitCode(err) != code {
+			code = ExitFailed
+		}
+	}
+	if len(failed) == 1 {
 		return failed[0]
 	}
-	return &ExitError{Code: ExitFailed, Err: errors.Join(failed...)}
+	return &ExitError{Code: code, Err: errors.Join(failed...)}
 }
 
 // seconds shows a duration in seconds rounded for a person.

@@ -109,9 +109,10 @@ func (a *OutboxAPI) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// parseEventID parses an event id in its canonical lower-case form only:
-// one spelling per event.
+// parseEventID parses an event id in its hyphenated 36-character form, in
+// either letter case (one event, one id); braces, urn: prefixes, the
+// dashless form and the nil UUID are refused.
 func parseEventID(raw string) (uuid.UUID, bool) {
 	id, err := uuid.Parse(raw)
-	return id, err == nil && id.String() == strings.ToLower(raw) && len(raw) == 36 && id != uuid.Nil
+	return id, err == nil && id.String() == strings.ToLower(raw) && id != uuid.Nil
 }

@@ -77,11 +77,18 @@ func (e *NotDeadLetteredError) Error() string {
 
 func (e *NotDeadLetteredError) Unwrap() error { return ErrNotDeadLettered }
 
+// TxBeginner opens a transaction (a *pgxpool.Pool, a *pgx.Conn).
+type TxBeginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
 // ListDeadLetters lists up to limit dead letters (0: DefaultDeadLetterPage),
 // oldest dead letter first, after the dead letter after (uuid.Nil: from the
-// first). An after that is not a dead letter (any more) is an error, not an
-// empty page.
-func ListDeadLetters(ctx context.Context, db queries.DBTX, after uuid.UUID, limit int) (DeadLetterPage, error) {
+// first). An after that is not a dead letter is an error, not an empty page.
+// The check, the page and the total are read in one repeatable-read,
+// read-only snapshot: a retry committed meanwhile cannot make the page end
+// early.
+func ListDeadLetters(ctx context.Context, db TxBeginner, after uuid.UUID, limit int) (DeadLetterPage, error) {
 	page := DeadLetterPage{DeadLetters: []DeadLetter{}}
 	if limit == 0 {
 		limit = DefaultDeadLetterPage
@@ -89,7 +96,12 @@ func ListDeadLetters(ctx context.Context, db queries.DBTX, after uuid.UUID, limi
 	if limit < 1 || limit > MaxDeadLetterPage {
 		return page, fmt.Errorf("%w: limit %d outside 1..%d", ErrBadDeadLetterRequest, limit, MaxDeadLetterPage)
 	}
-	q := queries.New(db)
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return page, fmt.Errorf("outbox dead letters: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	q := queries.New(tx)
 	var afterID pgtype.UUID
 	if after != uuid.Nil {
 		if err := requireDeadLetter(ctx, q, after); err != nil {
@@ -97,12 +109,17 @@ func ListDeadLetters(ctx context.Context, db queries.DBTX, after uuid.UUID, limi
 		}
 		afterID = pgUUID(after)
 	}
-	rows, err := q.ListDeadLetters(ctx, queries.ListDeadLettersParams{AfterID: afterID, RowLimit: int32(limit)}) //nolint:gosec // 1..MaxDeadLetterPage
+	// One row more than the page: whether there is a next page.
+	rows, err := q.ListDeadLetters(ctx, queries.ListDeadLettersParams{AfterID: afterID, RowLimit: int32(limit) + 1}) //nolint:gosec // 1..MaxDeadLetterPage
 	if err != nil {
 		return page, fmt.Errorf("outbox dead letters: %w", err)
 	}
 	if page.Total, err = q.DeadLetterStats(ctx); err != nil {
 		return page, fmt.Errorf("outbox dead letters: count: %w", err)
+	}
+	more := len(rows) > limit
+	if more {
+		rows = rows[:limit]
 	}
 	for _, r := range rows {
 		page.DeadLetters = append(page.DeadLetters, DeadLetter{
@@ -112,7 +129,7 @@ func ListDeadLetters(ctx context.Context, db queries.DBTX, after uuid.UUID, limi
 			RetriedBy: deref(r.RetriedBy), RetriedAt: timePtr(r.RetriedAt),
 		})
 	}
-	if len(rows) == limit {
+	if more {
 		page.Next = page.DeadLetters[len(rows)-1].ID.String()
 	}
 	return page, nil

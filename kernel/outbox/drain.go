@@ -102,7 +102,9 @@ type DrainReport struct {
 //
 //   - confirmed: published_at is stamped and last_error cleared;
 //   - failed: one more attempt is counted with last_error and its time
-//     (WARN); at MaxAttempts the row is dead-lettered (ERROR);
+//     (WARN); at MaxAttempts the row is dead-lettered (ERROR). A publish
+//     the broker did not confirm in time records its reason and time but
+//     counts no attempt (the broker is not answering), and ends the batch;
 //   - malformed (an invalid routing key, or the publisher's ErrMalformed):
 //     the row is dead-lettered at once (ERROR). A dead letter is never
 //     stamped published, so the published sweep never deletes it: it is
@@ -207,13 +209,31 @@ func (d *Drainer) drainOne(ctx context.Context, q *queries.Queries, m Message, r
 		// of the batch would fail the same way. End the batch unmarked.
 		return fmt.Errorf("outbox drain: %w", perr), nil
 	}
-	if err := d.recordFailure(ctx, q, m, perr, rep, attrs); err != nil {
-		return nil, err
-	}
 	if timedOut {
+		// The broker did not confirm in time: it is not answering (an
+		// alarm, a queue that lost its majority), which says nothing about
+		// the row. Its reason and time are recorded (it waits behind fresh
+		// rows), no attempt is counted, and the batch ends.
+		if err := d.recordTimeout(ctx, q, m, perr, rep, attrs); err != nil {
+			return nil, err
+		}
 		return fmt.Errorf("outbox drain: publish of %s timed out: %w", m.ID, perr), nil
 	}
-	return nil, nil
+	return nil, d.recordFailure(ctx, q, m, perr, rep, attrs)
+}
+
+// recordTimeout records a publish the broker did not confirm in time,
+// without counting an attempt.
+func (d *Drainer) recordTimeout(ctx context.Context, q *queries.Queries, m Message, perr error, rep *DrainReport, attrs func(error) []any) error {
+	reason := lastError(perr)
+	mctx, cancel := markContext(ctx)
+	defer cancel()
+	if err := q.RecordPublishTimeout(mctx, queries.RecordPublishTimeoutParams{ID: pgUUID(m.ID), LastError: &reason}); err != nil {
+		return fmt.Errorf("outbox drain: record timeout of %s: %w", m.ID, err)
+	}
+	rep.Failed++
+	d.logger().WarnContext(ctx, "outbox publish not confirmed in time; the event stays pending, no attempt counted", attrs(perr)...)
+	return nil
 }
 
 // recordFailure counts one failed publication of a claimed row, and

@@ -59,3 +59,22 @@ func TestDeadLetterMigrationRecoversStampedMalformedRows(t *testing.T) {
 	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM event_outbox WHERE published_at IS NULL AND dead_lettered_at IS NULL AND last_error = 'broker nacked'`),
 		"a pending row stays pending")
 }
+
+// TestPartitionedOutboxKeepsTheDeadLetterTrigger: converting a migrated
+// outbox to daily partitions carries the row trigger over, so an older
+// drain's malformed mark is still made a dead letter there.
+func TestPartitionedOutboxKeepsTheDeadLetterTrigger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	db.Exec(t, `INSERT INTO event_outbox (event_type, payload, created_at) VALUES ('rules evaluated', '{}', now() - interval '3 days')`)
+	tx, err := db.Pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, migrations.PartitionOutboxSQL())
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM pg_class WHERE relname = 'event_outbox' AND relkind = 'p'`))
+
+	db.Exec(t, `UPDATE event_outbox SET published_at = now(), last_error = 'outbox: malformed message' WHERE published_at IS NULL`)
+	require.Equal(t, int64(1), db.Count(t, `SELECT count(*) FROM event_outbox WHERE published_at IS NULL AND dead_lettered_at IS NOT NULL AND attempts = 1`))
+}

@@ -47,3 +47,19 @@ BEGIN
     END IF;
 END $$;
 DROP TABLE event_outbox_unpartitioned;
+
+-- The transport migrations' row trigger (LIKE copies no trigger): an older
+-- drain's malformed mark becomes a dead letter (transport 00010). On a
+-- database not yet migrated to 00010 there is none to carry over: 00010
+-- then creates it on the partitioned table.
+DO $$
+BEGIN
+    IF to_regprocedure('event_outbox_keep_dead_letters()') IS NOT NULL THEN
+        CREATE TRIGGER event_outbox_keep_dead_letters
+            BEFORE UPDATE OF published_at ON event_outbox
+            FOR EACH ROW
+            WHEN (OLD.published_at IS NULL AND NEW.published_at IS NOT NULL
+                  AND (NEW.last_error IS NOT NULL OR OLD.dead_lettered_at IS NOT NULL))
+            EXECUTE FUNCTION event_outbox_keep_dead_letters();
+    END IF;
+END $$;

@@ -34,7 +34,41 @@ UPDATE event_outbox
 SET dead_lettered_at = published_at, last_attempt_at = published_at, attempts = 1, published_at = NULL
 WHERE published_at IS NOT NULL AND last_error IS NOT NULL;
 
+-- A replica of the previous release still draining during a rolling
+-- deploy knows nothing of dead letters. Its malformed mark (published_at
+-- stamped with a last_error) is made a dead letter here instead, so it is
+-- never swept as published; and a dead letter it claimed and the broker took
+-- did leave, so it is published and no longer a dead letter (a row is never
+-- both). The WHEN clause is false for every write of this release (its
+-- MarkPublished clears last_error and never touches a dead letter), so the
+-- function runs only for an older drain's writes.
+-- +goose StatementBegin
+CREATE FUNCTION event_outbox_keep_dead_letters() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF OLD.dead_lettered_at IS NOT NULL THEN
+        NEW.dead_lettered_at := NULL;
+        RETURN NEW;
+    END IF;
+    NEW.published_at := NULL;
+    NEW.dead_lettered_at := now();
+    NEW.attempts := OLD.attempts + 1;
+    NEW.last_attempt_at := now();
+    RETURN NEW;
+END;
+$$;
+-- +goose StatementEnd
+
+CREATE TRIGGER event_outbox_keep_dead_letters
+    BEFORE UPDATE OF published_at ON event_outbox
+    FOR EACH ROW
+    WHEN (OLD.published_at IS NULL AND NEW.published_at IS NOT NULL
+          AND (NEW.last_error IS NOT NULL OR OLD.dead_lettered_at IS NOT NULL))
+    EXECUTE FUNCTION event_outbox_keep_dead_letters();
+
 -- +goose Down
+DROP TRIGGER event_outbox_keep_dead_letters ON event_outbox;
+DROP FUNCTION event_outbox_keep_dead_letters();
 -- Dead letters become pending rows again (the drain retries them): nothing
 -- is stamped published that never was.
 ALTER TABLE event_outbox

@@ -43,6 +43,14 @@ SET last_error = sqlc.arg(last_error),
 WHERE id = sqlc.arg(id) AND published_at IS NULL AND dead_lettered_at IS NULL
 RETURNING attempts, (dead_lettered_at IS NOT NULL)::bool AS dead_lettered;
 
+-- RecordPublishTimeout records a publish the broker did not confirm in
+-- time: the reason and time, but no attempt (an unanswering broker says
+-- nothing about the row).
+-- name: RecordPublishTimeout :exec
+UPDATE event_outbox
+SET last_error = sqlc.arg(last_error), last_attempt_at = now()
+WHERE id = sqlc.arg(id) AND published_at IS NULL AND dead_lettered_at IS NULL;
+
 -- DeadLetter dead-letters a claimed row that can never be published (a
 -- malformed envelope) at once: it is counted as an attempt, keeps the
 -- reason, and is never stamped published.

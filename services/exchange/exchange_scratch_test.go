@@ -101,7 +101,7 @@ func TestSweepOnceJSONReportsEveryTable(t *testing.T) {
 	spec := exchange.Spec()
 	var want []string
 	for _, p := range sweep.Policies(app.Groups(spec, spec.Defaults)) {
-		want = append(want, p.Table)
+		want = append(want, p.Label())
 	}
 	deleted := map[string]int64{sweep.OutboxTable: 3, sweep.InboxTable: 1, exchange.SendJobsTable: 2}
 	var got []string

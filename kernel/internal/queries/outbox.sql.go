@@ -292,6 +292,25 @@ func (q *Queries) RecordPublishFailure(ctx context.Context, arg RecordPublishFai
 	return i, err
 }
 
+const recordPublishTimeout = `-- name: RecordPublishTimeout :exec
+UPDATE event_outbox
+SET last_error = $1, last_attempt_at = now()
+WHERE id = $2 AND published_at IS NULL AND dead_lettered_at IS NULL
+`
+
+type RecordPublishTimeoutParams struct {
+	LastError *string
+	ID        pgtype.UUID
+}
+
+// RecordPublishTimeout records a publish the broker did not confirm in
+// time: the reason and time, but no attempt (an unanswering broker says
+// nothing about the row).
+func (q *Queries) RecordPublishTimeout(ctx context.Context, arg RecordPublishTimeoutParams) error {
+	_, err := q.db.Exec(ctx, recordPublishTimeout, arg.LastError, arg.ID)
+	return err
+}
+
 const replayBatch = `-- name: ReplayBatch :many
 UPDATE event_outbox AS o
 SET published_at = NULL, last_error = NULL, attempts = 0, last_attempt_at = NULL
