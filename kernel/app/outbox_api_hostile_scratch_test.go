@@ -3,8 +3,8 @@ package app_test
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
