@@ -28,7 +28,7 @@ const demoTokenTTL = 12 * time.Hour
 const (
 	demoOperator = "demo:operator"
 	demoApprover = "demo:approver"
-	demoScopes   = "archive:read archive:run archive:hold archive:purge archive:seal archive:sealed-read records:schedule records:events records:review"
+	demoScopes   = "archive:read archive:run archive:hold archive:purge archive:seal archive:sealed-read records:schedule records:events records:review outbox:read outbox:retry"
 )
 
 // demoSchedule is the example records schedule the demo puts in force

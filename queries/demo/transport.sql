@@ -25,6 +25,12 @@ SELECT 'demo.fresh_published', jsonb_build_object('seq', g),
        now() - interval '1 day' - g * interval '1 minute' + interval '2 seconds'
 FROM generate_series(1, 4) AS g;
 
+-- event_outbox: 1 envelope whose event type is no routing key (it holds a
+-- space): the drain of `serve` dead-letters it at its first attempt (kept,
+-- never published; `craigctl outbox dead-letters list` shows it).
+INSERT INTO event_outbox (event_type, payload, created_at)
+VALUES ('demo.undeliverable event', '{"seq": 1}', now() - interval '2 days');
+
 -- event_inbox: 5 received 40 days ago (DELETED), 3 received 10 days ago (kept).
 INSERT INTO event_inbox (event_id, event_type, received_at)
 SELECT gen_random_uuid(), 'upstream.demo.aged', now() - interval '40 days' - g * interval '1 minute'
