@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,13 +157,15 @@ Needs outbox:retry.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ids := make([]uuid.UUID, len(args))
-			for i, a := range args {
+			var ids []uuid.UUID // each once, whatever its spelling
+			for _, a := range args {
 				id, err := eventID(a)
 				if err != nil {
 					return err
 				}
-				ids[i] = id
+				if !slices.Contains(ids, id) {
+					ids = append(ids, id)
+				}
 			}
 			cls, err := o.outboxTargets(*fleet)
 			if err != nil {
@@ -180,9 +183,13 @@ Needs outbox:retry.`,
 }
 
 // retryOne retries id on the first service that has it as a dead letter.
-// With a fleet, a service that answers 404 (another outbox) or does not
-// answer at all is passed over for the next; the id is reported missing
-// only when no service had it, naming those that could not be asked.
+// With a fleet, a service that answers 404 (another outbox), refuses the
+// token, fails (5xx) or does not answer is passed over for the next (the
+// ones not asked are reported); a service's own answer about the id (a 409:
+// it is pending or published there; a 400) ends the search. The id is
+// reported missing only when no service had it; the exit code is then that
+// of the services not asked when they share one (5: every one refused the
+// token), else 1.
 func (o *options) retryOne(ctx context.Context, cls []*client, id uuid.UUID) error {
 	path := "/admin/outbox/dead-letters/" + id.String() + "/retry"
 	var unasked []error
@@ -192,19 +199,29 @@ func (o *options) retryOne(ctx context.Context, cls []*client, id uuid.UUID) err
 		var ae *APIError
 		switch {
 		case err == nil:
+			for _, u := range unasked {
+				_, _ = fmt.Fprintf(o.io.Err, "craigctl: %s: not asked: %v\n", id, u)
+			}
 			ans["service"] = cl.service
 			return json.NewEncoder(o.io.Out).Encode(ans)
 		case len(cls) == 1:
 			return fmt.Errorf("%s: %s: %w", cl.service, id, err)
 		case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
 			continue // another service's outbox
-		case errors.As(err, &ae):
-			return fmt.Errorf("%s: %s: %w", cl.service, id, err) // it answered: a refusal is the answer
+		case errors.As(err, &ae) && ae.Status < http.StatusInternalServerError &&
+			ae.Status != http.StatusUnauthorized && ae.Status != http.StatusForbidden:
+			return fmt.Errorf("%s: %s: %w", cl.service, id, err) // its answer about the id
 		}
 		unasked = append(unasked, fmt.Errorf("%s: %w", cl.service, err))
 	}
 	if len(unasked) > 0 {
-		return fmt.Errorf("%s: no service that answered has it; not asked: %w", id, errors.Join(unasked...))
+		code := exitCode(unasked[0])
+		for _, u := range unasked[1:] {
+			if exitCode(u) != code {
+				code = ExitFailed
+			}
+		}
+		return &ExitError{Code: code, Err: fmt.Errorf("%s: no service that answered has it; not asked: %w", id, errors.Join(unasked...))}
 	}
 	return fmt.Errorf("%s: no service of the fleet has it", id)
 }

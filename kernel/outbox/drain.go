@@ -182,7 +182,9 @@ func (d *Drainer) drainOne(ctx context.Context, q *queries.Queries, m Message, r
 	}
 	pctx, cancel := context.WithTimeout(ctx, d.publishTimeout())
 	perr := d.Publisher.Publish(pctx, m)
-	timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	// Timed out: the publisher gave up waiting (its error says so), not a
+	// refusal that arrived after the deadline (a nack is an attempt).
+	timedOut := errors.Is(perr, context.DeadlineExceeded) && ctx.Err() == nil
 	cancel()
 	switch {
 	case perr == nil:

@@ -35,25 +35,29 @@ SET dead_lettered_at = published_at, last_attempt_at = published_at, attempts = 
 WHERE published_at IS NOT NULL AND last_error IS NOT NULL;
 
 -- A replica of the previous release still draining during a rolling
--- deploy knows nothing of dead letters. Its malformed mark (published_at
--- stamped with a last_error) is made a dead letter here instead, so it is
--- never swept as published; and a dead letter it claimed and the broker took
--- did leave, so it is published and no longer a dead letter (a row is never
--- both). The WHEN clause is false for every write of this release (its
--- MarkPublished clears last_error and never touches a dead letter), so the
--- function runs only for an older drain's writes.
+-- deploy knows nothing of dead letters, and claims them (it reads
+-- published_at only). What it writes is kept true here: its malformed mark
+-- (published_at stamped WITH a last_error) makes or keeps the row a dead
+-- letter, never published, so it is never swept as published; its publish
+-- mark (published_at stamped, last_error cleared) on a dead letter means
+-- the broker took it: it left, so it is published and no longer a dead
+-- letter (a row is never both). The WHEN clause is false for every write of
+-- this release (its MarkPublished clears last_error and never touches a
+-- dead letter), so the function runs only for an older drain's writes.
 -- +goose StatementBegin
 CREATE FUNCTION event_outbox_keep_dead_letters() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF OLD.dead_lettered_at IS NOT NULL THEN
+    IF NEW.last_error IS NULL THEN
         NEW.dead_lettered_at := NULL;
         RETURN NEW;
     END IF;
     NEW.published_at := NULL;
-    NEW.dead_lettered_at := now();
-    NEW.attempts := OLD.attempts + 1;
-    NEW.last_attempt_at := now();
+    IF OLD.dead_lettered_at IS NULL THEN
+        NEW.dead_lettered_at := now();
+        NEW.attempts := OLD.attempts + 1;
+        NEW.last_attempt_at := now();
+    END IF;
     RETURN NEW;
 END;
 $$;

@@ -4,13 +4,14 @@
 INSERT INTO event_outbox (id, event_type, payload)
 VALUES (sqlc.arg(id), sqlc.arg(event_type), sqlc.arg(payload));
 
--- ClaimPending locks up to batch_limit rows the drain may publish now, oldest
--- first, skipping rows another drainer holds: unpublished, not
--- dead-lettered, and, for a row that failed before, past its backoff
--- (backoff_base_seconds * 2^(attempts-1), at most backoff_max_seconds, after
--- its last attempt). Rows that failed before go after fresh ones so a
--- persistently failing event cannot starve the rest. The pending partial
--- index holds every candidate.
+-- ClaimPending locks up to batch_limit rows the drain may publish now,
+-- skipping rows another drainer holds: unpublished, not dead-lettered, and,
+-- for a row that failed before, past its backoff (backoff_base_seconds *
+-- 2^(attempts-1), at most backoff_max_seconds, after its last attempt).
+-- Fresh rows go first, oldest first; rows that failed before go after them,
+-- least recently tried first, so neither a persistently failing event nor
+-- one whose publish keeps timing out (which ends the batch) can starve the
+-- rest. The pending partial index holds every candidate.
 -- name: ClaimPending :many
 SELECT id, event_type, payload, created_at, attempts
 FROM event_outbox
@@ -20,7 +21,7 @@ WHERE published_at IS NULL
        OR last_attempt_at <= now() - make_interval(secs => least(
               sqlc.arg(backoff_base_seconds)::float8 * power(2, least(greatest(attempts, 1), 40) - 1),
               sqlc.arg(backoff_max_seconds)::float8)))
-ORDER BY (last_error IS NOT NULL), created_at
+ORDER BY (last_error IS NOT NULL), CASE WHEN last_error IS NULL THEN created_at ELSE coalesce(last_attempt_at, created_at) END
 LIMIT sqlc.arg(batch_limit)::int
 FOR UPDATE SKIP LOCKED;
 
@@ -37,7 +38,7 @@ WHERE id = sqlc.arg(id) AND published_at IS NULL AND dead_lettered_at IS NULL;
 UPDATE event_outbox
 SET last_error = sqlc.arg(last_error),
     attempts = attempts + 1,
-    last_attempt_at = now(),
+    last_attempt_at = clock_timestamp(),
     dead_lettered_at = CASE WHEN sqlc.arg(max_attempts)::int > 0 AND attempts + 1 >= sqlc.arg(max_attempts)::int
                             THEN now() END
 WHERE id = sqlc.arg(id) AND published_at IS NULL AND dead_lettered_at IS NULL
@@ -48,7 +49,7 @@ RETURNING attempts, (dead_lettered_at IS NOT NULL)::bool AS dead_lettered;
 -- nothing about the row).
 -- name: RecordPublishTimeout :exec
 UPDATE event_outbox
-SET last_error = sqlc.arg(last_error), last_attempt_at = now()
+SET last_error = sqlc.arg(last_error), last_attempt_at = clock_timestamp()
 WHERE id = sqlc.arg(id) AND published_at IS NULL AND dead_lettered_at IS NULL;
 
 -- DeadLetter dead-letters a claimed row that can never be published (a

@@ -20,7 +20,7 @@ WHERE published_at IS NULL
        OR last_attempt_at <= now() - make_interval(secs => least(
               $1::float8 * power(2, least(greatest(attempts, 1), 40) - 1),
               $2::float8)))
-ORDER BY (last_error IS NOT NULL), created_at
+ORDER BY (last_error IS NOT NULL), CASE WHEN last_error IS NULL THEN created_at ELSE coalesce(last_attempt_at, created_at) END
 LIMIT $3::int
 FOR UPDATE SKIP LOCKED
 `
@@ -39,13 +39,14 @@ type ClaimPendingRow struct {
 	Attempts  int32
 }
 
-// ClaimPending locks up to batch_limit rows the drain may publish now, oldest
-// first, skipping rows another drainer holds: unpublished, not
-// dead-lettered, and, for a row that failed before, past its backoff
-// (backoff_base_seconds * 2^(attempts-1), at most backoff_max_seconds, after
-// its last attempt). Rows that failed before go after fresh ones so a
-// persistently failing event cannot starve the rest. The pending partial
-// index holds every candidate.
+// ClaimPending locks up to batch_limit rows the drain may publish now,
+// skipping rows another drainer holds: unpublished, not dead-lettered, and,
+// for a row that failed before, past its backoff (backoff_base_seconds *
+// 2^(attempts-1), at most backoff_max_seconds, after its last attempt).
+// Fresh rows go first, oldest first; rows that failed before go after them,
+// least recently tried first, so neither a persistently failing event nor
+// one whose publish keeps timing out (which ends the batch) can starve the
+// rest. The pending partial index holds every candidate.
 func (q *Queries) ClaimPending(ctx context.Context, arg ClaimPendingParams) ([]ClaimPendingRow, error) {
 	rows, err := q.db.Query(ctx, claimPending, arg.BackoffBaseSeconds, arg.BackoffMaxSeconds, arg.BatchLimit)
 	if err != nil {
@@ -263,7 +264,7 @@ const recordPublishFailure = `-- name: RecordPublishFailure :one
 UPDATE event_outbox
 SET last_error = $1,
     attempts = attempts + 1,
-    last_attempt_at = now(),
+    last_attempt_at = clock_timestamp(),
     dead_lettered_at = CASE WHEN $2::int > 0 AND attempts + 1 >= $2::int
                             THEN now() END
 WHERE id = $3 AND published_at IS NULL AND dead_lettered_at IS NULL
@@ -294,7 +295,7 @@ func (q *Queries) RecordPublishFailure(ctx context.Context, arg RecordPublishFai
 
 const recordPublishTimeout = `-- name: RecordPublishTimeout :exec
 UPDATE event_outbox
-SET last_error = $1, last_attempt_at = now()
+SET last_error = $1, last_attempt_at = clock_timestamp()
 WHERE id = $2 AND published_at IS NULL AND dead_lettered_at IS NULL
 `
 
