@@ -75,8 +75,9 @@ func (s *Store) SetLegalHold(ctx context.Context, key string, on bool) error {
 // failed without it); the later ones are for a store slow to settle,
 // each after a pause (destroyPassPause times the pass) that lets a listing
 // catch up with deletes (a loaded machine saw a version listed 3 passes in
-// a row, every delete of it answered NoSuchVersion).
-const destroyPasses = 5
+// a row, and under a full CI run 5 passes, 200 ms of pauses, every delete
+// of it answered NoSuchVersion): 8 passes wait up to 560 ms in all.
+const destroyPasses = 8
 
 // destroyPassPause is the first pause between a destroy's passes.
 const destroyPassPause = 20 * time.Millisecond
