@@ -175,7 +175,7 @@ func TestOutboxModel(t *testing.T) {
 					}
 				}
 				if len(dead) == 0 {
-					rt.Skip("no dead letter")
+					return // nothing to retry yet: the step draws nothing
 				}
 				e := rapid.SampledFrom(dead).Draw(rt, "dead")
 				_, err := outbox.RetryDeadLetter(ctx, raw, e.id, "ops:model")
