@@ -54,20 +54,22 @@ type archiveTarget struct {
 	copyAged  string // COPY of the aged rows as to_jsonb
 	batch     int    // the service's default archive.batch_size
 	sets      []migrations.Set
+	// The floor's statements (floorOnce).
+	floorCopy, floorAdvance, floorDelete string
 }
 
 // rulesTarget is rule_evaluations (the archive scenario).
 func (r *runner) rulesTarget() archiveTarget {
 	return archiveTarget{name: "archive", service: "rules", binary: r.cfg.RulesBinary, table: evaluationsTable,
 		seed: seedRuleEvaluations, countAged: countAgedEvaluations, copyAged: copyAgedEvaluations, batch: archiveSettings(rules.Spec()).BatchSize,
-		sets: rules.Spec().MigrationSets()}
+		sets: rules.Spec().MigrationSets(), floorCopy: floorCopyEvaluations, floorAdvance: floorAdvanceEvaluations, floorDelete: floorDeleteEvaluations}
 }
 
 // securityTarget is audit_log (the security_archive scenario).
 func (r *runner) securityTarget() archiveTarget {
 	return archiveTarget{name: "secarchive", service: "security", binary: r.cfg.SecurityBinary, table: auditLogTable,
 		seed: seedAuditLog, countAged: countAgedAuditLog, copyAged: copyAgedAuditLog, batch: archiveSettings(security.Spec()).BatchSize,
-		sets: security.Spec().MigrationSets()}
+		sets: security.Spec().MigrationSets(), floorCopy: floorCopyAuditLog, floorAdvance: floorAdvanceAuditLog, floorDelete: floorDeleteAuditLog}
 }
 
 // passReport is the part of `<svc> archive run --json` the benchmark reads.
@@ -93,6 +95,9 @@ func (r *runner) runArchive(ctx context.Context, tg archiveTarget) (*ArchiveResu
 	if as.HotWindowDays != archiveCeilingWindowDays {
 		return nil, fmt.Errorf("the COPY ceiling's literal window (%d days) differs from the archiver's default hot window (%d): update copyAgedEvaluations",
 			archiveCeilingWindowDays, as.HotWindowDays)
+	}
+	if floorBatchSizes[tg.table] != tg.batch {
+		return nil, fmt.Errorf("the floor's literal batch size for %s (%d) differs from the service's default (%d): update floorCopy*", tg.table, floorBatchSizes[tg.table], tg.batch)
 	}
 	sets := tg.sets
 	hot := max(r.cfg.ArchiveRows/10, 1)
@@ -155,7 +160,10 @@ func (r *runner) archiveTemplate(ctx context.Context, tg archiveTarget, sets []m
 
 // archiveRounds runs the archive pass and COPY, interleaved, Rounds times.
 func (r *runner) archiveRounds(ctx context.Context, tg archiveTarget, st *store.Store, tpl string, as archive.Settings, res *ArchiveResult) error {
-	configs := []string{cfgArchive, cfgCopy}
+	configs := []string{cfgArchive, cfgCopy, cfgFloor}
+	if tg.batch != specBatchSize {
+		configs = append(configs, cfgArchiveSmallBatch)
+	}
 	var keyEnv string
 	if tg.service == "rules" {
 		key, cleanup, err := benchSubjectKey()
@@ -177,6 +185,13 @@ func (r *runner) archiveRounds(ctx context.Context, tg archiveTarget, st *store.
 			case cfgArchiveSubjects:
 				run, err = r.archiveOnce(ctx, tg, st, tpl, round, as, keyEnv)
 				run.Config = cfgArchiveSubjects
+			case cfgArchiveSmallBatch:
+				small := tg
+				small.batch = specBatchSize
+				run, err = r.archiveOnce(ctx, small, st, tpl, round, as, "CRAIG_"+strings.ToUpper(tg.service)+"__ARCHIVE__BATCH_SIZE="+strconv.Itoa(specBatchSize))
+				run.Config = cfgArchiveSmallBatch
+			case cfgFloor:
+				run, err = r.floorOnce(ctx, tg, st, tpl, round)
 			default:
 				run, err = r.copyOnce(ctx, tg, tpl, round)
 			}
@@ -194,10 +209,17 @@ func (r *runner) archiveRounds(ctx context.Context, tg archiveTarget, st *store.
 
 // summarize sets the medians and the per-round ratio to COPY from the runs.
 func (res *ArchiveResult) summarize() {
-	var arch, cp, ratios, rss, subj, costs []float64
+	var arch, cp, ratios, rss, subj, costs, floor, floorRatios, small, smallRSS []float64
 	for _, run := range res.Runs {
-		if run.Config == cfgCopy {
+		switch run.Config {
+		case cfgCopy:
 			cp = append(cp, run.RowsPerSec)
+			continue
+		case cfgFloor:
+			floor = append(floor, run.RowsPerSec)
+			continue
+		case cfgArchiveSmallBatch:
+			small, smallRSS = append(small, run.RowsPerSec), append(smallRSS, run.PeakRSSMiB)
 			continue
 		}
 		if run.Config == cfgArchiveSubjects {
@@ -215,11 +237,20 @@ func (res *ArchiveResult) summarize() {
 			if other.Config == cfgCopy && other.Round == run.Round && other.RowsPerSec > 0 {
 				ratios = append(ratios, run.RowsPerSec/other.RowsPerSec)
 			}
+			if other.Config == cfgFloor && other.Round == run.Round && other.RowsPerSec > 0 {
+				floorRatios = append(floorRatios, run.RowsPerSec/other.RowsPerSec)
+			}
 		}
 	}
 	res.ArchiveRowsPS, res.CopyRowsPS, res.Ratio, res.PeakRSSMiB = median(arch), median(cp), round3(median(ratios)), median(rss)
 	if len(costs) > 0 {
 		res.SubjectIndexRowsPS, res.SubjectIndexCostRatio = median(subj), round3(median(costs))
+	}
+	if len(floorRatios) > 0 {
+		res.FloorRowsPS, res.FloorRatio = median(floor), round3(median(floorRatios))
+	}
+	if len(small) > 0 {
+		res.SpecBatchRowsPS, res.SpecBatchPeakRSSMiB = median(small), median(smallRSS)
 	}
 }
 

@@ -86,7 +86,7 @@ func newRunner(cfg Config) (*runner, error) {
 		return nil, errors.New("the rules service's first sweep policy is not the outbox's")
 	}
 	r.outbox = r.groups[0].Policies[0]
-	if (cfg.runs(ScenarioArchive) || cfg.runs(ScenarioSecurityArchive) || cfg.runs(ScenarioPurge) || cfg.runs(ScenarioRead) || cfg.runs(ScenarioDisposition)) && os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_SECRET_ACCESS_KEY") == "" {
+	if (cfg.runs(ScenarioArchive) || cfg.runs(ScenarioSecurityArchive) || cfg.runs(ScenarioPurge) || cfg.runs(ScenarioRead) || cfg.runs(ScenarioDisposition) || cfg.runs(ScenarioScale)) && os.Getenv("AWS_ACCESS_KEY_ID") == "" && os.Getenv("AWS_SECRET_ACCESS_KEY") == "" {
 		_ = os.Setenv("AWS_ACCESS_KEY_ID", localS3AccessKey)
 		_ = os.Setenv("AWS_SECRET_ACCESS_KEY", localS3SecretKey)
 	}
@@ -178,6 +178,11 @@ func (r *runner) runLaterScenarios(ctx context.Context, res *Results) error {
 	}
 	if r.cfg.runs(ScenarioOutbox) {
 		if res.Outbox, err = r.runOutbox(ctx); err != nil {
+			return err
+		}
+	}
+	if r.cfg.runs(ScenarioScale) {
+		if res.Scale, err = r.runScale(ctx); err != nil {
 			return err
 		}
 	}

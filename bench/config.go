@@ -66,11 +66,15 @@ const (
 	// ScenarioOutbox is the outbox drain through RabbitMQ: a backlog with
 	// one poison row at its head against none (ADR-075).
 	ScenarioOutbox = "outbox"
+	// ScenarioScale grows a ledger to ScaleArchives archives with their
+	// subject index and measures the reads, holds, purge scan and verify
+	// against it at three sizes.
+	ScenarioScale = "scale"
 )
 
 // AllScenarios lists every scenario in run order.
 var AllScenarios = []string{ScenarioDrain, ScenarioSteady, ScenarioWriter, ScenarioArchive, ScenarioSecurityArchive, ScenarioFleet, ScenarioPurge, ScenarioRead, ScenarioPartition,
-	ScenarioDisposition, ScenarioOutbox}
+	ScenarioDisposition, ScenarioOutbox, ScenarioScale}
 
 // Environment variables of the benchmark (the cmd's flags override them).
 const (
@@ -93,6 +97,9 @@ const (
 	// 1,000 rows, ten due cases in each).
 	EnvDispositionArchives = "CRAIG_BENCH_DISPOSITION_ARCHIVES"
 	EnvAMQPURL             = "CRAIG_BENCH_AMQP_URL" // broker; default CRAIG_TEST_AMQP_URL, then the local one
+	// EnvScaleArchives and EnvScaleSubjects size the scale scenario.
+	EnvScaleArchives = "CRAIG_BENCH_SCALE_ARCHIVES"
+	EnvScaleSubjects = "CRAIG_BENCH_SCALE_SUBJECTS"
 )
 
 // Default servers: the local PostgreSQL and versitygw of `go tool mage store:up`.
@@ -130,6 +137,12 @@ type Config struct {
 	// rows the disposition batch runs over (ten due cases in each).
 	DispositionArchives       int
 	DispositionRowsPerArchive int
+	// ScaleArchives is how many archives the scale scenario's ledger grows
+	// to (measured at a hundredth, a tenth and all of it), each carrying
+	// ScaleSubjects subjects; the fleet scenario books as many rows in
+	// archive_records for its second configuration.
+	ScaleArchives int
+	ScaleSubjects int
 	// Rounds is how many interleaved rounds every configuration runs (≥ 3).
 	Rounds int
 	// DrainRows is the event_outbox size of the drain and writer scenarios
@@ -180,6 +193,8 @@ func Default() Config {
 		ReadArchives: 10_000, ReadRowsPerArchive: 1_000, ReadFetches: 200,
 		// The disposition batch's: 10,000 due cases over 1,000 archives of 1,000 rows.
 		DispositionArchives: 1_000, DispositionRowsPerArchive: 1_000,
+		// The scale scenario's: an agency's ten years of a dozen archived tables.
+		ScaleArchives: 1_000_000, ScaleSubjects: scaleSubjectsPerArchive,
 		AMQPURL:    DefaultAMQPURL,
 		WriterRate: 1000, WriterMinSamples: 5000,
 		TimeBox:   15 * time.Second,
@@ -196,6 +211,7 @@ func Smoke() Config {
 	c.WriterRate, c.WriterMinSamples = 1000, 40 // a window or two per configuration
 	c.ReadArchives, c.ReadRowsPerArchive, c.ReadFetches = 30, 50, 20
 	c.DispositionArchives, c.DispositionRowsPerArchive = 6, 40
+	c.ScaleArchives = 10_000
 	c.TimeBox = 300 * time.Millisecond
 	c.Smoke = true
 	return c
@@ -226,6 +242,7 @@ func FromEnv(base Config, getenv func(string) string) (Config, error) {
 		{EnvRounds, &c.Rounds}, {EnvDrainRows, &c.DrainRows}, {EnvSteadyRows, &c.SteadyRows},
 		{EnvArchiveRows, &c.ArchiveRows}, {EnvArchiveBigRows, &c.ArchiveBigRows}, {EnvWriterRate, &c.WriterRate}, {EnvWriterSamples, &c.WriterMinSamples},
 		{EnvFleetEvents, &c.FleetEvents}, {EnvReadArchives, &c.ReadArchives}, {EnvDispositionArchives, &c.DispositionArchives},
+		{EnvScaleArchives, &c.ScaleArchives}, {EnvScaleSubjects, &c.ScaleSubjects},
 	} {
 		if v := getenv(iv.env); v != "" {
 			n, err := strconv.Atoi(strings.ReplaceAll(v, "_", ""))
@@ -275,7 +292,8 @@ func (c Config) Validate() error {
 		v    int
 		min  int
 	}{{"drain rows", c.DrainRows, 1000}, {"steady rows", c.SteadyRows, 1000}, {"archive rows", c.ArchiveRows, 100}, {"archive big rows", c.ArchiveBigRows, 10}, {"writer rate", c.WriterRate, 2}, {"writer samples", c.WriterMinSamples, 10}, {"fleet events", c.FleetEvents, 10},
-		{"read archives", c.ReadArchives, 10}, {"read rows per archive", c.ReadRowsPerArchive, 1}, {"read fetches", c.ReadFetches, 10}} {
+		{"read archives", c.ReadArchives, 10}, {"read rows per archive", c.ReadRowsPerArchive, 1}, {"read fetches", c.ReadFetches, 10},
+		{"scale archives", c.ScaleArchives, 1000}, {"scale subjects", c.ScaleSubjects, 1}} {
 		if b.v < b.min {
 			errs = append(errs, fmt.Errorf("%s %d: at least %d", b.name, b.v, b.min))
 		}

@@ -55,29 +55,55 @@ func (r *runner) runFleet(ctx context.Context) (*FleetResult, error) {
 		return nil, err
 	}
 	sets := security.Spec().MigrationSets()
-	tpl := r.srv.name("fleet")
+	tpl, full := r.srv.name("fleet"), r.srv.name("fleetfull")
 	if err := r.buildTemplate(ctx, tpl, sets, func(*pgx.Conn) error { return nil }); err != nil {
 		return nil, err
 	}
-	res := &FleetResult{Events: r.cfg.FleetEvents, Signed: true}
+	booked := int64(r.cfg.ScaleArchives)
+	if err := r.buildTemplate(ctx, full, sets, func(conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, scaleBookFleet, booked)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	res := &FleetResult{Events: r.cfg.FleetEvents, Signed: true, BookedRows: booked}
+	configs := []struct {
+		name, tpl string
+		base      int64
+	}{{cfgFleetEmpty, tpl, 0}, {cfgFleetBooked, full, booked}}
+	var rates, bookedRates, ratios []float64
 	for round := range r.cfg.Rounds {
-		run, err := r.fleetOnce(ctx, tpl, round, signer, trustFile)
-		if err != nil {
-			return nil, fmt.Errorf("fleet round %d: %w", round+1, err)
+		var pair [2]float64
+		for i := range configs {
+			c := configs[(i+round)%len(configs)]
+			run, err := r.fleetOnce(ctx, c.tpl, round, c.base, signer, trustFile)
+			if err != nil {
+				return nil, fmt.Errorf("fleet %s round %d: %w", c.name, round+1, err)
+			}
+			run.Config = c.name
+			r.cfg.logf("fleet round %d/%d %s: %d signed events booked in %.2f s, %.0f events/s", round+1, r.cfg.Rounds, c.name, run.Events, run.Seconds, run.EventsPerSec)
+			res.Runs = append(res.Runs, run)
+			if c.base == 0 {
+				rates, pair[0] = append(rates, run.EventsPerSec), run.EventsPerSec
+			} else {
+				bookedRates, pair[1] = append(bookedRates, run.EventsPerSec), run.EventsPerSec
+			}
 		}
-		r.cfg.logf("fleet round %d/%d: %d signed events booked in %.2f s, %.0f events/s", round+1, r.cfg.Rounds, run.Events, run.Seconds, run.EventsPerSec)
-		res.Runs = append(res.Runs, run)
+		ratios = append(ratios, pair[1]/pair[0])
 	}
-	var rates []float64
-	for _, run := range res.Runs {
-		rates = append(rates, run.EventsPerSec)
-	}
-	res.EventsPerSec = round3(median(rates))
+	res.EventsPerSec, res.BookedEventsPerSec, res.BookedRatio = round3(median(rates)), round3(median(bookedRates)), round3(median(ratios))
 	return res, nil
 }
 
+// Fleet configurations: archive_records empty, and holding ScaleArchives
+// rows.
+const (
+	cfgFleetEmpty  = "empty_ledger"
+	cfgFleetBooked = "booked_ledger"
+)
+
 // fleetOnce runs one round on a fresh copy of the template.
-func (r *runner) fleetOnce(ctx context.Context, tpl string, round int, signer *eventsig.Signer, trustFile string) (FleetRun, error) {
+func (r *runner) fleetOnce(ctx context.Context, tpl string, round int, base int64, signer *eventsig.Signer, trustFile string) (FleetRun, error) {
 	run := FleetRun{Round: round + 1, Events: r.cfg.FleetEvents}
 	ctx, cancel := context.WithTimeout(ctx, fleetDeadline)
 	defer cancel()
@@ -110,7 +136,7 @@ func (r *runner) fleetOnce(ctx context.Context, tpl string, round int, signer *e
 	if err := publishAll(ctx, r.cfg.AMQPURL, exchange, bodies); err != nil {
 		return run, err
 	}
-	if err := waitBooked(ctx, db.url, int64(len(bodies))); err != nil {
+	if err := waitBooked(ctx, db.url, base+int64(len(bodies))); err != nil {
 		return run, err
 	}
 	run.Seconds = time.Since(start).Seconds()

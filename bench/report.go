@@ -61,6 +61,7 @@ func summarize(res *Results) (Summary, []Goal) {
 		goal("a disposition batch of 10,000 cases over 1,000 archives (ratio to one court order per case)", "≥ 10×", s.DispositionVsExpungeRatio, "×",
 			func(v float64) bool { return v >= 10 }))
 	goals = append(goals, scaleGoals(&s)...)
+	goals = append(goals, agencyGoals(res, &s)...)
 	for _, big := range bigRowRuns(res.Archive) {
 		goals = append(goals, goal(fmt.Sprintf("archive peak RSS, %d KiB rows at batch size %s", big.RowBytes>>10, thousands(int64(big.BatchSize))),
 			fmt.Sprintf("≤ 64 MiB + 2 × max_batch_bytes (%s MiB)", trim(big.RSSGoalMiB, 0)), ptr(round3(big.PeakRSSMiB)), "MiB",
@@ -93,6 +94,38 @@ func scaleGoals(s *Summary) []Goal {
 		goal("partition retirement at 200,000 rows a partition (ratio to one unbounded DELETE)", "≥ 20×", s.PartitionDrainRatio200k, "×", func(v float64) bool { return v >= 20 }),
 		goal("partition retirement at 1,000,000 rows a partition (ratio to one unbounded DELETE)", "≥ 50×", s.PartitionDrainRatio1m, "×", func(v float64) bool { return v >= 50 }),
 		goal("writer p99 during a drain ÷ beside one CPU-only backend (same round)", "≤ 1.2×", s.WriterP99VsFloor, "×", func(v float64) bool { return v <= 1.2 }),
+	}
+}
+
+// agencyGoals are the goals against a ledger of an agency's size (the
+// scale scenario, and the fleet ledger with as many rows booked).
+func agencyGoals(res *Results, s *Summary) []Goal {
+	size := "1,000,000"
+	if sc := res.Scale; sc != nil {
+		last := sc.Steps[len(sc.Steps)-1]
+		s.SubjectFetchP99MS1m, s.HoldPlaceMS1m, s.PurgeScanMS1m = ptr(sc.SubjectFetchP99MS), ptr(sc.HoldPlaceMS), ptr(sc.PurgeScanMS)
+		if sc.VerifyPeakRSSMiB > 0 {
+			s.VerifyPeakRSSMiB1m = ptr(sc.VerifyPeakRSSMiB)
+		}
+		s.LedgerBytesPerArchive1m = ptr(round3(last.LedgerBytesPerArchive + last.IndexBytesPerArchive + last.CaseBytesPerArchive))
+		size = thousands(last.Archives)
+	}
+	if res.Archive != nil && res.Archive.FloorRatio > 0 {
+		s.ArchiveVsFloorRatio = ptr(res.Archive.FloorRatio)
+	}
+	if res.SecurityArchive != nil && res.SecurityArchive.FloorRatio > 0 {
+		s.SecurityArchiveVsFloorRatio = ptr(res.SecurityArchive.FloorRatio)
+	}
+	if f := res.Fleet; f != nil && f.BookedRatio > 0 {
+		s.FleetInboundRatio1m = ptr(f.BookedRatio)
+	}
+	return []Goal{
+		goal("rules archive pass (ratio to the same work by hand)", "≥ 0.8×", s.ArchiveVsFloorRatio, "×", func(v float64) bool { return v >= 0.8 }),
+		goal("security archive pass (ratio to the same work by hand)", "≥ 0.8×", s.SecurityArchiveVsFloorRatio, "×", func(v float64) bool { return v >= 0.8 }),
+		goal("fetch every row of a subject in 5 of "+size+" archives through the API (p99)", "≤ 500 ms", s.SubjectFetchP99MS1m, "ms", func(v float64) bool { return v <= 500 }),
+		goal("place a subject hold against "+size+" archives", "≤ 1,000 ms", s.HoldPlaceMS1m, "ms", func(v float64) bool { return v <= 1000 }),
+		goal("the purge's candidate scan over "+size+" archives", "≤ 1,000 ms", s.PurgeScanMS1m, "ms", func(v float64) bool { return v <= 1000 }),
+		goal("inbound signed events with the fleet ledger full (ratio to empty)", "≥ 0.9×", s.FleetInboundRatio1m, "×", func(v float64) bool { return v >= 0.9 }),
 	}
 }
 

@@ -88,6 +88,25 @@ type Summary struct {
 	// SubjectIndexArchiveCostRatio is rules' archive pass with the subject
 	// index (rows/s) ÷ without it, in the same round.
 	SubjectIndexArchiveCostRatio *float64 `json:"subject_index_archive_cost_ratio"`
+	// SubjectFetchP99MS1m is subject_fetch_p99_ms against the scale
+	// scenario's ledger (1,000,000 archives at full size), and the hold
+	// placement, the purge's candidate scan and a deep verify's peak
+	// memory against it.
+	SubjectFetchP99MS1m *float64 `json:"subject_fetch_p99_ms_1m"`
+	HoldPlaceMS1m       *float64 `json:"hold_place_ms_1m"`
+	PurgeScanMS1m       *float64 `json:"purge_scan_ms_1m"`
+	VerifyPeakRSSMiB1m  *float64 `json:"verify_peak_rss_mib_1m"`
+	// LedgerBytesPerArchive1m is the ledger, subject index and case rows
+	// on disk per archive at that size.
+	LedgerBytesPerArchive1m *float64 `json:"ledger_bytes_per_archive_1m"`
+	// ArchiveVsFloorRatio is rules' archive pass ÷ the same work done by
+	// hand (COPY out, PUT, DELETE by id, ledger INSERT per batch, one
+	// connection), per round; SecurityArchiveVsFloorRatio security's.
+	ArchiveVsFloorRatio         *float64 `json:"archive_vs_floor_ratio"`
+	SecurityArchiveVsFloorRatio *float64 `json:"security_archive_vs_floor_ratio"`
+	// FleetInboundRatio1m is the fleet ledger's inbound rate with
+	// ScaleArchives rows already booked ÷ with none (same rounds).
+	FleetInboundRatio1m *float64 `json:"fleet_inbound_ratio_1m"`
 }
 
 // SummaryKeys returns the summary's JSON keys, sorted.
@@ -127,7 +146,9 @@ type Results struct {
 	Disposition *DispositionResult `json:"disposition"`
 	// Outbox is the outbox drain with and without a poison row.
 	Outbox *OutboxResult `json:"outbox"`
-	Notes  []string      `json:"notes"`
+	// Scale is the ledger grown to ScaleArchives archives.
+	Scale *ScaleResult `json:"scale"`
+	Notes []string     `json:"notes"`
 }
 
 // DispositionResult is the disposition scenario: the due listing over
@@ -390,6 +411,15 @@ type ArchiveResult struct {
 	// SubjectIndexCostRatio its per-round ratio to the pass without.
 	SubjectIndexRowsPS    float64 `json:"subject_index_rows_per_s,omitempty"`
 	SubjectIndexCostRatio float64 `json:"subject_index_cost_ratio,omitempty"`
+	// FloorRowsPS is the median rows/s of the same work done by hand
+	// (floor_by_hand), and FloorRatio the pass's per-round ratio to it.
+	FloorRowsPS float64 `json:"floor_rows_per_s,omitempty"`
+	FloorRatio  float64 `json:"ratio_to_floor,omitempty"`
+	// SpecBatchRowsPS and SpecBatchPeakRSSMiB are the pass at the
+	// specification's batch size (1,000) when the service's default
+	// differs (security: 10,000).
+	SpecBatchRowsPS     float64 `json:"spec_batch_rows_per_s,omitempty"`
+	SpecBatchPeakRSSMiB float64 `json:"spec_batch_peak_rss_mib,omitempty"`
 }
 
 // ArchiveBigRows is one archive pass of large rows at the largest batch
@@ -468,12 +498,19 @@ type FleetResult struct {
 	Events       int        `json:"events"`
 	Signed       bool       `json:"signed"`
 	EventsPerSec float64    `json:"events_per_s"`
-	Runs         []FleetRun `json:"runs"`
+	// BookedRows is how many rows archive_records held before the
+	// booked_ledger configuration's rounds; BookedEventsPerSec its median
+	// rate and BookedRatio the median of the rounds' booked ÷ empty.
+	BookedRows         int64      `json:"booked_rows"`
+	BookedEventsPerSec float64    `json:"booked_events_per_s"`
+	BookedRatio        float64    `json:"booked_ratio"`
+	Runs               []FleetRun `json:"runs"`
 }
 
 // FleetRun is one fleet round.
 type FleetRun struct {
 	Round        int     `json:"round"`
+	Config       string  `json:"config"`
 	Events       int     `json:"events"`
 	Seconds      float64 `json:"seconds"`
 	EventsPerSec float64 `json:"events_per_s"`
@@ -629,4 +666,42 @@ type PartitionRun struct {
 	// PartmanPendingLost: rows the kernel keeps that pg_partman dropped.
 	PartmanPendingLost int64   `json:"partman_pending_rows_dropped"`
 	Ratio              float64 `json:"ratio"`
+}
+
+// ScaleResult is the scale scenario: a ledger grown to Archives archives
+// in three steps, each measured.
+type ScaleResult struct {
+	Archives           int `json:"archives"`
+	SubjectsPerArchive int `json:"subjects_per_archive"`
+	RowsPerArchive     int `json:"rows_per_archive"`
+	// VerifyLimit is how many ledger rows each measured verify checks.
+	VerifyLimit int         `json:"verify_limit"`
+	Steps       []ScaleStep `json:"steps"`
+	// The figures at the last step (the summary's *_1m keys).
+	SubjectFetchP99MS float64 `json:"subject_fetch_p99_ms"`
+	HoldPlaceMS       float64 `json:"hold_place_ms"`
+	PurgeScanMS       float64 `json:"purge_scan_ms"`
+	VerifyPeakRSSMiB  float64 `json:"verify_peak_rss_mib"`
+}
+
+// ScaleStep is one size of the scale scenario.
+type ScaleStep struct {
+	Archives          int64     `json:"archives"`
+	BookSeconds       float64   `json:"book_s"`
+	IndexEntries      int64     `json:"index_entries"`
+	SubjectFetchP50MS float64   `json:"subject_fetch_p50_ms"`
+	SubjectFetchP99MS float64   `json:"subject_fetch_p99_ms"`
+	HoldPlaceMS       float64   `json:"hold_place_ms"`
+	HoldReleaseMS     float64   `json:"hold_release_ms"`
+	PurgeScanMS       float64   `json:"purge_scan_ms"`
+	HoldPlaceRuns     []float64 `json:"hold_place_runs_ms"`
+	PurgeScanRuns     []float64 `json:"purge_scan_runs_ms"`
+	VerifySeconds     float64   `json:"verify_s"`
+	VerifyChecked     int       `json:"verify_checked"`
+	VerifyBaseRSSMiB  float64   `json:"verify_base_rss_mib"`
+	VerifyPeakRSSMiB  float64   `json:"verify_peak_rss_mib"`
+	// Bytes on disk (table, TOAST, indexes) per archive.
+	LedgerBytesPerArchive float64 `json:"ledger_bytes_per_archive"`
+	IndexBytesPerArchive  float64 `json:"index_bytes_per_archive"`
+	CaseBytesPerArchive   float64 `json:"case_bytes_per_archive"`
 }

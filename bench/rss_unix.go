@@ -5,6 +5,8 @@ package bench
 import (
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -26,3 +28,31 @@ func peakRSSBytes(ps *os.ProcessState) (int64, bool) {
 // measurement. It only helps when the server is on this machine; elsewhere
 // it costs a moment and changes nothing.
 func settle() { syscall.Sync() }
+
+// resetPeakRSS resets this process's peak resident set (VmHWM) to its
+// current one and returns that (Linux: writing 5 to /proc/self/clear_refs);
+// false where the kernel offers no reset.
+func resetPeakRSS() (int64, bool) {
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		return 0, false
+	}
+	return procStatusBytes("VmRSS:")
+}
+
+// processPeakRSS is this process's peak resident set since the last reset.
+func processPeakRSS() (int64, bool) { return procStatusBytes("VmHWM:") }
+
+// procStatusBytes reads one kB field of /proc/self/status.
+func procStatusBytes(field string) (int64, bool) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024, err == nil
+		}
+	}
+	return 0, false
+}

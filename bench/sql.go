@@ -223,3 +223,77 @@ SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
 FROM pg_class c
 WHERE c.oid = 'event_outbox'::regclass
    OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'event_outbox'::regclass)`
+
+// The scale scenario's bookings ($1 exclusive and $2 inclusive bound the
+// archives booked, $3 is the service's key prefix, $4 how many subjects an
+// archive carries): ledger rows of archives that have no objects (the reads
+// measured touch only the archives the read scenario's seed wrote), with
+// their subject index and case rows, as the archiver books them. The
+// subjects of archive i are drawn from 200,000 cases, so a case is in
+// many archives, as over years of evaluations. One archive in 100 is due.
+const (
+	scaleBookLedger = `
+INSERT INTO archive_ledger (archive_id, table_name, data_key, manifest_key, data_sha256, record_count, store_endpoint, store_bucket,
+                            first_record_id, last_record_id, first_record_at, last_record_at, hot_window_days, archived_at, archived_by,
+                            retention_until, subjects_indexed, case_rows_indexed)
+SELECT md5($3 || i)::uuid, 'rule_evaluations', $3 || i || '.ndjson', $3 || i || '.manifest.json', encode(sha256(int8send(i)), 'hex'), 1000,
+       'bench-scale', 'bench-scale', gen_random_uuid(), gen_random_uuid(), x.t, x.t + interval '1 hour', 90, x.t + interval '91 days',
+       'system:archiver', CASE WHEN i % 100 = 0 THEN current_date - 1 ELSE current_date + 365 END, true, true
+FROM generate_series($1::bigint + 1, $2::bigint) AS i,
+     LATERAL (SELECT now() - interval '3650 days' + (i % 3650) * interval '1 day' AS t) AS x`
+	scaleBookSubjects = `
+INSERT INTO archive_subjects (archive_id, subject_hashes)
+SELECT md5($3 || i)::uuid,
+       ARRAY(SELECT DISTINCT sha256(int8send((i * 7 + j * 104729) % 200000)) FROM generate_series(1, $4::int) AS j)
+FROM generate_series($1::bigint + 1, $2::bigint) AS i`
+	scaleBookCases = `
+INSERT INTO archive_cases (archive_id, subject_hash, others, subject_box, oldest_day, newest_day, rows)
+SELECT DISTINCT ON (1, 2) md5($3 || i)::uuid, sha256(int8send((i * 7 + j * 104729) % 200000)), '\x'::bytea,
+       sha512(int8send(j)) || sha256(int8send(i)), x.d, x.d, 100
+FROM generate_series($1::bigint + 1, $2::bigint) AS i, generate_series(1, $4::int) AS j,
+     LATERAL (SELECT (now() - interval '3650 days')::date + (i % 3650)::int AS d) AS x`
+	// scaleBookFleet books $1 rows in security's archive_records, as the
+	// fleet ledger holds them after years of inbound events.
+	scaleBookFleet = `
+INSERT INTO archive_records (archive_id, source_service, table_name, data_key, manifest_key, data_sha256, record_count,
+                             store_endpoint, store_bucket, first_record_id, last_record_id, first_record_at, last_record_at,
+                             hot_window_days, archived_at, archived_by, retention_until)
+SELECT md5('fleet' || i)::uuid, 'rules', 'rule_evaluations', 'archive/rules/' || i || '.ndjson', 'archive/rules/' || i || '.manifest.json',
+       encode(sha256(int8send(i)), 'hex'), 1000, 'bench-scale', 'bench-scale', gen_random_uuid(), gen_random_uuid(), x.t,
+       x.t + interval '1 hour', 90, x.t + interval '91 days', 'system:archiver', current_date + 365
+FROM generate_series(1, $1::bigint) AS i,
+     LATERAL (SELECT now() - interval '3650 days' + (i % 3650) * interval '1 day' AS t) AS x`
+	// scaleSizes is the bytes on disk (tables, TOAST and indexes) of the
+	// ledger, the subject index and the case rows.
+	scaleSizes = `
+SELECT pg_total_relation_size('archive_ledger'), pg_total_relation_size('archive_subjects'), pg_total_relation_size('archive_cases'),
+       (SELECT count(*) FROM archive_ledger)`
+)
+
+// The archive floor's statements (floorOnce): a keyset cursor kept in a
+// temporary table (COPY takes no parameters, so the cursor is read from
+// it, never interpolated), the batch's COPY with its literal window (as
+// copyAgedEvaluations) and batch size (the service's default), the
+// cursor's advance, the DELETE by id and the ledger row.
+const (
+	floorCursorTable = `
+CREATE TEMPORARY TABLE bench_floor_cursor AS SELECT '-infinity'::timestamptz AS at, '00000000-0000-0000-0000-000000000000'::uuid AS id`
+	floorCopyEvaluations = `COPY (SELECT t.id, to_jsonb(t) FROM rule_evaluations AS t, bench_floor_cursor AS c
+      WHERE t.evaluated_at < now() - interval '90 days' AND (t.evaluated_at, t.id) > (c.at, c.id)
+      ORDER BY t.evaluated_at, t.id LIMIT 1000) TO STDOUT`
+	floorAdvanceEvaluations = `UPDATE bench_floor_cursor SET at = t.evaluated_at, id = t.id FROM rule_evaluations AS t WHERE t.id = $1`
+	floorDeleteEvaluations  = `DELETE FROM rule_evaluations WHERE id = ANY ($1::uuid[])`
+	floorCopyAuditLog       = `COPY (SELECT t.id, to_jsonb(t) FROM audit_log AS t, bench_floor_cursor AS c
+      WHERE t.occurred_at < now() - interval '90 days' AND (t.occurred_at, t.id) > (c.at, c.id)
+      ORDER BY t.occurred_at, t.id LIMIT 10000) TO STDOUT`
+	floorAdvanceAuditLog = `UPDATE bench_floor_cursor SET at = t.occurred_at, id = t.id FROM audit_log AS t WHERE t.id = $1`
+	floorDeleteAuditLog  = `DELETE FROM audit_log WHERE id = ANY ($1::uuid[])`
+	floorInsertLedger    = `
+INSERT INTO archive_ledger (archive_id, table_name, data_key, manifest_key, data_sha256, record_count, store_endpoint, store_bucket,
+                            first_record_id, last_record_id, first_record_at, last_record_at, hot_window_days, archived_at, archived_by)
+VALUES ($1, $2, $3, $3, '', $4, 'floor', 'floor', $5, $6, now(), now(), 90, now(), 'bench:floor')`
+)
+
+// floorBatchSizes are the literal batch sizes of the floor's COPY
+// statements, checked against the services' defaults at run time.
+var floorBatchSizes = map[string]int{evaluationsTable: 1000, auditLogTable: 10000}

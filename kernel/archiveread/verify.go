@@ -286,30 +286,37 @@ func (r *Reader) orphans(ctx context.Context, rep *Report) error {
 
 // orphanObjects are the archive objects under the service's prefix that no
 // local ledger row names (purged archives' keys included: never a key a
-// ledger row names).
+// ledger row names). The store is walked a page at a time and each page's
+// keys are looked up in the ledger after they are listed (ADR-076): memory
+// holds one page and the orphans, whatever the ledger's size, and an
+// archive booked while the walk runs is never taken for an orphan.
 func (r *Reader) orphanObjects(ctx context.Context) ([]store.Object, error) {
-	named, err := queries.New(r.pool).LedgerKeys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("ledger keys: %w", err)
-	}
-	known := make(map[string]bool, len(named))
-	for _, k := range named {
-		known[k] = true
-	}
+	var out []store.Object
 	// Every key with a version, not only a current one: an orphan behind a
 	// delete marker (a plain delete in a versioned bucket) still holds its
 	// rows.
-	objs, err := r.store.ListAllObjects(ctx, store.Prefix+r.service+"/")
-	if err != nil {
-		return nil, err
-	}
-	var out []store.Object
-	for _, o := range objs {
-		if !known[o.Key] && isArchiveKey(o.Key) {
-			out = append(out, o)
+	err := r.store.WalkAllObjects(ctx, store.Prefix+r.service+"/", func(page []store.Object) error {
+		keys := make([]string, 0, len(page))
+		for _, o := range page {
+			if isArchiveKey(o.Key) {
+				keys = append(keys, o.Key)
+			}
 		}
-	}
-	return out, nil
+		if len(keys) == 0 {
+			return nil
+		}
+		unnamed, err := queries.New(r.pool).UnnamedKeys(ctx, keys)
+		if err != nil {
+			return fmt.Errorf("ledger keys: %w", err)
+		}
+		for _, o := range page {
+			if slices.Contains(unnamed, o.Key) {
+				out = append(out, o)
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 func isArchiveKey(k string) bool {

@@ -216,7 +216,12 @@ func (m *Manager) ReleaseHold(ctx context.Context, id uuid.UUID, reason, actor s
 
 // Holds lists every hold, newest first.
 func (m *Manager) Holds(ctx context.Context) ([]Hold, error) {
-	rows, err := queries.New(m.pool).ListHolds(ctx)
+	return m.listHolds(ctx, pgtype.UUID{})
+}
+
+// listHolds lists every hold, or the one id names when it is valid.
+func (m *Manager) listHolds(ctx context.Context, id pgtype.UUID) ([]Hold, error) {
+	rows, err := queries.New(m.pool).ListHolds(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("list holds: %w", err)
 	}
@@ -233,7 +238,7 @@ func (m *Manager) Holds(ctx context.Context) ([]Hold, error) {
 }
 
 func (m *Manager) hold(ctx context.Context, id uuid.UUID) (Hold, error) {
-	all, err := m.Holds(ctx)
+	all, err := m.listHolds(ctx, pgtype.UUID{Bytes: id, Valid: true})
 	if err != nil {
 		return Hold{}, err
 	}

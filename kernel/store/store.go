@@ -586,6 +586,42 @@ type Object struct {
 	ModTime time.Time
 }
 
+// WalkPage is how many objects a walk hands over at a time.
+const WalkPage = 1000
+
+// WalkObjects lists the current objects under prefix and hands them to fn
+// WalkPage at a time, in key order: the caller holds one page, however
+// many objects the bucket holds. Each page's listing call is bounded on its
+// own. An error of fn ends the walk and is returned.
+func (s *Store) WalkObjects(ctx context.Context, prefix string, fn func([]Object) error) error {
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+	page := make([]Object, 0, WalkPage)
+	for {
+		lctx, cancel := s.bound(ctx)
+		obj, err := it.Next(lctx)
+		if err != nil {
+			err = timedOut(lctx, err)
+		}
+		cancel()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("store: list %s: %w", prefix, err)
+		}
+		if page = append(page, Object{Key: obj.Key, ModTime: obj.ModTime}); len(page) == WalkPage {
+			if err := fn(page); err != nil {
+				return err
+			}
+			page = page[:0]
+		}
+	}
+	if len(page) > 0 {
+		return fn(page)
+	}
+	return nil
+}
+
 // ListObjects is List with each object's modification time.
 func (s *Store) ListObjects(ctx context.Context, prefix string) ([]Object, error) {
 	ctx, cancel := s.bound(ctx)

@@ -248,16 +248,25 @@ func (s *Store) VersionCount(ctx context.Context, key string) (int, error) {
 // version's or marker's. Without versions (a local backend) it is
 // ListObjects.
 func (s *Store) ListAllObjects(ctx context.Context, prefix string) ([]Object, error) {
+	var out []Object
+	err := s.WalkAllObjects(ctx, prefix, func(page []Object) error {
+		out = append(out, page...)
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, err
+}
+
+// WalkAllObjects is ListAllObjects handed to fn at most WalkPage keys at a
+// time, in key order, each key once: the caller holds one page, however
+// many objects the bucket holds (ADR-076).
+func (s *Store) WalkAllObjects(ctx context.Context, prefix string, fn func([]Object) error) error {
 	if s.s3 == nil {
-		return s.ListObjects(ctx, prefix)
+		return s.WalkObjects(ctx, prefix, fn)
 	}
-	newest := map[string]time.Time{}
-	note := func(key *string, at *time.Time) {
-		k := aws.ToString(key)
-		if t := aws.ToTime(at); t.After(newest[k]) || newest[k].IsZero() {
-			newest[k] = t
-		}
-	}
+	// A listing page ends inside a key's versions at most for its last key:
+	// that key is held back and merged with the next page's.
+	var carry *Object
 	var keyMarker, versionMarker *string
 	for {
 		lctx, cancel := s.bound(ctx)
@@ -267,28 +276,57 @@ func (s *Store) ListAllObjects(ctx context.Context, prefix string) ([]Object, er
 			err = timedOut(lctx, err)
 			cancel()
 			if keyMarker == nil && ctx.Err() == nil {
-				return s.ListObjects(ctx, prefix) // a store without version listing: its current objects are all there is
+				return s.WalkObjects(ctx, prefix, fn) // a store without version listing: its current objects are all there is
 			}
-			return nil, fmt.Errorf("store: list versions under %s: %w", prefix, err)
+			return fmt.Errorf("store: list versions under %s: %w", prefix, err)
 		}
 		cancel()
-		for _, v := range out.Versions {
-			note(v.Key, v.LastModified)
+		page := newestOfPage(out, carry)
+		last := !aws.ToBool(out.IsTruncated) || (out.NextKeyMarker == nil && out.NextVersionIdMarker == nil)
+		carry = nil
+		if !last && len(page) > 0 {
+			carry, page = &page[len(page)-1], page[:len(page)-1]
 		}
-		for _, m := range out.DeleteMarkers {
-			note(m.Key, m.LastModified)
+		for len(page) > 0 {
+			n := min(len(page), WalkPage)
+			if err := fn(page[:n]); err != nil {
+				return err
+			}
+			page = page[n:]
 		}
-		if !aws.ToBool(out.IsTruncated) || (out.NextKeyMarker == nil && out.NextVersionIdMarker == nil) {
-			break
+		if last {
+			return nil
 		}
 		keyMarker, versionMarker = out.NextKeyMarker, out.NextVersionIdMarker
+	}
+}
+
+// newestOfPage is one version listing page's keys, sorted, each with its
+// newest version's or marker's time, merged with carry (the previous
+// page's last key).
+func newestOfPage(out *s3.ListObjectVersionsOutput, carry *Object) []Object {
+	newest := map[string]time.Time{}
+	if carry != nil {
+		newest[carry.Key] = carry.ModTime
+	}
+	note := func(key *string, at *time.Time) {
+		k := aws.ToString(key)
+		if t, seen := newest[k]; !seen || aws.ToTime(at).After(t) {
+			newest[k] = aws.ToTime(at)
+		}
+	}
+	for _, v := range out.Versions {
+		note(v.Key, v.LastModified)
+	}
+	for _, m := range out.DeleteMarkers {
+		note(m.Key, m.LastModified)
 	}
 	objs := make([]Object, 0, len(newest))
 	for k, t := range newest {
 		objs = append(objs, Object{Key: k, ModTime: t})
 	}
 	sort.Slice(objs, func(i, j int) bool { return objs[i].Key < objs[j].Key })
-	return objs, nil
+	return objs
 }
 
 // GetFirstVersion reads the oldest version of key: for an object written

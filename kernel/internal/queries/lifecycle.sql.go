@@ -347,34 +347,6 @@ func (q *Queries) InsertPurge(ctx context.Context, arg InsertPurgeParams) error 
 	return err
 }
 
-const ledgerKeys = `-- name: LedgerKeys :many
-SELECT data_key AS object_key FROM archive_ledger
-UNION ALL
-SELECT manifest_key FROM archive_ledger
-`
-
-// LedgerKeys returns every object key the ledger names (purged archives
-// included: their keys are no orphans to collect, they are gone).
-func (q *Queries) LedgerKeys(ctx context.Context) ([]string, error) {
-	rows, err := q.db.Query(ctx, ledgerKeys)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []string
-	for rows.Next() {
-		var object_key string
-		if err := rows.Scan(&object_key); err != nil {
-			return nil, err
-		}
-		items = append(items, object_key)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const ledgerStates = `-- name: LedgerStates :many
 SELECT l.table_name,
        count(*) FILTER (WHERE l.purged_at IS NULL)::bigint AS kept,
@@ -626,18 +598,23 @@ func (q *Queries) ListArchiveRecords(ctx context.Context, arg ListArchiveRecords
 const listHolds = `-- name: ListHolds :many
 SELECT h.id, h.title, h.reason, h.table_name, h.from_at, h.to_at, h.archive_ids, h.created_by, h.created_at,
        h.released_at, h.released_by, h.release_reason, h.subject_hashes,
-       COALESCE((SELECT array_agg(l.archive_id ORDER BY l.archive_id) FROM archive_ledger AS l
-                 WHERE l.archive_id = ANY (h.archive_ids)
-                    OR (h.table_name = l.table_name
-                        AND (h.from_at IS NULL OR l.last_record_at >= h.from_at)
-                        AND (h.to_at IS NULL OR l.first_record_at < h.to_at))
-                    OR (cardinality(h.subject_hashes) > 0
-                        AND (NOT l.subjects_indexed
-                             OR EXISTS (SELECT 1 FROM archive_subjects AS s
-                                        WHERE s.archive_id = l.archive_id
-                                          AND s.subject_hashes && ARRAY(SELECT x FROM unnest(h.subject_hashes) AS x
-                                                                        EXCEPT SELECT subject_hash FROM subject_seals))))), '{}')::uuid[] AS covers
+       COALESCE((SELECT array_agg(c.archive_id ORDER BY c.archive_id) FROM (
+                     SELECT l.archive_id FROM archive_ledger AS l WHERE l.archive_id = ANY (h.archive_ids)
+                     UNION
+                     SELECT l.archive_id FROM archive_ledger AS l
+                     WHERE h.table_name IS NOT NULL AND h.table_name = l.table_name
+                       AND (h.from_at IS NULL OR l.last_record_at >= h.from_at)
+                       AND (h.to_at IS NULL OR l.first_record_at < h.to_at)
+                     UNION
+                     SELECT l.archive_id FROM archive_ledger AS l
+                     WHERE cardinality(h.subject_hashes) > 0 AND NOT l.subjects_indexed
+                     UNION
+                     SELECT s.archive_id FROM archive_subjects AS s
+                     WHERE cardinality(h.subject_hashes) > 0
+                       AND s.subject_hashes && ARRAY(SELECT x FROM unnest(h.subject_hashes) AS x
+                                                     EXCEPT SELECT subject_hash FROM subject_seals)) AS c), '{}')::uuid[] AS covers
 FROM archive_holds AS h
+WHERE $1::uuid IS NULL OR h.id = $1::uuid
 ORDER BY h.created_at DESC, h.id DESC
 `
 
@@ -658,12 +635,14 @@ type ListHoldsRow struct {
 	Covers        []pgtype.UUID
 }
 
-// ListHolds lists every hold, newest first, with the archives it covers now.
-// A sealed subject answers as an unknown one does (ADR-067): the archives
-// the index says hold it are not listed by its hash (the hold still holds
-// them: archive_is_held reads every hash).
-func (q *Queries) ListHolds(ctx context.Context) ([]ListHoldsRow, error) {
-	rows, err := q.db.Query(ctx, listHolds)
+// ListHolds lists every hold (or the one hold_id names), newest first, with
+// the archives it covers now, each kind of cover found by its own index (a
+// hold reads no ledger row it does not cover, ADR-076). A sealed subject
+// answers as an unknown one does (ADR-067): the archives the index says
+// hold it are not listed by its hash (the hold still holds them:
+// archive_is_held reads every hash).
+func (q *Queries) ListHolds(ctx context.Context, holdID pgtype.UUID) ([]ListHoldsRow, error) {
+	rows, err := q.db.Query(ctx, listHolds, holdID)
 	if err != nil {
 		return nil, err
 	}
@@ -948,9 +927,31 @@ func (q *Queries) PurgedArchivesInRange(ctx context.Context, arg PurgedArchivesI
 }
 
 const refreshLegalHolds = `-- name: RefreshLegalHolds :many
+WITH active AS (
+    SELECT archive_ids, table_name, from_at, to_at, subject_hashes FROM archive_holds WHERE released_at IS NULL
+), held AS (
+    SELECT x.archive_id FROM active AS h, unnest(h.archive_ids) AS x (archive_id)
+    UNION
+    SELECT l.archive_id FROM active AS h JOIN archive_ledger AS l
+        ON h.table_name IS NOT NULL AND h.table_name = l.table_name
+       AND (h.from_at IS NULL OR l.last_record_at >= h.from_at)
+       AND (h.to_at IS NULL OR l.first_record_at < h.to_at)
+    UNION
+    SELECT s.archive_id FROM active AS h JOIN archive_subjects AS s
+        ON cardinality(h.subject_hashes) > 0 AND s.subject_hashes && h.subject_hashes
+    UNION
+    SELECT l.archive_id FROM archive_ledger AS l
+    WHERE NOT l.subjects_indexed AND EXISTS (SELECT 1 FROM active AS h WHERE cardinality(h.subject_hashes) > 0)
+), flip AS (
+    SELECT l.archive_id FROM archive_ledger AS l JOIN held AS h ON h.archive_id = l.archive_id WHERE NOT l.legal_hold
+    UNION ALL
+    SELECT l.archive_id FROM archive_ledger AS l
+    WHERE l.legal_hold AND NOT EXISTS (SELECT 1 FROM held AS h WHERE h.archive_id = l.archive_id)
+)
 UPDATE archive_ledger AS l
-SET legal_hold = archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
-WHERE l.legal_hold IS DISTINCT FROM archive_is_held(l.archive_id, l.table_name, l.first_record_at, l.last_record_at)
+SET legal_hold = NOT l.legal_hold
+FROM flip
+WHERE l.archive_id = flip.archive_id
 RETURNING l.archive_id, l.legal_hold, l.data_key, l.manifest_key, (l.purged_at IS NOT NULL)::boolean AS purged
 `
 
@@ -964,7 +965,11 @@ type RefreshLegalHoldsRow struct {
 
 // RefreshLegalHolds makes legal_hold true exactly for the archives an
 // active hold covers (after a hold is placed or released) and returns the
-// archives whose state changed.
+// archives whose state changed. "Covers" is archive_is_held's predicate,
+// one branch per kind of hold so that each is an index lookup (ADR-076):
+// the archives named, a table's (by time range), a subject's (the index's
+// GIN lookup) and every archive not yet indexed while a subject hold is
+// active; the rows to clear are read through archive_ledger_held_idx.
 func (q *Queries) RefreshLegalHolds(ctx context.Context) ([]RefreshLegalHoldsRow, error) {
 	rows, err := q.db.Query(ctx, refreshLegalHolds)
 	if err != nil {
@@ -1306,6 +1311,37 @@ func (q *Queries) UnknownArchiveIDs(ctx context.Context, ids []pgtype.UUID) ([]p
 			return nil, err
 		}
 		items = append(items, archive_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const unnamedKeys = `-- name: UnnamedKeys :many
+SELECT k::text AS object_key
+FROM unnest($1::text[]) AS k
+WHERE NOT EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.data_key = k)
+  AND NOT EXISTS (SELECT 1 FROM archive_ledger AS l WHERE l.manifest_key = k)
+`
+
+// UnnamedKeys are the keys among those given that no ledger row names
+// (purged archives' keys included: their keys are no orphans to collect,
+// they are gone), each an index lookup: a verify walks the store a page at
+// a time, whatever the ledger's size (ADR-076).
+func (q *Queries) UnnamedKeys(ctx context.Context, keys []string) ([]string, error) {
+	rows, err := q.db.Query(ctx, unnamedKeys, keys)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var object_key string
+		if err := rows.Scan(&object_key); err != nil {
+			return nil, err
+		}
+		items = append(items, object_key)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
