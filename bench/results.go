@@ -495,9 +495,9 @@ func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
 // FleetResult is the fleet scenario: security's inbound path.
 type FleetResult struct {
-	Events       int        `json:"events"`
-	Signed       bool       `json:"signed"`
-	EventsPerSec float64    `json:"events_per_s"`
+	Events       int     `json:"events"`
+	Signed       bool    `json:"signed"`
+	EventsPerSec float64 `json:"events_per_s"`
 	// BookedRows is how many rows archive_records held before the
 	// booked_ledger configuration's rounds; BookedEventsPerSec its median
 	// rate and BookedRatio the median of the rounds' booked ÷ empty.
