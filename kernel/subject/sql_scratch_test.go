@@ -4,6 +4,9 @@ import (
 	"context"
 	"io/fs"
 	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -125,4 +128,59 @@ func TestRetentionSubjectUpgradeRebuildsIndexes(t *testing.T) {
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
 	require.NoError(t, err)
 	require.Equal(t, []int32{-1, 0, 17}, ids, "the index was rebuilt with the second version")
+}
+
+// TestRetentionSubjectFastPathAgrees: the third version of
+// retention_subject (plain digits answered without the regular expression)
+// answers exactly as the second for every spelling of
+// TestRetentionSubjectSQL, every number below 20,000 with and without
+// leading zeros, every length of digits around the 30-digit bound, and a
+// seeded corpus of 20,000 values drawn from the characters the spellings
+// use.
+func TestRetentionSubjectFastPathAgrees(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	// The second version, as the third's down migration restores it.
+	b, err := fs.ReadFile(migrations.Transport().FS, "00011_retention_subject_fast_path.sql")
+	require.NoError(t, err)
+	_, down, ok := strings.Cut(string(b), "-- +goose Down")
+	require.True(t, ok)
+	body := down[strings.Index(down, "CREATE OR REPLACE FUNCTION") : strings.LastIndex(down, "$$;")+3]
+	db.Exec(t, strings.Replace(body, "FUNCTION retention_subject(", "FUNCTION retention_subject_v2(", 1))
+
+	var in []string
+	for i := range 20_000 {
+		n := strconv.Itoa(i)
+		in = append(in, n, "0"+n, "00"+n, n+" ", "+"+n, n+".0", "case-"+n, "CASE:0"+n, "Case_"+n, "case/"+n, "case"+n, "person-"+n, "case--"+n, "case- "+n)
+	}
+	for l := 1; l <= 33; l++ {
+		for _, d := range []string{strings.Repeat("9", l), "1" + strings.Repeat("0", l-1), strings.Repeat("0", l), "0" + strings.Repeat("7", l)} {
+			in = append(in, d, "case-"+d, "CASE"+d)
+		}
+	}
+	alphabet := []string{"0", "1", "7", "9", " ", "+", "#", "-", ":", "_", "/", ".", "e", "case", "CASE", "person", "\u00a0", "\u2003", "\ufeff",
+		"\u202e", "\u200b", "x", "١", "１", "Case", "cAsE", "PERSON", "ſ", "\u212a", "00", "-:", "/_"}
+	rng := rand.New(rand.NewPCG(45, 76))
+	for range 20_000 {
+		var s strings.Builder
+		for range 1 + rng.IntN(8) {
+			s.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		in = append(in, s.String())
+	}
+	rows, err := db.Pool.Query(ctx, `SELECT format('%L: %s, was %s', v, coalesce(retention_subject('case', v), 'NULL'), coalesce(retention_subject_v2('case', v), 'NULL'))
+		FROM unnest($1::text[]) AS v
+		WHERE retention_subject('case', v) IS DISTINCT FROM retention_subject_v2('case', v)`, in)
+	require.NoError(t, err)
+	diffs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Empty(t, diffs[:min(len(diffs), 10)], "the fast path answers as the regular expression does (%d values differ)", len(diffs))
+	var subjects int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(retention_subject('case', v)) FROM unnest($1::text[]) AS v`, in).Scan(&subjects))
+	require.Greater(t, subjects, 200_000, "the corpus holds subjects, not only values that are none")
+	var nulls int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM (VALUES (retention_subject('case', NULL)), (retention_subject(NULL, '17'))) AS x (s) WHERE s IS NULL`).Scan(&nulls))
+	require.Equal(t, 2, nulls, "a NULL kind or value answers NULL, as when the function was STRICT")
 }
