@@ -92,11 +92,33 @@ func TestBenchSmoke(t *testing.T) {
 		require.Equal(t, int64(cfg.ArchiveRows), run.Rows, "security %s round %d moves every aged row", run.Config, run.Round)
 	}
 	require.NotNil(t, res.Fleet)
-	require.Len(t, res.Fleet.Runs, cfg.Rounds)
+	require.Len(t, res.Fleet.Runs, 2*cfg.Rounds, "an empty and a booked fleet ledger each round")
 	for _, run := range res.Fleet.Runs {
 		require.Equal(t, cfg.FleetEvents, run.Events)
 		require.Positive(t, run.EventsPerSec)
 	}
+	require.Equal(t, int64(cfg.ScaleArchives), res.Fleet.BookedRows)
+	require.Positive(t, res.Fleet.BookedRatio)
+	rep := res.Fleet.Replicas
+	require.NotNil(t, rep, "two replicas of each service ran")
+	require.Len(t, rep.SecurityBooked, 2)
+	require.Equal(t, int64(cfg.FleetEvents), rep.SecurityRows, "every event booked once")
+	require.Equal(t, int64(cfg.FleetEvents), rep.InboxRows, "every event applied once")
+	require.Equal(t, int64(rep.ArchiveRows), rep.LedgerRows, "every aged row archived once")
+	require.Zero(t, rep.AgedLeft)
+	require.Equal(t, 2*int(rep.LedgerArchives), rep.DistinctObjects, "no object written twice")
+
+	require.NotNil(t, res.Scale)
+	require.Len(t, res.Scale.Steps, 3, "a hundredth, a tenth and all of the scale ledger")
+	require.Equal(t, int64(cfg.ScaleArchives), res.Scale.Steps[2].Archives)
+	for _, st := range res.Scale.Steps {
+		require.Positive(t, st.IndexEntries, "%d archives: the subject index is booked", st.Archives)
+		require.Equal(t, int(min(1000, st.Archives)), st.VerifyChecked, "%d archives: the verify checked its limit", st.Archives)
+		require.Positive(t, st.LedgerBytesPerArchive)
+	}
+	require.Positive(t, res.Archive.FloorRatio, "the pass against the same work by hand")
+	require.Positive(t, res.SecurityArchive.FloorRatio)
+	require.Positive(t, res.SecurityArchive.SpecBatchRowsPS, "security at the specification's batch size")
 
 	require.NotNil(t, res.Purge)
 	for _, run := range res.Purge.Runs {
@@ -143,7 +165,7 @@ func TestBenchSmoke(t *testing.T) {
 	require.Positive(t, res.Partition.Bloat.PartitionedBytes)
 	require.Positive(t, res.Partition.Bloat.RowDeletedBytes)
 
-	require.Len(t, res.Goals, 24)
+	require.Len(t, res.Goals, 30)
 	require.NotNil(t, res.Archive.HugeRows, "the 20 MiB run ran")
 	require.Equal(t, 20<<20, res.Archive.HugeRows.RowBytes)
 	require.Positive(t, res.Archive.HugeRows.PeakRSSMiB)

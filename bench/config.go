@@ -306,7 +306,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("unknown scenario %q (known: %s)", s, strings.Join(AllScenarios, ", ")))
 		}
 	}
-	if c.runs(ScenarioArchive) {
+	if c.runs(ScenarioArchive) || c.runs(ScenarioFleet) {
 		if c.RulesBinary == "" {
 			errs = append(errs, errors.New("the archive scenario needs the rules binary (build it with `go build -o bin/rules ./services/rules/cmd/rules`)"))
 		} else if _, err := os.Stat(c.RulesBinary); err != nil {

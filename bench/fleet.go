@@ -92,6 +92,9 @@ func (r *runner) runFleet(ctx context.Context) (*FleetResult, error) {
 		ratios = append(ratios, pair[1]/pair[0])
 	}
 	res.EventsPerSec, res.BookedEventsPerSec, res.BookedRatio = round3(median(rates)), round3(median(bookedRates)), round3(median(ratios))
+	if res.Replicas, err = r.fleetReplicas(ctx, tpl, signer, trustFile); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 

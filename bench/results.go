@@ -505,6 +505,39 @@ type FleetResult struct {
 	BookedEventsPerSec float64    `json:"booked_events_per_s"`
 	BookedRatio        float64    `json:"booked_ratio"`
 	Runs               []FleetRun `json:"runs"`
+	// Replicas is the run of two replicas of each service side by side.
+	Replicas *FleetReplicas `json:"replicas,omitempty"`
+}
+
+// FleetReplicas is two replicas of security (consuming one queue) and two
+// of rules (passes under one archive lease) against one database each and
+// one store: what each did, and the totals that show nothing was done
+// twice.
+type FleetReplicas struct {
+	Replicas int `json:"replicas"`
+	// Events were published once; SecurityBooked is each replica's
+	// archive_records_booked_total, SecurityRows the archive_records and
+	// InboxRows the event_inbox rows after (each = Events when nothing was
+	// booked twice).
+	Events          int     `json:"events"`
+	SecurityBooked  []int64 `json:"security_booked_per_replica"`
+	SecurityRows    int64   `json:"security_archive_records"`
+	InboxRows       int64   `json:"security_inbox_records"`
+	SecuritySeconds float64 `json:"security_seconds"`
+	// ArchiveRows aged rows were archived by passes of both replicas:
+	// RulesPasses and RulesArchived per replica, RulesLeaseBusy the passes
+	// that found the other holding the lease; LedgerArchives and
+	// LedgerRows what the ledger booked, DistinctObjects the objects the
+	// reports named (twice the archives when none was written twice),
+	// AgedLeft the aged rows not archived (0).
+	ArchiveRows     int     `json:"archive_rows"`
+	RulesPasses     []int   `json:"rules_passes_per_replica"`
+	RulesArchived   []int64 `json:"rules_rows_per_replica"`
+	RulesLeaseBusy  []int   `json:"rules_lease_busy_per_replica"`
+	LedgerArchives  int64   `json:"ledger_archives"`
+	LedgerRows      int64   `json:"ledger_rows"`
+	DistinctObjects int     `json:"distinct_objects"`
+	AgedLeft        int64   `json:"aged_rows_left"`
 }
 
 // FleetRun is one fleet round.

@@ -347,7 +347,9 @@ WHERE NOT subjects_indexed AND purged_at IS NULL AND table_name = ANY (sqlc.arg(
 
 -- SubjectHolds says, for the archives named or indexed under one of the
 -- given keyed hashes, whether an active subject hold covers each (the
--- fleet ledger's subject_hold).
+-- fleet ledger's subject_hold). The archives are found by their ids and
+-- the index's GIN lookup first, then read by key (ADR-076): an OR of the
+-- two read the whole ledger.
 -- name: SubjectHolds :many
 SELECT l.archive_id,
        EXISTS (SELECT 1 FROM archive_holds AS h
@@ -357,8 +359,9 @@ SELECT l.archive_id,
                                  WHERE s.archive_id = l.archive_id AND s.subject_hashes && h.subject_hashes)))::boolean AS subject_held
 FROM archive_ledger AS l
 WHERE l.purged_at IS NULL
-  AND (l.archive_id = ANY (sqlc.arg(ids)::uuid[])
-       OR l.archive_id IN (SELECT s.archive_id FROM archive_subjects AS s WHERE s.subject_hashes && sqlc.arg(hashes)::bytea[]))
+  AND l.archive_id = ANY (ARRAY(SELECT x FROM unnest(sqlc.arg(ids)::uuid[]) AS x
+                                UNION
+                                SELECT s.archive_id FROM archive_subjects AS s WHERE s.subject_hashes && sqlc.arg(hashes)::bytea[]))
 ORDER BY l.archive_id;
 
 -- HoldSubjects reads a hold's keyed subject hashes.

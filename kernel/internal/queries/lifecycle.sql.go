@@ -943,15 +943,15 @@ WITH active AS (
     SELECT l.archive_id FROM archive_ledger AS l
     WHERE NOT l.subjects_indexed AND EXISTS (SELECT 1 FROM active AS h WHERE cardinality(h.subject_hashes) > 0)
 ), flip AS (
-    SELECT l.archive_id FROM archive_ledger AS l JOIN held AS h ON h.archive_id = l.archive_id WHERE NOT l.legal_hold
+    SELECT l.archive_id FROM archive_ledger AS l
+    WHERE l.archive_id = ANY (ARRAY(SELECT h.archive_id FROM held AS h)) AND NOT l.legal_hold
     UNION ALL
     SELECT l.archive_id FROM archive_ledger AS l
     WHERE l.legal_hold AND NOT EXISTS (SELECT 1 FROM held AS h WHERE h.archive_id = l.archive_id)
 )
 UPDATE archive_ledger AS l
 SET legal_hold = NOT l.legal_hold
-FROM flip
-WHERE l.archive_id = flip.archive_id
+WHERE l.archive_id = ANY (ARRAY(SELECT f.archive_id FROM flip AS f))
 RETURNING l.archive_id, l.legal_hold, l.data_key, l.manifest_key, (l.purged_at IS NOT NULL)::boolean AS purged
 `
 
@@ -1204,8 +1204,9 @@ SELECT l.archive_id,
                                  WHERE s.archive_id = l.archive_id AND s.subject_hashes && h.subject_hashes)))::boolean AS subject_held
 FROM archive_ledger AS l
 WHERE l.purged_at IS NULL
-  AND (l.archive_id = ANY ($1::uuid[])
-       OR l.archive_id IN (SELECT s.archive_id FROM archive_subjects AS s WHERE s.subject_hashes && $2::bytea[]))
+  AND l.archive_id = ANY (ARRAY(SELECT x FROM unnest($1::uuid[]) AS x
+                                UNION
+                                SELECT s.archive_id FROM archive_subjects AS s WHERE s.subject_hashes && $2::bytea[]))
 ORDER BY l.archive_id
 `
 
@@ -1221,7 +1222,9 @@ type SubjectHoldsRow struct {
 
 // SubjectHolds says, for the archives named or indexed under one of the
 // given keyed hashes, whether an active subject hold covers each (the
-// fleet ledger's subject_hold).
+// fleet ledger's subject_hold). The archives are found by their ids and
+// the index's GIN lookup first, then read by key (ADR-076): an OR of the
+// two read the whole ledger.
 func (q *Queries) SubjectHolds(ctx context.Context, arg SubjectHoldsParams) ([]SubjectHoldsRow, error) {
 	rows, err := q.db.Query(ctx, subjectHolds, arg.Ids, arg.Hashes)
 	if err != nil {
