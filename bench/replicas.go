@@ -118,7 +118,7 @@ func (r *runner) securityReplicas(ctx context.Context, tpl string, signer *event
 	}
 	res.SecuritySeconds = round3(time.Since(start).Seconds())
 	for _, a := range addrs {
-		n, err := scrapeCounter(ctx, "http://"+a+"/metrics", `archive_records_booked_total{source_service="rules"}`)
+		n, err := scrapeCounter(ctx, "http://"+a+"/metrics", "archive_records_booked_total")
 		if err != nil {
 			return err
 		}
@@ -135,6 +135,7 @@ func (r *runner) securityReplicas(ctx context.Context, tpl string, signer *event
 // a pass that finds the lease held waits a moment and tries again.
 func (r *runner) rulesReplicas(ctx context.Context, res *FleetReplicas) error {
 	tg := r.rulesTarget()
+	tg.name = "replicas" // its own template and copies
 	rows := max(r.cfg.ArchiveRows/4, 100)
 	as := archive.DefaultSettings()
 	saved := r.cfg.ArchiveRows
@@ -246,9 +247,9 @@ func waitConsumers(ctx context.Context, url, queue string, n int) error {
 	}
 }
 
-// scrapeCounter reads one series' value from a Prometheus text endpoint
-// (0 when the series is absent: nothing counted yet).
-func scrapeCounter(ctx context.Context, url, series string) (int64, error) {
+// scrapeCounter sums a metric's series (every label set) from a Prometheus
+// text endpoint (0 when it has none: nothing counted yet).
+func scrapeCounter(ctx context.Context, url, metric string) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, err
@@ -258,12 +259,18 @@ func scrapeCounter(ctx context.Context, url, series string) (int64, error) {
 		return 0, err
 	}
 	defer func() { _ = resp.Body.Close() }()
+	var sum float64
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return int64(f), err
+		line := sc.Text()
+		if !strings.HasPrefix(line, metric+"{") && !strings.HasPrefix(line, metric+" ") {
+			continue
 		}
+		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q: %w", url, line, err)
+		}
+		sum += f
 	}
-	return 0, sc.Err()
+	return int64(sum), sc.Err()
 }
