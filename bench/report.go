@@ -91,8 +91,8 @@ func scaleGoals(s *Summary) []Goal {
 		goal("WAL per retired row, partitioned", "≤ 5 bytes", s.PartitionWALBytesPerRow, "bytes", func(v float64) bool { return v <= 5 }),
 		goal("writer p99 during partition retirement (ratio to none)", "≤ 1.5×", s.PartitionWriterP99Ratio, "×", func(v float64) bool { return v <= 1.5 }),
 		goal("partition retirement vs pg_partman's own retention (time ratio)", "≤ 1.25×", s.PartitionVsPartmanRatio, "×", func(v float64) bool { return v <= 1.25 }),
-		goal("partition retirement at 200,000 rows a partition (ratio to one unbounded DELETE)", "≥ 20×", s.PartitionDrainRatio200k, "×", func(v float64) bool { return v >= 20 }),
-		goal("partition retirement at 1,000,000 rows a partition (ratio to one unbounded DELETE)", "≥ 50×", s.PartitionDrainRatio1m, "×", func(v float64) bool { return v >= 50 }),
+		goal("partition retirement at 200,000 rows a partition (drain ratio ÷ pg_partman's, same partitions)", "≥ 0.8×", s.PartitionDrainVsPartmanRatio200k, "×", func(v float64) bool { return v >= 0.8 }),
+		goal("partition retirement at 1,000,000 rows a partition (drain ratio ÷ pg_partman's, same partitions)", "≥ 0.8×", s.PartitionDrainVsPartmanRatio1m, "×", func(v float64) bool { return v >= 0.8 }),
 		goal("writer p99 during a drain ÷ beside one CPU-only backend (same round)", "≤ 1.2×", s.WriterP99VsFloor, "×", func(v float64) bool { return v <= 1.2 }),
 	}
 }
@@ -180,11 +180,15 @@ func summarizeLifecycle(res *Results, s *Summary) {
 			s.PartitionVsPartmanRatio = ptr(res.Partition.PartmanRatio)
 		}
 		for _, v := range res.Partition.Volumes {
+			var vsPartman *float64
+			if v.PartmanRatio > 0 {
+				vsPartman = ptr(round3(1 / v.PartmanRatio))
+			}
 			switch {
 			case v.RowsPerPartition >= 1_000_000 || (res.Smoke && v.RowsPerPartition >= 10_000):
-				s.PartitionDrainRatio1m = ptr(v.Ratio)
+				s.PartitionDrainRatio1m, s.PartitionDrainVsPartmanRatio1m = ptr(v.Ratio), vsPartman
 			default:
-				s.PartitionDrainRatio200k = ptr(v.Ratio)
+				s.PartitionDrainRatio200k, s.PartitionDrainVsPartmanRatio200k = ptr(v.Ratio), vsPartman
 			}
 		}
 	}

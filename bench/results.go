@@ -63,6 +63,11 @@ type Summary struct {
 	// 1,000,000 rows a partition.
 	PartitionDrainRatio200k *float64 `json:"partition_drain_ratio_200k"`
 	PartitionDrainRatio1m   *float64 `json:"partition_drain_ratio_1m"`
+	// PartitionDrainVsPartmanRatio200k and 1m: the kernel's drain ratio ÷
+	// pg_partman's on the same partitions in the same rounds (pg_partman's
+	// time ÷ the kernel's): the goal stated against a drop's own floor.
+	PartitionDrainVsPartmanRatio200k *float64 `json:"partition_drain_vs_partman_ratio_200k"`
+	PartitionDrainVsPartmanRatio1m   *float64 `json:"partition_drain_vs_partman_ratio_1m"`
 	// PartitionBloatRatio is the row-deleted outbox's size ÷ the
 	// partitioned one's after 30 simulated days of daily sweeps.
 	PartitionBloatRatio *float64 `json:"partition_bloat_ratio"`

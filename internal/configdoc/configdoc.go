@@ -35,6 +35,9 @@ type Service struct {
 	Name     string
 	Defaults any
 	Derived  []settings.Derived
+	// DefaultWhy says, per key, why the service's default is its own
+	// (written after the key's description in the service's section).
+	DefaultWhy map[string]string
 }
 
 // Fleet is every service of the reference, from the services' own specs: a
@@ -44,7 +47,8 @@ func Fleet() []Service {
 		{Name: exchange.Name, Defaults: exchange.DefaultSettings(), Derived: exchange.Spec().DerivedKeys()},
 		{Name: financial.Name, Defaults: financial.DefaultSettings(), Derived: financial.Spec().DerivedKeys()},
 		{Name: rules.Name, Defaults: rules.DefaultSettings(), Derived: rules.Spec().DerivedKeys()},
-		{Name: security.Name, Defaults: security.DefaultSettings(), Derived: security.Spec().DerivedKeys()},
+		{Name: security.Name, Defaults: security.DefaultSettings(), Derived: security.Spec().DerivedKeys(),
+			DefaultWhy: map[string]string{"archive.batch_size": security.DefaultArchiveBatchSizeWhy}},
 	}
 }
 
@@ -166,7 +170,7 @@ func Render(root string, services []Service) ([]byte, error) {
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %s | %s |\n", f.Key, env, f.Type, cell(def), cell(text))
 	}
 	for i, s := range services {
-		if err := d.service(&b, s.Name, fields[i], common); err != nil {
+		if err := d.service(&b, s, fields[i], common); err != nil {
 			return nil, err
 		}
 	}
@@ -175,7 +179,8 @@ func Render(root string, services []Service) ([]byte, error) {
 
 // service writes a service's section: its own keys and the common keys
 // whose default is its own.
-func (d *docs) service(b *bytes.Buffer, name string, fields []settings.Field, common map[string]string) error {
+func (d *docs) service(b *bytes.Buffer, s Service, fields []settings.Field, common map[string]string) error {
+	name := s.Name
 	fmt.Fprintf(b, "\n## %s\n\nEnvironment prefix `%s`.\n\n", name, settings.EnvPrefix(name))
 	b.WriteString("| key | environment variable | type | default | description |\n|---|---|---|---|---|\n")
 	for _, f := range fields {
@@ -185,6 +190,9 @@ func (d *docs) service(b *bytes.Buffer, name string, fields []settings.Field, co
 		text, err := d.comment(f)
 		if err != nil {
 			return err
+		}
+		if why := s.DefaultWhy[f.Key]; why != "" {
+			text += " " + name + "'s default: " + why
 		}
 		fmt.Fprintf(b, "| `%s` | `%s` | %s | %s | %s |\n", f.Key, settings.EnvVar(name, f.Key), f.Type, cell(f.Default), cell(text))
 	}
