@@ -39,18 +39,7 @@ func (r *runner) runFleet(ctx context.Context) (*FleetResult, error) {
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	priv, line, err := eventsig.GeneratePEM("rules-bench", "craig-rules")
-	if err != nil {
-		return nil, err
-	}
-	keyFile, trustFile := filepath.Join(dir, "rules.pem"), filepath.Join(dir, "trusted")
-	if err := os.WriteFile(keyFile, priv, 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(trustFile, []byte(line+"\n"), 0o600); err != nil {
-		return nil, err
-	}
-	signer, err := eventsig.LoadSigner("rules-bench", keyFile)
+	signer, trustFile, err := fleetSigner(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +85,24 @@ func (r *runner) runFleet(ctx context.Context) (*FleetResult, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// fleetSigner writes a signing key and the trust file naming it into dir,
+// and loads the signer.
+func fleetSigner(dir string) (*eventsig.Signer, string, error) {
+	priv, line, err := eventsig.GeneratePEM("rules-bench", "craig-rules")
+	if err != nil {
+		return nil, "", err
+	}
+	keyFile, trustFile := filepath.Join(dir, "rules.pem"), filepath.Join(dir, "trusted")
+	if err := os.WriteFile(keyFile, priv, 0o600); err != nil {
+		return nil, "", err
+	}
+	if err := os.WriteFile(trustFile, []byte(line+"\n"), 0o600); err != nil {
+		return nil, "", err
+	}
+	signer, err := eventsig.LoadSigner("rules-bench", keyFile)
+	return signer, trustFile, err
 }
 
 // Fleet configurations: archive_records empty, and holding ScaleArchives

@@ -138,19 +138,11 @@ func (r *runner) rulesReplicas(ctx context.Context, res *FleetReplicas) error {
 	tg.name = "replicas" // its own template and copies
 	rows := max(r.cfg.ArchiveRows/4, 100)
 	as := archive.DefaultSettings()
-	saved := r.cfg.ArchiveRows
-	r.cfg.ArchiveRows = rows
-	tpl, err := r.archiveTemplate(ctx, tg, tg.sets, max(rows/10, 1), as)
-	r.cfg.ArchiveRows = saved
+	db, cleanup, err := r.replicaDatabase(ctx, tg, rows, as)
 	if err != nil {
 		return err
 	}
-	defer r.discard(tpl)
-	db, err := r.srv.copyOf(ctx, tpl, "archive_replicas", 0)
-	if err != nil {
-		return err
-	}
-	defer r.discard(db.name)
+	defer cleanup()
 	st, err := store.Open(ctx, r.cfg.S3URL)
 	if err != nil {
 		return err
@@ -196,6 +188,24 @@ func (r *runner) rulesReplicas(ctx context.Context, res *FleetReplicas) error {
 			(SELECT count(*) FROM rule_evaluations WHERE evaluated_at < now() - make_interval(days => $1::int))`, as.HotWindowDays).
 			Scan(&res.LedgerArchives, &res.LedgerRows, &res.AgedLeft)
 	})
+}
+
+// replicaDatabase is a fresh database of rules holding rows aged rule
+// evaluations (and a tenth as many hot ones), and its cleanup.
+func (r *runner) replicaDatabase(ctx context.Context, tg archiveTarget, rows int, as archive.Settings) (scratch, func(), error) {
+	saved := r.cfg.ArchiveRows
+	r.cfg.ArchiveRows = rows
+	tpl, err := r.archiveTemplate(ctx, tg, tg.sets, max(rows/10, 1), as)
+	r.cfg.ArchiveRows = saved
+	if err != nil {
+		return scratch{}, nil, err
+	}
+	db, err := r.srv.copyOf(ctx, tpl, "archive_replicas", 0)
+	if err != nil {
+		r.discard(tpl)
+		return scratch{}, nil, err
+	}
+	return db, func() { r.discard(db.name); r.discard(tpl) }, nil
 }
 
 // replicaPasses runs one replica's passes until one reports nothing more

@@ -259,6 +259,12 @@ func SyncSubjectDeclarations(ctx context.Context, pool *pgxpool.Pool, specs []Ta
 			}
 			if n > 0 {
 				out[spec.Table] = n
+				// Unindexed, its archives are covered by every active
+				// subject hold (archive_is_held): legal_hold says so now,
+				// and the lock reconciler puts the store's holds on them.
+				if _, err := q.RefreshLegalHolds(ctx); err != nil {
+					return fmt.Errorf("legal holds after unindexing %s: %w", spec.Table, err)
+				}
 			}
 			if err := q.RecordSubjectDeclaration(ctx, queries.RecordSubjectDeclarationParams{TableName: spec.Table, Declaration: decl}); err != nil {
 				return fmt.Errorf("record the subject declaration of %s: %w", spec.Table, err)

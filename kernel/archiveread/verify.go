@@ -289,7 +289,10 @@ func (r *Reader) orphans(ctx context.Context, rep *Report) error {
 // ledger row names). The store is walked a page at a time and each page's
 // keys are looked up in the ledger after they are listed (ADR-076): memory
 // holds one page and the orphans, whatever the ledger's size, and an
-// archive booked while the walk runs is never taken for an orphan.
+// archive whose booking committed before its page is looked up is never
+// taken for an orphan. One whose booking is still in flight is (its objects
+// are written before its ledger row commits): the GC destroys only orphans
+// older than its age bound, under the archive lease.
 func (r *Reader) orphanObjects(ctx context.Context) ([]store.Object, error) {
 	var out []store.Object
 	// Every key with a version, not only a current one: an orphan behind a

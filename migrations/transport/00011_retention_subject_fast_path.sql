@@ -23,16 +23,21 @@ RETURNS text LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
 DECLARE
     d text := p_value;
 BEGIN
-    -- The kind in ASCII letters of any case, then at most one separator.
-    IF octet_length(left(d, length(p_kind))) = length(p_kind) AND lower(left(d, length(p_kind))) = p_kind THEN
-        d := substr(d, length(p_kind) + 1);
-        IF left(d, 1) IN ('-', ':', '_', '/') THEN
-            d := substr(d, 2);
+    -- A kind of lower-case ASCII letters only (the kinds are 'case' and
+    -- 'person'): the second version reads the kind as a pattern, which
+    -- these spell literally.
+    IF p_kind <> '' AND ltrim(p_kind, 'abcdefghijklmnopqrstuvwxyz') = '' THEN
+        -- The kind in ASCII letters of any case, then at most one separator.
+        IF octet_length(left(d, length(p_kind))) = length(p_kind) AND lower(left(d, length(p_kind))) = p_kind THEN
+            d := substr(d, length(p_kind) + 1);
+            IF left(d, 1) IN ('-', ':', '_', '/') THEN
+                d := substr(d, 2);
+            END IF;
         END IF;
-    END IF;
-    -- ASCII digits whose number (leading zeros dropped) has at most 30.
-    IF d <> '' AND ltrim(d, '0123456789') = '' AND octet_length(ltrim(d, '0')) <= 30 THEN
-        RETURN p_kind || ':' || coalesce(nullif(ltrim(d, '0'), ''), '0');
+        -- ASCII digits whose number (leading zeros dropped) has at most 30.
+        IF d <> '' AND ltrim(d, '0123456789') = '' AND octet_length(ltrim(d, '0')) <= 30 THEN
+            RETURN p_kind || ':' || coalesce(nullif(ltrim(d, '0'), ''), '0');
+        END IF;
     END IF;
     -- Any other spelling: the second version's expression.
     RETURN CASE

@@ -102,12 +102,15 @@ ORDER BY h.created_at DESC, h.id DESC;
 -- one branch per kind of hold so that each is an index lookup (ADR-076):
 -- the archives named, a table's (by time range), a subject's (the index's
 -- GIN lookup) and every archive not yet indexed while a subject hold is
--- active; the rows to clear are read through archive_ledger_held_idx.
+-- active; the rows to clear are read through archive_ledger_held_idx. A
+-- row is set to its state, never toggled, and only while it differs: a
+-- refresh that waited for another's update of the row re-checks it against
+-- the row that update left, and leaves it when it already agrees.
 -- name: RefreshLegalHolds :many
 WITH active AS (
     SELECT archive_ids, table_name, from_at, to_at, subject_hashes FROM archive_holds WHERE released_at IS NULL
 ), held AS (
-    SELECT x.archive_id FROM active AS h, unnest(h.archive_ids) AS x (archive_id)
+    SELECT x.archive_id FROM active AS h, unnest(h.archive_ids) AS x (archive_id) WHERE x.archive_id IS NOT NULL
     UNION
     SELECT l.archive_id FROM active AS h JOIN archive_ledger AS l
         ON h.table_name IS NOT NULL AND h.table_name = l.table_name
@@ -127,8 +130,9 @@ WITH active AS (
     WHERE l.legal_hold AND NOT EXISTS (SELECT 1 FROM held AS h WHERE h.archive_id = l.archive_id)
 )
 UPDATE archive_ledger AS l
-SET legal_hold = NOT l.legal_hold
+SET legal_hold = (l.archive_id IN (SELECT h.archive_id FROM held AS h))
 WHERE l.archive_id = ANY (ARRAY(SELECT f.archive_id FROM flip AS f))
+  AND l.legal_hold IS DISTINCT FROM (l.archive_id IN (SELECT h.archive_id FROM held AS h))
 RETURNING l.archive_id, l.legal_hold, l.data_key, l.manifest_key, (l.purged_at IS NOT NULL)::boolean AS purged;
 
 -- SelectPurgeCandidates lists (limit + 1 to tell "more") the archives the
