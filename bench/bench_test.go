@@ -28,11 +28,14 @@ func TestSummaryKeysAreNullWhenNotMeasured(t *testing.T) {
 	slices.Sort(keys)
 	require.Equal(t, SummaryKeys(), keys)
 	require.Equal(t, []string{
-		"archive_peak_rss_mib", "archive_vs_copy_ratio", "backlog_drain_ratio", "disposition_batch_rows_per_s", "disposition_due_list_ms",
-		"disposition_vs_expunge_ratio", "fetch_by_id_p99_ms", "fleet_events_per_s", "outbox_drain_rows_per_s", "outbox_poison_drain_ratio",
-		"partition_bloat_ratio", "partition_drain_ratio", "partition_drain_ratio_1m", "partition_drain_ratio_200k", "partition_vs_partman_ratio", "partition_wal_bytes_per_row", "partition_writer_p99_ratio",
-		"purge_archives_per_s", "security_archive_vs_copy_ratio", "steady_idle_cycle_ms", "subject_fetch_p99_ms", "subject_index_archive_cost_ratio",
-		"verify_deep_vs_get_ratio", "worst_batch_ms", "writer_p99_ratio", "writer_p99_ratio_ci", "writer_p99_vs_floor", "writer_p99_vs_floor_ci",
+		"archive_peak_rss_mib", "archive_vs_copy_ratio", "archive_vs_floor_ratio", "backlog_drain_ratio", "disposition_batch_rows_per_s", "disposition_due_list_ms",
+		"disposition_vs_expunge_ratio", "fetch_by_id_p99_ms", "fleet_events_per_s", "fleet_inbound_ratio_1m", "hold_place_ms_1m",
+		"ledger_bytes_per_archive_1m", "outbox_drain_rows_per_s", "outbox_poison_drain_ratio",
+		"partition_bloat_ratio", "partition_drain_ratio", "partition_drain_ratio_1m", "partition_drain_ratio_200k",
+		"partition_drain_vs_partman_ratio_1m", "partition_drain_vs_partman_ratio_200k", "partition_vs_partman_ratio", "partition_wal_bytes_per_row", "partition_writer_p99_ratio",
+		"purge_archives_per_s", "purge_scan_ms_1m", "security_archive_vs_copy_ratio", "security_archive_vs_floor_ratio", "steady_idle_cycle_ms",
+		"subject_fetch_p99_ms", "subject_fetch_p99_ms_1m", "subject_index_archive_cost_ratio",
+		"verify_deep_vs_get_ratio", "verify_peak_rss_mib_1m", "worst_batch_ms", "writer_p99_ratio", "writer_p99_ratio_ci", "writer_p99_vs_floor", "writer_p99_vs_floor_ci",
 	}, keys)
 }
 
@@ -45,6 +48,8 @@ func TestSummarizeMarksGoals(t *testing.T) {
 		Read:   &ReadResult{FetchP99MS: 6.1, VerifyVsGetRatio: 0.69},
 		// The due listing over 10,000 archives, just over its goal.
 		Disposition: &DispositionResult{DueListMS: 1000.5, Batch: &BatchResult{RowsPerSec: 41000, VsExpungeRatio: 9.5}},
+		// A million archives: the hold over its goal, the purge scan within.
+		Scale: &ScaleResult{HoldPlaceMS: 1000.5, PurgeScanMS: 12, SubjectFetchP99MS: 80, Steps: []ScaleStep{{Archives: 1_000_000, LedgerBytesPerArchive: 900}}},
 	}
 	s, goals := summarize(res)
 	require.Equal(t, 0.93, *s.BacklogDrainRatio)
@@ -58,7 +63,7 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	require.Equal(t, 6.1, *s.FetchByIDP99MS)
 	require.Equal(t, 0.69, *s.VerifyDeepVsGetRatio)
 	require.Equal(t, 41000.0, *s.DispositionBatchRowsPerS)
-	require.Len(t, goals, 22)
+	require.Len(t, goals, 28)
 	met := map[string]*bool{}
 	for _, g := range goals {
 		met[g.What] = g.Met
@@ -73,6 +78,10 @@ func TestSummarizeMarksGoals(t *testing.T) {
 	require.Equal(t, 1000.5, *s.DispositionDueListMS)
 	require.False(t, *met["list what the records schedule makes due over 10,000 archives"], "1,000.5 ms is over 1,000")
 	require.False(t, *met["a disposition batch of 10,000 cases over 1,000 archives (ratio to one court order per case)"], "9.5 is under 10")
+	require.False(t, *met["place a subject hold against 1,000,000 archives"], "1,000.5 ms is over 1,000")
+	require.True(t, *met["the purge's candidate scan over 1,000,000 archives"])
+	require.Equal(t, 900.0, *s.LedgerBytesPerArchive1m)
+	require.Nil(t, met["inbound signed events with the fleet ledger full (ratio to empty)"], "not measured: no verdict")
 }
 
 func TestMedianAndPercentile(t *testing.T) {
