@@ -41,7 +41,7 @@ const DefaultArchiveBatchSize = archive.MaxBatchSize
 
 // DefaultArchiveBatchSizeWhy is the configuration reference's reason for
 // DefaultArchiveBatchSize, from the benchmark (bench/README.md).
-const DefaultArchiveBatchSizeWhy = "10,000 rows, not the specification's 1,000. Audit rows are small (about 0.5 KB): at 1,000 rows a pass spends most of its time on per-archive work (two PUTs, the delete transaction, the ledger row, the event) and archived 28,800 rows/s (median of 3 rounds, 2026-12-06); at 10,000 an object is about 4.5 MB and the pass archived 48,800 rows/s, 1.7 times as many, at the same peak memory (75 MiB). bench/README.md, security archive."
+const DefaultArchiveBatchSizeWhy = "10,000 rows, not the specification's 1,000. Audit rows are small (about 0.5 KB): at 1,000 rows a pass spends most of its time on per-archive work (two PUTs, the delete transaction, the ledger row, the event) and archived 30,074 rows/s (median of 3 rounds, bench/results/2026-12-06.json); at 10,000 an object is about 4.5 MB and the pass archived 46,753 rows/s, 1.55 times as many, at the same peak memory (70.5 MiB). bench/README.md, security archive."
 
 // DefaultSettings returns the security defaults (archiver disabled).
 func DefaultSettings() Settings {
