@@ -116,9 +116,18 @@ func TestHostileRetryRacesTwoDrainers(t *testing.T) {
 		dead = append(dead, hostileDead(t, db, "rules.evaluated", fmt.Sprintf("%d minutes", 60-i), "10 minutes"))
 	}
 	var offeredDead atomic.Int64
+	// The publisher's check has a pool of its own: on the test's pool, the
+	// retriers waiting for the rows a drainer's claim holds could take every
+	// connection, and the check (inside that claim) would wait for one
+	// forever.
+	checker, err := pgxpool.New(ctx, db.URL)
+	require.NoError(t, err)
+	t.Cleanup(checker.Close)
 	pub := &fakePublisher{fail: func(_ context.Context, m outbox.Message) error {
 		var isDead bool
-		if err := db.Pool.QueryRow(context.Background(), "SELECT dead_lettered_at IS NOT NULL FROM event_outbox WHERE id = $1", m.ID).Scan(&isDead); err == nil && isDead {
+		if err := checker.QueryRow(context.Background(), "SELECT dead_lettered_at IS NOT NULL FROM event_outbox WHERE id = $1", m.ID).Scan(&isDead); err != nil {
+			t.Errorf("check %s: %v", m.ID, err)
+		} else if isDead {
 			offeredDead.Add(1)
 		}
 		return nil
