@@ -238,7 +238,7 @@ INSERT INTO archive_ledger (archive_id, table_name, data_key, manifest_key, data
                             retention_until, subjects_indexed, case_rows_indexed)
 SELECT md5($3 || i)::uuid, 'rule_evaluations', $3 || i || '.ndjson', $3 || i || '.manifest.json', encode(sha256(int8send(i)), 'hex'), 1000,
        'bench-scale', 'bench-scale', gen_random_uuid(), gen_random_uuid(), x.t, x.t + interval '1 hour', 90, x.t + interval '91 days',
-       'system:archiver', CASE WHEN i % 100 = 0 THEN current_date - 1 ELSE current_date + 365 END, true, true
+       'system:archiver', CASE WHEN i % 100 = 0 THEN (now() AT TIME ZONE 'UTC')::date - 1 ELSE (now() AT TIME ZONE 'UTC')::date + 365 END, true, true
 FROM generate_series($1::bigint + 1, $2::bigint) AS i,
      LATERAL (SELECT now() - interval '3650 days' + (i % 3650) * interval '1 day' AS t) AS x`
 	scaleBookSubjects = `
@@ -251,7 +251,7 @@ INSERT INTO archive_cases (archive_id, subject_hash, others, subject_box, oldest
 SELECT DISTINCT ON (1, 2) md5($3 || i)::uuid, sha256(int8send((i * 7 + j * 104729) % 200000)), '\x'::bytea,
        sha512(int8send(j)) || sha256(int8send(i)), x.d, x.d, 100
 FROM generate_series($1::bigint + 1, $2::bigint) AS i, generate_series(1, $4::int) AS j,
-     LATERAL (SELECT (now() - interval '3650 days')::date + (i % 3650)::int AS d) AS x`
+     LATERAL (SELECT ((now() AT TIME ZONE 'UTC') - interval '3650 days')::date + (i % 3650)::int AS d) AS x`
 	// scaleBookFleet books $1 rows in security's archive_records, as the
 	// fleet ledger holds them after years of inbound events.
 	scaleBookFleet = `
@@ -260,7 +260,7 @@ INSERT INTO archive_records (archive_id, source_service, table_name, data_key, m
                              hot_window_days, archived_at, archived_by, retention_until)
 SELECT md5('fleet' || i)::uuid, 'rules', 'rule_evaluations', 'archive/rules/' || i || '.ndjson', 'archive/rules/' || i || '.manifest.json',
        encode(sha256(int8send(i)), 'hex'), 1000, 'bench-scale', 'bench-scale', gen_random_uuid(), gen_random_uuid(), x.t,
-       x.t + interval '1 hour', 90, x.t + interval '91 days', 'system:archiver', current_date + 365
+       x.t + interval '1 hour', 90, x.t + interval '91 days', 'system:archiver', (now() AT TIME ZONE 'UTC')::date + 365
 FROM generate_series(1, $1::bigint) AS i,
      LATERAL (SELECT now() - interval '3650 days' + (i % 3650) * interval '1 day' AS t) AS x`
 	// scaleSizes is the bytes on disk (tables, TOAST and indexes) of the
