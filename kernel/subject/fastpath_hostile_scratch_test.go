@@ -2,11 +2,9 @@ package subject_test
 
 import (
 	"context"
-	"io/fs"
 	"log/slog"
 	"strings"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,17 +15,6 @@ import (
 	"github.com/craig/retention/kernel/migrate"
 	"github.com/craig/retention/migrations"
 )
-
-// hostileV2 installs the second version (00011's Down) as retention_subject_v2.
-func hostileV2(t *testing.T, db *kerneltest.DB) {
-	t.Helper()
-	b, err := fs.ReadFile(migrations.Transport().FS, "00011_retention_subject_fast_path.sql")
-	require.NoError(t, err)
-	_, down, ok := strings.Cut(string(b), "-- +goose Down")
-	require.True(t, ok)
-	body := down[strings.Index(down, "CREATE OR REPLACE FUNCTION") : strings.LastIndex(down, "$$;")+3]
-	db.Exec(t, strings.Replace(body, "FUNCTION retention_subject(", "FUNCTION retention_subject_v2(", 1))
-}
 
 func hostileValues() []string {
 	var in []string
@@ -49,7 +36,7 @@ func TestHostileFastPathAgreesForEveryKind(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db := kerneltest.NewDB(t, migrations.Transport())
-	hostileV2(t, db)
+	installV2(t, db)
 	rows, err := db.Pool.Query(ctx, `SELECT format('%L %L: %s, was %s', k, v, coalesce(retention_subject(k, v), 'NULL'), coalesce(retention_subject_v2(k, v), 'NULL'))
 		FROM unnest($1::text[]) AS v, unnest($2::text[]) AS k
 		WHERE retention_subject(k, v) IS DISTINCT FROM retention_subject_v2(k, v)`,
@@ -70,7 +57,7 @@ func TestHostileFastPathKindWithRegexCharacters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db := kerneltest.NewDB(t, migrations.Transport())
-	hostileV2(t, db)
+	installV2(t, db)
 	rows, err := db.Pool.Query(ctx, `SELECT format('%L %L: %s, was %s', k, v, coalesce(retention_subject(k, v), 'NULL'), coalesce(retention_subject_v2(k, v), 'NULL'))
 		FROM unnest($1::text[]) AS v, unnest($2::text[]) AS k
 		WHERE retention_subject(k, v) IS DISTINCT FROM retention_subject_v2(k, v)`,
@@ -93,23 +80,12 @@ func TestHostileFastPathKindWithRegexCharacters(t *testing.T) {
 func TestHostileIndexBuiltBeforeFastPath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	first := fstest.MapFS{}
-	entries, err := fs.ReadDir(migrations.Transport().FS, ".")
-	require.NoError(t, err)
-	for _, e := range entries {
-		if e.Name() >= "00011" {
-			continue
-		}
-		b, err := fs.ReadFile(migrations.Transport().FS, e.Name())
-		require.NoError(t, err)
-		first[e.Name()] = &fstest.MapFile{Data: b}
-	}
-	db := kerneltest.NewDB(t, migrations.New(migrations.TransportSetName, first))
+	db := kerneltest.NewDB(t, transportBefore(t, "00011"))
 	db.Exec(t, `CREATE TABLE notes (id int PRIMARY KEY, case_id text)`)
 	db.Exec(t, `CREATE INDEX notes_case_idx ON notes (retention_subject('case', case_id))`)
 	db.Exec(t, `INSERT INTO notes SELECT n, v FROM unnest($1::text[]) WITH ORDINALITY AS x (v, n)`, hostileValues())
 	db.Exec(t, `CREATE TABLE before AS SELECT id, retention_subject('case', case_id) AS s FROM notes`)
-	_, err = migrate.Up(ctx, stdlib.OpenDBFromPool(db.Pool), []migrations.Set{migrations.Transport()}, slog.New(slog.DiscardHandler))
+	_, err := migrate.Up(ctx, stdlib.OpenDBFromPool(db.Pool), []migrations.Set{migrations.Transport()}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	db.Exec(t, `ANALYZE notes`)
 	tx, err := db.Pool.Begin(ctx)

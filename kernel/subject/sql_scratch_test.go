@@ -96,24 +96,13 @@ func TestRetentionSubjectUpgradeRebuildsIndexes(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	first := fstest.MapFS{}
-	entries, err := fs.ReadDir(migrations.Transport().FS, ".")
-	require.NoError(t, err)
-	for _, e := range entries {
-		if e.Name() >= "00009" {
-			continue
-		}
-		b, err := fs.ReadFile(migrations.Transport().FS, e.Name())
-		require.NoError(t, err)
-		first[e.Name()] = &fstest.MapFile{Data: b}
-	}
-	db := kerneltest.NewDB(t, migrations.New(migrations.TransportSetName, first))
+	db := kerneltest.NewDB(t, transportBefore(t, "00009"))
 	db.Exec(t, `CREATE TABLE notes (id int PRIMARY KEY, case_id text)`)
 	db.Exec(t, `CREATE INDEX notes_case_idx ON notes (retention_subject('case', case_id))`)
 	db.Exec(t, `INSERT INTO notes SELECT g, g::text FROM generate_series(1, 2000) AS g`)
 	db.Exec(t, `INSERT INTO notes VALUES (0, '+17'), (-1, E'\u200317')`)
 	db.Exec(t, `ANALYZE notes`)
-	_, err = migrate.Up(ctx, stdlib.OpenDBFromPool(db.Pool), []migrations.Set{migrations.Transport()}, slog.New(slog.DiscardHandler))
+	_, err := migrate.Up(ctx, stdlib.OpenDBFromPool(db.Pool), []migrations.Set{migrations.Transport()}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	tx, err := db.Pool.Begin(ctx)
 	require.NoError(t, err)
@@ -142,13 +131,7 @@ func TestRetentionSubjectFastPathAgrees(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db := kerneltest.NewDB(t, migrations.Transport())
-	// The second version, as the third's down migration restores it.
-	b, err := fs.ReadFile(migrations.Transport().FS, "00011_retention_subject_fast_path.sql")
-	require.NoError(t, err)
-	_, down, ok := strings.Cut(string(b), "-- +goose Down")
-	require.True(t, ok)
-	body := down[strings.Index(down, "CREATE OR REPLACE FUNCTION") : strings.LastIndex(down, "$$;")+3]
-	db.Exec(t, strings.Replace(body, "FUNCTION retention_subject(", "FUNCTION retention_subject_v2(", 1))
+	installV2(t, db)
 
 	var in []string
 	for i := range 20_000 {
@@ -183,4 +166,35 @@ func TestRetentionSubjectFastPathAgrees(t *testing.T) {
 	var nulls int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM (VALUES (retention_subject('case', NULL)), (retention_subject(NULL, '17'))) AS x (s) WHERE s IS NULL`).Scan(&nulls))
 	require.Equal(t, 2, nulls, "a NULL kind or value answers NULL, as when the function was STRICT")
+}
+
+// transportBefore is the transport migration set without its files from
+// prefix on: a database as an older release left it, to migrate up.
+func transportBefore(t *testing.T, prefix string) migrations.Set {
+	t.Helper()
+	first := fstest.MapFS{}
+	entries, err := fs.ReadDir(migrations.Transport().FS, ".")
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.Name() >= prefix {
+			continue
+		}
+		b, err := fs.ReadFile(migrations.Transport().FS, e.Name())
+		require.NoError(t, err)
+		first[e.Name()] = &fstest.MapFile{Data: b}
+	}
+	return migrations.New(migrations.TransportSetName, first)
+}
+
+// installV2 installs the second version of retention_subject, as the
+// third's down migration (transport 00011) restores it, as
+// retention_subject_v2: what the third must answer exactly as.
+func installV2(t *testing.T, db *kerneltest.DB) {
+	t.Helper()
+	b, err := fs.ReadFile(migrations.Transport().FS, "00011_retention_subject_fast_path.sql")
+	require.NoError(t, err)
+	_, down, ok := strings.Cut(string(b), "-- +goose Down")
+	require.True(t, ok)
+	body := down[strings.Index(down, "CREATE OR REPLACE FUNCTION") : strings.LastIndex(down, "$$;")+3]
+	db.Exec(t, strings.Replace(body, "FUNCTION retention_subject(", "FUNCTION retention_subject_v2(", 1))
 }
