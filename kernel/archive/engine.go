@@ -558,9 +558,52 @@ type prepared struct {
 	data     *NDJSON
 	manifest []byte
 	// subjects are the keyed hashes of the batch's subjects; indexed says
-	// whether they are all of them (see Engine.subjectsOf).
-	subjects [][]byte
-	indexed  bool
+	// whether they are all of them (see Engine.subjectsOf). They are read
+	// while the batch is encoded and uploaded (subjectsRead) and settled
+	// before its rows are deleted (awaitSubjects).
+	subjects     [][]byte
+	indexed      bool
+	subjectsRead <-chan subjectsRead
+}
+
+// subjectsRead is the outcome of reading a batch's subjects.
+type subjectsRead struct {
+	hashes  [][]byte
+	indexed bool
+	err     error
+}
+
+// readSubjects starts reading the subjects of the batch's rows ids on a
+// connection of the pool, bounded by archive.db_timeout; the result
+// arrives on the channel, which is never left blocking.
+func (e *Engine) readSubjects(ctx context.Context, spec TableSpec, ids []uuid.UUID) <-chan subjectsRead {
+	out := make(chan subjectsRead, 1)
+	go func() {
+		sctx, cancel := e.dbStep(ctx)
+		defer cancel()
+		hs, indexed, err := e.subjectsOf(sctx, spec, ids)
+		switch {
+		case errors.Is(err, ErrSubject):
+			err = fail(ErrConfig, spec.Table, err)
+		case err != nil:
+			err = fail(ErrDB, spec.Table, stepErr(sctx, err))
+		}
+		out <- subjectsRead{hashes: hs, indexed: indexed, err: err}
+	}()
+	return out
+}
+
+// awaitSubjects settles the batch's subjects: the read's failure fails
+// the batch before its booking, as a failed booking does (its objects,
+// already put, are destroyed by the sweep of its upload intent).
+func (p *prepared) awaitSubjects() error {
+	if p.subjectsRead == nil {
+		return nil
+	}
+	r := <-p.subjectsRead
+	p.subjectsRead = nil
+	p.subjects, p.indexed = r.hashes, r.indexed
+	return r.err
 }
 
 // flight is a prepared batch being uploaded and committed in the background.
@@ -592,31 +635,24 @@ func (e *Engine) prepare(ctx context.Context, table int, spec TableSpec, st *tab
 	if len(included) == 0 {
 		return nil, nil
 	}
+	ids := make([]uuid.UUID, len(included))
+	for i, r := range included {
+		ids[i] = r.ID
+	}
+	p := &prepared{table: table, ids: ids}
+	if e.cfg.LedgerHolds { // read while the batch is encoded; the flight waits for it
+		p.subjectsRead = e.readSubjects(ctx, spec, ids)
+	}
 	if st.columns == nil {
 		if st.columns, err = TableColumns(sctx, e.pool, spec.Table); err != nil {
 			return nil, fail(ErrDB, spec.Table, stepErr(sctx, err))
 		}
 	}
-	m, data, err := e.manifest(spec, included, st.columns)
-	if err != nil {
+	if p.m, p.data, err = e.manifest(spec, included, st.columns); err != nil {
 		return nil, err
 	}
-	manifestJSON, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
+	if p.manifest, err = json.MarshalIndent(p.m, "", "  "); err != nil {
 		return nil, fail(ErrConfig, spec.Table, fmt.Errorf("encode manifest: %w", err))
-	}
-	ids := make([]uuid.UUID, len(included))
-	for i, r := range included {
-		ids[i] = r.ID
-	}
-	p := &prepared{table: table, ids: ids, m: m, data: data, manifest: manifestJSON}
-	if e.cfg.LedgerHolds {
-		if p.subjects, p.indexed, err = e.subjectsOf(sctx, spec, ids); err != nil {
-			if errors.Is(err, ErrSubject) {
-				return nil, fail(ErrConfig, spec.Table, err)
-			}
-			return nil, fail(ErrDB, spec.Table, stepErr(sctx, err))
-		}
 	}
 	return p, nil
 }
@@ -649,6 +685,9 @@ func (e *Engine) upload(ctx context.Context, conn *pgx.Conn, p *prepared) error 
 		return fail(ErrStore, spec.Table, fmt.Errorf("put manifest %s: %w", p.m.ManifestKey, err))
 	}
 	failpoint.Inject(failpoint.ArchiveAfterManifestPut)
+	if err := p.awaitSubjects(); err != nil {
+		return err // the objects are an unbooked upload: the intent's sweep destroys them
+	}
 	return e.prune(ctx, conn, spec, p)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/craig/retention/kernel/kerneltest"
 	"github.com/craig/retention/kernel/lifecycle"
 	"github.com/craig/retention/kernel/metrics"
+	"github.com/craig/retention/kernel/store"
 	"github.com/craig/retention/kernel/subject"
 )
 
@@ -392,4 +393,40 @@ func TestSubjectDeclaredAfterArchiving(t *testing.T) {
 	res, err = w.mgr.Purge(w.ctx, 10, false, "ops:alice")
 	require.NoError(t, err)
 	require.Len(t, res.Purged, 2)
+}
+
+// TestSubjectExpressionNotCanonicalStopsTheTable: a table whose subject
+// expression yields a value that is not a canonical subject (the service's
+// function is wrong) fails its batch as a configuration error: no row is
+// deleted, no archive booked, the value is not repeated in the error, and
+// the batch's objects, put while its subjects were read, are destroyed by
+// the pass's own sweep of their upload intents.
+func TestSubjectExpressionNotCanonicalStopsTheTable(t *testing.T) {
+	t.Parallel()
+	w := newSubjectWorld(t)
+	bad := subjectSpec()
+	bad.Subjects = []archive.Subject{{Kind: subject.Case, SQL: "'case-' || (input ->> 'case_id')"}}
+	am, err := metrics.NewArchive(prometheus.NewRegistry())
+	require.NoError(t, err)
+	eng, err := archive.New(w.db.Pool, w.st, []archive.TableSpec{bad},
+		archive.Bookkeeper{EventType: "rules.evaluations_archived", SourceService: "craig-rules"}.Bookkeep,
+		archive.Config{Service: w.s3.Service, HotWindowDays: 90, BatchSize: 5, MaxBatchBytes: archive.DefaultMaxBatchBytes, LedgerHolds: true, ObjectLock: true, SubjectKey: w.key},
+		slog.New(&kerneltest.LogRecorder{}), am)
+	require.NoError(t, err)
+	rows := w.db.Count(t, `SELECT count(*) FROM rule_evaluations`)
+
+	rep, err := eng.RunPass(w.ctx, 10)
+	require.NoError(t, err)
+	tr := rep.Tables[0]
+	require.ErrorIs(t, tr.Err, archive.ErrSubject)
+	require.ErrorIs(t, tr.Err, archive.ErrConfig)
+	require.NotContains(t, tr.Err.Error(), "case-17", "the value is not repeated: a subject is not shown in clear")
+	require.Zero(t, tr.Archived)
+	require.Equal(t, rows, w.db.Count(t, `SELECT count(*) FROM rule_evaluations`), "no row is deleted")
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_ledger`))
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_subjects`))
+	objs, err := w.st.ListAllObjects(w.ctx, store.Prefix+w.s3.Service+"/")
+	require.NoError(t, err)
+	require.Empty(t, objs, "the unbooked batch's objects are destroyed, every version")
+	require.Zero(t, w.db.Count(t, `SELECT count(*) FROM archive_upload_intents WHERE destroyed_at IS NULL`), "every intent of the batch is settled")
 }

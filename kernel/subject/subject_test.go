@@ -63,6 +63,8 @@ func TestKeyHashAndSecrecy(t *testing.T) {
 	require.NotEqual(t, k.Hash(a), k.Hash(b))
 	require.NotEqual(t, k.Hash(a), k.Hash(p), "case:17 and person:17 are different subjects")
 	require.NotEqual(t, k.Hash(a), other.Hash(a), "the hash is keyed")
+	require.Equal(t, [][]byte{k.Hash(a), k.Hash(b), k.Hash(p), k.Hash(a)}, k.HashAll([]subject.Subject{a, b, p, a2}), "HashAll is Hash of each, in order")
+	require.Empty(t, k.HashAll(nil))
 
 	for _, out := range []string{fmt.Sprint(k), fmt.Sprintf("%v %+v %#v %s", k, k, k, k)} {
 		require.NotContains(t, out, "secret")
