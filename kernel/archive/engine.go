@@ -294,7 +294,7 @@ func (e *Engine) unparsed(ctx context.Context, rep *PassReport) {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				e.logger.WarnContext(ctx, "unparsed subjects could not be counted", slog.String("table", spec.Table), slog.Any("error", err))
+				e.logger.WarnContext(ctx, "unparsed subjects could not be counted", slog.String("table", spec.Table), slog.Any("error", RedactRowValues(err)))
 			}
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/craig/retention/kernel/subject"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -23,8 +24,10 @@ type Subject struct {
 	Kind subject.Kind
 	// SQL is an expression over the table's columns (unqualified) that
 	// yields the row's subject in its canonical spelling (<kind>:<digits>)
-	// or NULL, and never raises: a call of the table's subject function
-	// (migrations/<service>), with an index on exactly this expression so
+	// or NULL, and never raises (an error it raises is reported by its
+	// SQLSTATE only, RedactRowValues, and stops the table's pass): a call
+	// of the table's subject function (migrations/<service>), with an
+	// index on exactly this expression so
 	// the hot rows of a subject are found through it. It is the service's
 	// own code, never input; the kernel builds its subject queries from it.
 	SQL string
@@ -55,6 +58,30 @@ func UnparsedSQL(spec TableSpec) string {
 	}
 	return "SELECT count(*) FROM " + pgx.Identifier{spec.Table}.Sanitize() + " AS t WHERE " + strings.Join(conds, " OR ")
 }
+
+// RedactRowValues returns err with a database error's message, detail,
+// hint and context withheld, keeping its SQLSTATE: a table's subject
+// expression that raises (its contract is never to) reports the value it
+// could not read, a subject in clear, and errors reach reports, logs and
+// API answers. errors.As still finds a *pgconn.PgError, carrying only the
+// code and severity. Any other error is returned as is.
+func RedactRowValues(err error) error {
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) {
+		return err
+	}
+	return &redactedPgError{pg: &pgconn.PgError{Severity: pg.Severity, SeverityUnlocalized: pg.SeverityUnlocalized, Code: pg.Code,
+		Message: "message withheld: it may quote a row's value"}}
+}
+
+// redactedPgError is a database error with only its code (RedactRowValues).
+type redactedPgError struct{ pg *pgconn.PgError }
+
+func (e *redactedPgError) Error() string {
+	return fmt.Sprintf("database error, SQLSTATE %s (its message is withheld: it may quote a row's value)", e.pg.Code)
+}
+
+func (e *redactedPgError) Unwrap() error { return e.pg }
 
 // ErrSubject: a table's subject expression returned a value that is not a
 // canonical subject (the table's function is wrong; the value is not
@@ -146,11 +173,11 @@ func rowSubjectsSQL(spec TableSpec) string {
 func Hashes(ctx context.Context, db prune.DB, key subject.Key, table, sql string, args ...any) ([][]byte, error) {
 	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("subjects of %s: %w", table, err)
+		return nil, fmt.Errorf("subjects of %s: %w", table, RedactRowValues(err))
 	}
 	vals, err := pgx.CollectRows(rows, pgx.RowTo[*string])
 	if err != nil {
-		return nil, fmt.Errorf("subjects of %s: %w", table, err)
+		return nil, fmt.Errorf("subjects of %s: %w", table, RedactRowValues(err))
 	}
 	subjects := make([]subject.Subject, 0, len(vals))
 	for _, p := range vals {

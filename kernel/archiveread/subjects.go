@@ -272,7 +272,7 @@ func (r *Reader) archivedOf(ctx context.Context, spec archive.TableSpec, aid uui
 	docs := splitLines(data)
 	rows, err := r.pool.Query(ctx, archive.DocSubjectSQL(spec), docs, s)
 	if err != nil {
-		return nil, fmt.Errorf("subject of archive %s: %w", aid, err)
+		return nil, fmt.Errorf("subject of archive %s: %w", aid, archive.RedactRowValues(err))
 	}
 	defer rows.Close()
 	var out []SubjectLine
@@ -280,12 +280,15 @@ func (r *Reader) archivedOf(ctx context.Context, spec archive.TableSpec, aid uui
 		var ord int64
 		var at time.Time
 		if err := rows.Scan(&ord, &at); err != nil {
-			return nil, err
+			return nil, archive.RedactRowValues(err)
 		}
 		id := aid
 		out = append(out, SubjectLine{Table: spec.Table, Source: "archive", ArchiveID: &id, Row: json.RawMessage(docs[ord-1]), at: at, ord: int(ord)})
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("subject of archive %s: %w", aid, archive.RedactRowValues(err))
+	}
+	return out, nil
 }
 
 // hotOf returns the hot rows of spec whose subject is s (through the index
@@ -293,7 +296,7 @@ func (r *Reader) archivedOf(ctx context.Context, spec archive.TableSpec, aid uui
 func hotOf(ctx context.Context, tx pgx.Tx, spec archive.TableSpec, s string) ([]SubjectLine, error) {
 	rows, err := tx.Query(ctx, archive.HotSubjectSQL(spec), s)
 	if err != nil {
-		return nil, fmt.Errorf("hot rows of %s: %w", spec.Table, err)
+		return nil, fmt.Errorf("hot rows of %s: %w", spec.Table, archive.RedactRowValues(err))
 	}
 	defer rows.Close()
 	var out []SubjectLine
@@ -302,11 +305,14 @@ func hotOf(ctx context.Context, tx pgx.Tx, spec archive.TableSpec, s string) ([]
 		var at time.Time
 		var id uuid.UUID
 		if err := rows.Scan(&doc, &at, &id); err != nil {
-			return nil, err
+			return nil, archive.RedactRowValues(err)
 		}
 		out = append(out, SubjectLine{Table: spec.Table, Source: "hot", Row: json.RawMessage(doc), at: at, ord: len(out)})
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("hot rows of %s: %w", spec.Table, archive.RedactRowValues(err))
+	}
+	return out, nil
 }
 
 // splitLines returns an object's NDJSON lines (without their newlines).

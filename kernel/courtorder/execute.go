@@ -160,7 +160,7 @@ func (o *Orders) deleteHot(ctx context.Context, ord *order) (int64, error) {
 		for _, spec := range o.subjectSpecs() {
 			tag, err := tx.Exec(ctx, "DELETE FROM "+pgx.Identifier{spec.Table}.Sanitize()+" AS t WHERE "+archive.SubjectMatch(spec, 1), ord.subject.String())
 			if err != nil {
-				return fmt.Errorf("expunge hot rows of %s: %w", spec.Table, err)
+				return fmt.Errorf("expunge hot rows of %s: %w", spec.Table, archive.RedactRowValues(err))
 			}
 			n += tag.RowsAffected()
 		}

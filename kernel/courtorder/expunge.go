@@ -144,7 +144,7 @@ func (o *Orders) unparsed(ctx context.Context) (int64, error) {
 		}
 		var n int64
 		if err := o.pool.QueryRow(ctx, q).Scan(&n); err != nil {
-			return 0, fmt.Errorf("unparsed subjects of %s: %w", spec.Table, err)
+			return 0, fmt.Errorf("unparsed subjects of %s: %w", spec.Table, archive.RedactRowValues(err))
 		}
 		total += n
 	}
@@ -227,11 +227,11 @@ func (o *Orders) hotHolds(ctx context.Context, db prune.DB, s subject.Subject, h
 			              AND (h.from_at IS NULL OR `+age+` >= h.from_at) AND (h.to_at IS NULL OR `+age+` < h.to_at))
 			ORDER BY h.id`, s.String(), spec.Table, pgUUIDs(holds))
 		if err != nil {
-			return nil, fmt.Errorf("holds over the hot rows of %s: %w", spec.Table, err)
+			return nil, fmt.Errorf("holds over the hot rows of %s: %w", spec.Table, archive.RedactRowValues(err))
 		}
 		ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 		if err != nil {
-			return nil, fmt.Errorf("holds over the hot rows of %s: %w", spec.Table, err)
+			return nil, fmt.Errorf("holds over the hot rows of %s: %w", spec.Table, archive.RedactRowValues(err))
 		}
 		out = append(out, ids...)
 	}

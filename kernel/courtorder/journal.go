@@ -173,7 +173,7 @@ func (o *Orders) reapplyExpunge(ctx context.Context, e journal.Entry, x expungeE
 		at := pgtype.Timestamptz{Time: e.Time(), Valid: true}
 		for _, spec := range o.subjectSpecs() {
 			if _, err := tx.Exec(ctx, "DELETE FROM "+pgx.Identifier{spec.Table}.Sanitize()+" AS t WHERE "+archive.SubjectMatch(spec, 1), s.String()); err != nil {
-				return fmt.Errorf("expunge hot rows of %s again: %w", spec.Table, err)
+				return fmt.Errorf("expunge hot rows of %s again: %w", spec.Table, archive.RedactRowValues(err))
 			}
 		}
 		if err := o.replaceHash(ctx, tx, ord); err != nil {
