@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/craig/retention/kernel/archive"
 	"github.com/craig/retention/kernel/prune"
 )
 
@@ -71,7 +72,7 @@ func ForUnparsedSubjects(table, countSQL string, enabled bool) Spec {
 		count: func(ctx context.Context, db prune.DB) (int64, error) {
 			var n int64
 			err := db.QueryRow(ctx, countSQL).Scan(&n)
-			return n, err
+			return n, archive.RedactRowValues(err) // the count runs the table's subject expression
 		}}
 }
 

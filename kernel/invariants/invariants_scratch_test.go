@@ -163,3 +163,21 @@ func TestCheckAllStopsAtTheFirstError(t *testing.T) {
 	require.Len(t, results, 1, "the results before the failing invariant are returned")
 	require.Equal(t, "outbox_retention_overrun", results[0].Name)
 }
+
+// TestUnparsedSubjectsErrorQuotesNoValue: a table's subject expression
+// that raises (its contract is never to) fails the unparsed-subjects
+// watchdog by its SQLSTATE only: the database's message, which quotes
+// the value it could not read, a subject in clear, is withheld.
+func TestUnparsedSubjectsErrorQuotesNoValue(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := kerneltest.NewDB(t, migrations.Transport())
+	db.Exec(t, `CREATE TABLE notes (id int PRIMARY KEY, case_id text)`)
+	db.Exec(t, `INSERT INTO notes VALUES (1, 'case-17')`)
+	s := invariants.ForUnparsedSubjects("notes", `SELECT count(*) FROM notes AS t WHERE (t.case_id ~ '[0-9]') AND ('case:' || (t.case_id::int)::text) IS NULL`, true)
+	_, err := invariants.Check(ctx, db.Pool, s)
+	require.ErrorContains(t, err, "invariant notes_subject_unparsed")
+	require.ErrorContains(t, err, "22P02")
+	require.NotContains(t, err.Error(), "case-17")
+}
