@@ -385,6 +385,36 @@ func TestHostile3CancelAnywhere(t *testing.T) {
 	}
 }
 
+// raceHoldWithPass runs a pass and, once start is closed, places a hold on
+// spelled beside it; it returns the hold and the archives that hold a row
+// of a subject of canonical (there is at least one).
+func (w *h3World) raceHoldWithPass(t *testing.T, mgr *lifecycle.Manager, eng *archive.Engine, start <-chan struct{}, spelled, canonical []string) (lifecycle.Hold, map[uuid.UUID]bool) {
+	t.Helper()
+	var hold lifecycle.Hold
+	var herr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-start
+		hold, herr = mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Subjects: spelled}, "ops:carol")
+	}()
+	rep, err := eng.RunPass(w.ctx, 100)
+	require.NoError(t, err)
+	require.NoError(t, rep.Err())
+	<-done
+	w.logs.SetHook(nil)
+	require.NoError(t, herr)
+	held := w.checkWorld(t, []string{"rule_evaluations"})
+	must := map[uuid.UUID]bool{}
+	for _, s := range canonical {
+		for _, id := range held[s] {
+			must[id] = true
+		}
+	}
+	require.NotEmpty(t, must)
+	return hold, must
+}
+
 // TestHostile3HoldRacesPass: a hold on case:17 and person:1003 placed
 // when the pass books its first archive; every archive that holds them
 // is covered and survives a purge.
@@ -401,28 +431,7 @@ func TestHostile3HoldRacesPass(t *testing.T) {
 			once.Do(func() { close(start) })
 		}
 	})
-	var hold lifecycle.Hold
-	var herr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		<-start
-		hold, herr = mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Subjects: []string{"CASE:0017", "person:1003"}}, "ops:carol")
-	}()
-	rep, err := eng.RunPass(w.ctx, 100)
-	require.NoError(t, err)
-	require.NoError(t, rep.Err())
-	<-done
-	w.logs.SetHook(nil)
-	require.NoError(t, herr)
-	held := w.checkWorld(t, []string{"rule_evaluations"})
-	must := map[uuid.UUID]bool{}
-	for _, s := range []string{"case:17", "person:1003"} {
-		for _, id := range held[s] {
-			must[id] = true
-		}
-	}
-	require.NotEmpty(t, must)
+	hold, must := w.raceHoldWithPass(t, mgr, eng, start, []string{"CASE:0017", "person:1003"}, []string{"case:17", "person:1003"})
 	hs, err := mgr.Holds(w.ctx)
 	require.NoError(t, err)
 	var covers []uuid.UUID
@@ -521,28 +530,7 @@ func TestHostile3HoldRacesPassEveryPoint(t *testing.T) {
 					}
 				})
 			}
-			var hold lifecycle.Hold
-			var herr error
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				<-start
-				hold, herr = mgr.PlaceHold(w.ctx, lifecycle.HoldRequest{Title: "t", Reason: "r", Subjects: []string{"case:17", "person:1009"}}, "ops:carol")
-			}()
-			rep, err := eng.RunPass(w.ctx, 100)
-			require.NoError(t, err)
-			require.NoError(t, rep.Err())
-			<-done
-			w.logs.SetHook(nil)
-			require.NoError(t, herr)
-			held := w.checkWorld(t, []string{"rule_evaluations"})
-			must := map[uuid.UUID]bool{}
-			for _, s := range []string{"case:17", "person:1009"} {
-				for _, id := range held[s] {
-					must[id] = true
-				}
-			}
-			require.NotEmpty(t, must)
+			hold, must := w.raceHoldWithPass(t, mgr, eng, start, []string{"case:17", "person:1009"}, []string{"case:17", "person:1009"})
 			for id := range must {
 				require.EqualValues(t, 1, w.db.Count(t, `SELECT count(*) FROM archive_ledger WHERE archive_id = $1 AND legal_hold`, id), "archive %s holds a held subject", id)
 			}
